@@ -1,0 +1,116 @@
+package config
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func TestFromSettings(t *testing.T) {
+	tests := []struct {
+		name     string
+		settings map[string]any
+		check    func(t *testing.T, c Config)
+		wantErr  string // substring; "" means no error
+	}{
+		{
+			name:     "defaults",
+			settings: Keys(),
+			check: func(t *testing.T, c Config) {
+				if diff := cmp.Diff(Default(), c, cmpopts.EquateEmpty(), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+					t.Errorf("defaults through FromSettings differ from Default() (-want +got):\n%s", diff)
+				}
+			},
+		},
+		{
+			name: "file values, viper-lowercased keys",
+			settings: map[string]any{
+				"upstreams":                      []any{"10.0.0.2", "2001:db8::53"},
+				"clusterdns":                     []any{"10.233.0.3"},
+				"nodelocaldns.addresses":         []any{"169.254.20.10"},
+				"netplan.mode":                   "pin",
+				"host.routeclusterdomaintocache": true,
+				"probes.timeout":                 "500ms",
+				"writers.backoffafter":           3,
+			},
+			check: func(t *testing.T, c Config) {
+				want := []netip.Addr{netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("2001:db8::53")}
+				if !cmp.Equal(want, c.Upstreams, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })) {
+					t.Errorf("upstreams = %v", c.Upstreams)
+				}
+				if c.Netplan.Mode != NetplanPin || !c.Host.RouteClusterDomainToCache || c.Probes.Timeout != 500*time.Millisecond || c.Writers.BackoffAfter != 3 {
+					t.Errorf("got %+v", c)
+				}
+				if len(c.ClusterDNS) != 1 || len(c.NodeLocalDNS.Addresses) != 1 {
+					t.Errorf("clusterDNS %v, addresses %v", c.ClusterDNS, c.NodeLocalDNS.Addresses)
+				}
+			},
+		},
+		{
+			name:     "env string lists",
+			settings: map[string]any{"upstreams": "10.0.0.2, 10.0.0.3"},
+			check: func(t *testing.T, c Config) {
+				if len(c.Upstreams) != 2 || c.Upstreams[1] != netip.MustParseAddr("10.0.0.3") {
+					t.Errorf("upstreams = %v", c.Upstreams)
+				}
+			},
+		},
+		{
+			name:     "netplan mode false means off",
+			settings: map[string]any{"netplan.mode": false},
+			check: func(t *testing.T, c Config) {
+				if c.Netplan.Mode != NetplanOff {
+					t.Errorf("mode = %q", c.Netplan.Mode)
+				}
+			},
+		},
+		{name: "unknown key", settings: map[string]any{"upstream": []any{"1.1.1.1"}}, wantErr: "config key upstream: unknown key"},
+		{name: "unknown nested key", settings: map[string]any{"netplan.modes": "pin"}, wantErr: "config key netplan.modes: unknown key"},
+		{name: "bad ip", settings: map[string]any{"upstreams": []any{"10.0.0.300"}}, wantErr: `config key upstreams: value [10.0.0.300]: "10.0.0.300" is not an IP address`},
+		{name: "bad duration", settings: map[string]any{"probes.timeout": "2 seconds"}, wantErr: `config key probes.timeout: value "2 seconds": "2 seconds" is not a duration`},
+		{name: "negative duration", settings: map[string]any{"writers.window": "-1s"}, wantErr: "not a positive duration"},
+		{name: "bad mode", settings: map[string]any{"netplan.mode": "always"}, wantErr: `"always" is not a mode`},
+		{name: "relative path", settings: map[string]any{"kubelet.resolvConf": "resolv.conf"}, wantErr: "not an absolute path"},
+		{name: "bad bool", settings: map[string]any{"netplan.apply": "sometimes"}, wantErr: `"sometimes" is not true or false`},
+		{name: "bad domain", settings: map[string]any{"clusterDomain": "cluster..local"}, wantErr: "not a domain name"},
+		{name: "zero backoff", settings: map[string]any{"writers.backoffAfter": 0}, wantErr: "not a positive number"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := FromSettings(tc.settings)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
+				}
+				var ce *Error
+				if !errors.As(err, &ce) || ce.Key == "" {
+					t.Errorf("err %v is not a *config.Error naming the key", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, c)
+		})
+	}
+}
+
+func TestKeysCoverEveryDefault(t *testing.T) {
+	// Every key has a default viper can bind NODEDNS_* to, and names are unique.
+	seen := map[string]bool{}
+	for _, n := range KeyNames() {
+		if seen[strings.ToLower(n)] {
+			t.Errorf("duplicate key %s", n)
+		}
+		seen[strings.ToLower(n)] = true
+		if _, ok := Keys()[n]; !ok {
+			t.Errorf("key %s has no default", n)
+		}
+	}
+}
