@@ -1,0 +1,158 @@
+// Package files is the only way nodedns changes a node's files. It writes atomically (temp file in
+// the same directory, fsync, rename, fsync the directory), never replaces a symlink with a file,
+// falls back to an in-place rewrite where rename cannot work (a bind-mounted /etc/resolv.conf), backs
+// every path up once before its first change, and restores exactly what it backed up (design.md,
+// invariants 3, 4 and 5).
+//
+// Every path given to a Store is a node path ("/etc/resolv.conf") resolved under Store.Root, the way
+// `netplan --root-dir` does, so tests and `nodedns --root DIR` work on a fake node.
+package files
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"syscall"
+	"time"
+)
+
+// FS is the seam between nodedns and the filesystem, small enough to wrap for fault injection in
+// tests (rename failing with EBUSY as on a bind-mounted /etc/resolv.conf, ENOSPC on write, EROFS,
+// EACCES). Names are host paths (already joined under Store.Root). OS returns the real one.
+type FS interface {
+	// Lstat describes name without following a final symlink.
+	Lstat(name string) (fs.FileInfo, error)
+	// Stat describes name, following symlinks.
+	Stat(name string) (fs.FileInfo, error)
+	// ReadFile reads the whole file.
+	ReadFile(name string) ([]byte, error)
+	// Readlink returns a symlink's target as stored.
+	Readlink(name string) (string, error)
+	// OpenFile opens name as os.OpenFile does.
+	OpenFile(name string, flag int, perm fs.FileMode) (File, error)
+	// CreateTemp creates a new file in dir (mode 0600) as os.CreateTemp does.
+	CreateTemp(dir, pattern string) (File, error)
+	// Rename atomically replaces newpath with oldpath.
+	Rename(oldpath, newpath string) error
+	// Remove removes a file, a symlink or an empty directory.
+	Remove(name string) error
+	// Symlink creates newname pointing at oldname.
+	Symlink(oldname, newname string) error
+	// Chmod sets the mode of name (following symlinks).
+	Chmod(name string, mode fs.FileMode) error
+	// Lchown sets the owner of name without following a final symlink.
+	Lchown(name string, uid, gid int) error
+	// MkdirAll creates a directory and its missing parents.
+	MkdirAll(name string, perm fs.FileMode) error
+	// SyncDir fsyncs a directory, making a rename or removal in it durable.
+	SyncDir(name string) error
+	// Lock takes an exclusive advisory lock on name (created if missing) and returns the function
+	// that releases it. It serialises backup-manifest updates between nodedns processes.
+	Lock(name string) (unlock func() error, err error)
+}
+
+// File is an open file as FS returns it; *os.File implements it.
+type File interface {
+	io.Reader
+	io.Writer
+	io.WriterAt
+	// Name is the host path the file was opened or created with.
+	Name() string
+	// Truncate changes the file's size.
+	Truncate(size int64) error
+	// Sync flushes the file's data and metadata to stable storage (fsync).
+	Sync() error
+	// Close closes the file.
+	Close() error
+}
+
+// OS returns the FS of the real filesystem.
+func OS() FS { return osFS{} }
+
+type osFS struct{}
+
+func (osFS) Lstat(name string) (fs.FileInfo, error)    { return os.Lstat(name) }
+func (osFS) Stat(name string) (fs.FileInfo, error)     { return os.Stat(name) }
+func (osFS) ReadFile(name string) ([]byte, error)      { return os.ReadFile(name) }
+func (osFS) Readlink(name string) (string, error)      { return os.Readlink(name) }
+func (osFS) Rename(oldpath, newpath string) error      { return os.Rename(oldpath, newpath) }
+func (osFS) Remove(name string) error                  { return os.Remove(name) }
+func (osFS) Symlink(oldname, newname string) error     { return os.Symlink(oldname, newname) }
+func (osFS) Chmod(name string, mode fs.FileMode) error { return os.Chmod(name, mode) }
+func (osFS) Lchown(name string, uid, gid int) error    { return os.Lchown(name, uid, gid) }
+func (osFS) MkdirAll(name string, perm fs.FileMode) error {
+	return os.MkdirAll(name, perm)
+}
+
+func (osFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		// Never return a typed nil *os.File inside a non-nil interface.
+		return nil, err
+	}
+	return f, nil
+}
+
+func (osFS) CreateTemp(dir, pattern string) (File, error) {
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (osFS) SyncDir(name string) error {
+	d, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	serr := d.Sync()
+	cerr := d.Close()
+	if serr != nil {
+		return serr
+	}
+	return cerr
+}
+
+// lockTimeout bounds how long a second nodedns process (`nodedns restore` next to the daemon) waits
+// for the backup lock: long enough for any real backup or restore, short enough that a wedged
+// process gives a clear error instead of a hang.
+const lockTimeout = 30 * time.Second
+
+func (osFS) Lock(name string) (func() error, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	deadline := time.Now().Add(lockTimeout)
+	for {
+		var ferr error
+		if err := rc.Control(func(fd uintptr) {
+			// flock(2) is released by the kernel when the process dies, so a crashed nodedns
+			// never leaves the store locked (unlike a lock file that must be cleaned up).
+			ferr = syscall.Flock(int(fd), syscall.LOCK_EX|syscall.LOCK_NB)
+		}); err != nil {
+			f.Close()
+			return nil, err
+		}
+		if ferr == nil {
+			return f.Close, nil
+		}
+		if !errors.Is(ferr, syscall.EWOULDBLOCK) && !errors.Is(ferr, syscall.EINTR) {
+			f.Close()
+			return nil, &fs.PathError{Op: "flock", Path: name, Err: ferr}
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("flock %s: held by another nodedns process for more than %s", name, lockTimeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
