@@ -1,0 +1,1059 @@
+// Package systemd reads what systemd-resolved and systemd-networkd are
+// configured with and what they serve.
+//
+// resolvedconf.go and linkstate.go read FILES only: resolved.conf with its
+// drop-ins, and the per-link state files under /run; a D-Bus client can sit
+// beside them. Every rule follows systemd 252 as shipped by Debian 12
+// (252.39); where a rule was checked against the real systemd-resolved 252
+// binary in a private namespace, the comment says "measured".
+package systemd
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// Node paths systemd-resolved 252 reads its configuration from.
+const (
+	// ResolvedConfPath is the main configuration file. systemd-resolved 252
+	// reads only this one (PKGSYSCONFDIR "/resolved.conf" in resolved-conf.c);
+	// the fallback to /usr/lib/systemd/resolved.conf came with
+	// config_parse_config_file in a later release. `systemd-analyze cat-config`
+	// 252 shows the /usr/lib file, but the daemon itself never reads it.
+	ResolvedConfPath = "/etc/systemd/resolved.conf"
+
+	// maxConfFileSize bounds what we read of one file. systemd's own bound is
+	// LONG_LINE_MAX (1 MiB) per line; we skip whole files over it instead so
+	// that a runaway file cannot make nodedns allocate without limit.
+	maxConfFileSize = 1 << 20
+)
+
+// ResolvedDropinDirs are the drop-in directories, highest priority first:
+// CONF_PATHS_NULSTR("systemd/resolved.conf.d") of systemd 252. Debian builds
+// 252 with split-usr, so /lib/systemd/resolved.conf.d is read too (its path is
+// in Debian's systemd-resolved 252.39 binary).
+var ResolvedDropinDirs = []string{
+	"/etc/systemd/resolved.conf.d",
+	"/run/systemd/resolved.conf.d",
+	"/usr/local/lib/systemd/resolved.conf.d",
+	"/usr/lib/systemd/resolved.conf.d",
+	"/lib/systemd/resolved.conf.d",
+}
+
+// Server is one DNS server entry as systemd-resolved parses it
+// (in_addr_port_ifindex_name_from_string_auto in systemd 252):
+// ADDR, ADDR:PORT, [V6]:PORT, then optionally %IFNAME and #SNI, in that order.
+type Server struct {
+	Addr netip.Addr // never zoned; the interface is in Iface
+	// Port is the port as written, 0 when none. systemd-resolved treats 53
+	// and 853 like no port (the transport picks 53, or 853 for DNS-over-TLS).
+	Port  uint16
+	Iface string // interface name or index after '%', as written
+	SNI   string // server name after '#' (systemd 247+), used for DNS-over-TLS
+	Raw   string // the word as written
+}
+
+// String formats the server the way systemd writes it (dns_server_string_full).
+func (s Server) String() string {
+	var b strings.Builder
+	if s.Port != 0 && s.Addr.Is6() {
+		fmt.Fprintf(&b, "[%s]:%d", s.Addr, s.Port)
+	} else if s.Port != 0 {
+		fmt.Fprintf(&b, "%s:%d", s.Addr, s.Port)
+	} else {
+		b.WriteString(s.Addr.String())
+	}
+	if s.Iface != "" {
+		b.WriteString("%" + s.Iface)
+	}
+	if s.SNI != "" {
+		b.WriteString("#" + s.SNI)
+	}
+	return b.String()
+}
+
+// Setting names the file and line a value came from.
+type Setting struct {
+	Path string // node path
+	Line int
+}
+
+// String returns "path:line".
+func (s Setting) String() string { return fmt.Sprintf("%s:%d", s.Path, s.Line) }
+
+// Warning is a line or value that was skipped, or a file that was not read.
+// Line is 0 when the warning is about a whole file.
+type Warning struct {
+	Path string // node path
+	Line int
+	Msg  string
+}
+
+// String returns "path:line: msg", or "path: msg" for a whole file.
+func (w Warning) String() string {
+	if w.Line == 0 {
+		return fmt.Sprintf("%s: %s", w.Path, w.Msg)
+	}
+	return fmt.Sprintf("%s:%d: %s", w.Path, w.Line, w.Msg)
+}
+
+// ResolvedConfig is the [Resolve] configuration systemd-resolved 252 ends up
+// with after reading the main file and its drop-ins.
+type ResolvedConfig struct {
+	DNS, FallbackDNS []Server
+	Domains          []string // as written, "~" kept for routing-only
+	// DNSSources lists the file:line of every DNS= assignment that the final
+	// DNS list is built from: the last `DNS=` reset (if any) and each later
+	// line that added a server. So nodedns can say
+	// "kubespray.conf:2 sets DNS=169.254.25.10".
+	DNSSources []Setting
+	// DNSStubListener is the last valid DNSStubListener= value as written
+	// ("" means unset, which is "yes").
+	DNSStubListener string
+	// DNSStubListenerExtra lists the extra stub listeners as written.
+	DNSStubListenerExtra []string
+	Files                []string  // node paths read, in order
+	Warnings             []Warning // unparsable lines/values, skipped
+	// Halted is set when systemd-resolved 252 would stop reading its
+	// configuration: a bad section header, a line that is not UTF-8, an
+	// unreadable file (measured: a 0600 drop-in, since resolved reads as the
+	// systemd-resolve user). config_parse_many_files returns on the first
+	// such error, so later lines and later files are never applied: a
+	// zz-nodedns.conf sorted after a broken drop-in has no effect.
+	// ParseResolvedConf does nothing once Halted is set.
+	Halted *Warning
+}
+
+// LoadResolvedConfig reads the main file and drop-ins under root, in the order
+// systemd-resolved 252 does. Missing files are fine. Files over 1 MiB are
+// skipped with a Warning. The error is only for a root that cannot be used.
+func LoadResolvedConfig(root string) (*ResolvedConfig, error) {
+	if err := checkRoot(root); err != nil {
+		return nil, fmt.Errorf("load resolved config: %w", err)
+	}
+	cfg := &ResolvedConfig{}
+	loadConfFile(cfg, root, ResolvedConfPath)
+
+	// conf_files_list_nulstr (conf-files.c): a file name found in an earlier
+	// directory hides the same name in later ones (an empty file or a
+	// /dev/null symlink therefore masks it); the survivors are sorted by
+	// file name alone, whatever their directory. Hidden files are skipped
+	// (FOREACH_DIRENT / hidden_or_backup_file).
+	byName := map[string]string{}
+	for _, dir := range ResolvedDropinDirs {
+		host, _, err := resolveNodePath(root, dir)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				cfg.warnFile(dir, fmt.Sprintf("skipped: %v", unwrapPathErr(err)))
+			}
+			continue
+		}
+		fi, err := os.Stat(host)
+		if err != nil || !fi.IsDir() {
+			continue
+		}
+		// resolved lists drop-in directories as the systemd-resolve user and
+		// ignores one it cannot list (conf_files_list logs and goes on;
+		// measured with a 0700 directory).
+		if fi.Mode().Perm()&0o005 != 0o005 {
+			cfg.warnFile(dir, fmt.Sprintf("not readable by the systemd-resolve user (mode %04o): systemd-resolved 252 ignores this directory", fi.Mode().Perm()))
+			continue
+		}
+		entries, err := os.ReadDir(host)
+		if err != nil {
+			cfg.warnFile(dir, fmt.Sprintf("skipped: %v", unwrapPathErr(err)))
+			continue
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if !strings.HasSuffix(name, ".conf") || strings.HasPrefix(name, ".") {
+				continue
+			}
+			if _, seen := byName[name]; !seen {
+				byName[name] = path.Join(dir, name)
+			}
+		}
+	}
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	sort.Strings(names) // base_cmp: strcmp on the file name
+	for _, n := range names {
+		p := byName[n]
+		if cfg.Halted != nil {
+			at := cfg.Halted.Path
+			if cfg.Halted.Line > 0 {
+				at = fmt.Sprintf("%s:%d", at, cfg.Halted.Line)
+			}
+			cfg.warnFile(p, "not read: systemd-resolved 252 stopped reading its configuration at "+at)
+			continue
+		}
+		loadConfFile(cfg, root, p)
+	}
+	return cfg, nil
+}
+
+// loadConfFile reads one node file and applies it, as config_parse does.
+func loadConfFile(cfg *ResolvedConfig, root, nodePath string) {
+	data, err := readNodeFile(root, nodePath, true)
+	switch {
+	case err == nil:
+	case errors.Is(err, fs.ErrNotExist):
+		// config_parse: ENOENT is not an error (a dangling symlink too).
+		return
+	case errors.Is(err, errTooLarge):
+		cfg.warnFile(nodePath, fmt.Sprintf("skipped: larger than %d bytes", maxConfFileSize))
+		return
+	default:
+		// Any other open or read error makes config_parse fail, and resolved
+		// stops reading (measured with a 0600 drop-in, and with a directory
+		// named like a drop-in: "Is a directory").
+		cfg.halt(nodePath, 0, unwrapPathErr(err).Error())
+		return
+	}
+	cfg.Files = append(cfg.Files, nodePath)
+	ParseResolvedConf(cfg, nodePath, data)
+}
+
+// ParseResolvedConf applies one file's bytes on top of cfg (so tests and
+// fuzzing need no files). path names the file in Warnings and DNSSources. A
+// nil cfg is left alone.
+// It follows config_parse in systemd 252's conf-parser.c line by line.
+func ParseResolvedConf(cfg *ResolvedConfig, path string, data []byte) {
+	if cfg == nil || cfg.Halted != nil {
+		return
+	}
+	newConfParser(cfg, path).run(data)
+}
+
+type confParser struct {
+	cfg       *ResolvedConfig
+	path      string
+	inResolve bool // the current section is [Resolve]
+	ignored   bool // the current section is an unknown one (no more warnings)
+	// Indexes over cfg's lists, so that a long list stays linear to build.
+	dnsIdx, fallbackIdx serverSet
+	domainIdx           map[string]int // normalized name -> index in cfg.Domains
+}
+
+func newConfParser(cfg *ResolvedConfig, path string) *confParser {
+	p := &confParser{cfg: cfg, path: path,
+		dnsIdx: newServerSet(cfg.DNS), fallbackIdx: newServerSet(cfg.FallbackDNS),
+		domainIdx: map[string]int{}}
+	for i, d := range cfg.Domains {
+		if k, err := normalizeDomain(domainName(d)); err == nil {
+			p.domainIdx[k] = i
+		}
+	}
+	return p
+}
+
+const utf8BOM = "\xef\xbb\xbf"
+
+func (p *confParser) run(data []byte) {
+	var (
+		line         int
+		continuation []byte // nil: none pending
+		bomSeen      bool
+	)
+	for _, raw := range splitLines(data) {
+		line++
+		// Comment lines are dropped before continuation handling, so a
+		// comment inside a continued value is skipped and the value goes on
+		// (config_parse 252; measured).
+		if l := strings.TrimLeft(raw, whitespace); l != "" && strings.ContainsRune(comments, rune(l[0])) {
+			continue
+		}
+		l := raw
+		if !bomSeen && strings.HasPrefix(l, utf8BOM) {
+			l = l[len(utf8BOM):]
+			bomSeen = true
+		}
+		// A line ending in an odd number of backslashes continues on the
+		// next line; the last backslash becomes a space. systemd rescans the
+		// whole joined line, but a pending continuation always ends in that
+		// space, so scanning the new physical line alone is the same.
+		if endsEscaped(l) {
+			if continuation == nil {
+				continuation = []byte{}
+			}
+			continuation = append(continuation, l[:len(l)-1]...)
+			continuation = append(continuation, ' ')
+			continue
+		}
+		logical := l
+		if continuation != nil {
+			logical = string(continuation) + l
+			continuation = nil
+		}
+		if !p.parseLine(line, logical) {
+			return
+		}
+	}
+	if continuation != nil {
+		// config_parse parses a pending continuation at EOF as line+1.
+		p.parseLine(line+1, string(continuation))
+	}
+}
+
+// endsEscaped reports whether s ends in an unescaped backslash.
+func endsEscaped(s string) bool {
+	escaped := false
+	for i := 0; i < len(s); i++ {
+		if escaped {
+			escaped = false
+		} else if s[i] == '\\' {
+			escaped = true
+		}
+	}
+	return escaped
+}
+
+// parseLine is parse_line of conf-parser.c. It returns false when the error
+// is fatal for the whole configuration (cfg.Halted is then set).
+func (p *confParser) parseLine(line int, l string) bool {
+	l = strings.Trim(l, whitespace)
+	if l == "" {
+		return true
+	}
+	if !validUTF8(l) {
+		// 252 says "ignoring assignment" but returns -EINVAL: the unit or
+		// configuration fails to load (measured with systemd-analyze verify).
+		p.cfg.halt(p.path, line, "string is not UTF-8 clean")
+		return false
+	}
+	if l[0] == '[' {
+		if l[len(l)-1] != ']' || len(l) < 2 {
+			p.cfg.halt(p.path, line, fmt.Sprintf("invalid section header %q", l))
+			return false
+		}
+		name := l[1 : len(l)-1]
+		if !stringIsSafe(name) {
+			p.cfg.halt(p.path, line, fmt.Sprintf("bad characters in section header %q", l))
+			return false
+		}
+		// Section names are case-sensitive: [resolve] is unknown (measured).
+		if name != "Resolve" {
+			if !strings.HasPrefix(name, "X-") {
+				p.cfg.warn(p.path, line, fmt.Sprintf("unknown section %q, ignoring", name))
+			}
+			p.inResolve, p.ignored = false, true
+			return true
+		}
+		p.inResolve, p.ignored = true, false
+		return true
+	}
+	if !p.inResolve {
+		if !p.ignored {
+			p.cfg.warn(p.path, line, "assignment outside of section, ignoring")
+		}
+		return true
+	}
+	eq := strings.IndexByte(l, '=')
+	if eq < 0 {
+		// Not fatal in 252 (measured), unlike older releases.
+		p.cfg.warn(p.path, line, "missing '=', ignoring line")
+		return true
+	}
+	if eq == 0 {
+		p.cfg.warn(p.path, line, "missing key name before '=', ignoring line")
+		return true
+	}
+	key := strings.Trim(l[:eq], whitespace)
+	value := strings.Trim(l[eq+1:], whitespace)
+	p.assign(line, key, value)
+	return true
+}
+
+// assign applies one [Resolve] assignment (resolved-gperf.gperf, 252).
+func (p *confParser) assign(line int, key, value string) {
+	cfg := p.cfg
+	switch key {
+	case "DNS":
+		if value == "" {
+			// config_parse_dns_servers: an empty assignment clears the list.
+			cfg.DNS = nil
+			p.dnsIdx = newServerSet(nil)
+			cfg.DNSSources = []Setting{{p.path, line}}
+			return
+		}
+		if p.addServers(&cfg.DNS, p.dnsIdx, line, value) {
+			cfg.DNSSources = append(cfg.DNSSources, Setting{p.path, line})
+		}
+	case "FallbackDNS":
+		if value == "" {
+			cfg.FallbackDNS = nil
+			p.fallbackIdx = newServerSet(nil)
+			return
+		}
+		p.addServers(&cfg.FallbackDNS, p.fallbackIdx, line, value)
+	case "Domains":
+		if value == "" {
+			cfg.Domains = nil
+			p.domainIdx = map[string]int{}
+			return
+		}
+		p.addDomains(line, value)
+	case "DNSStubListener":
+		// config_parse_dns_stub_listener_mode: empty means the default (yes);
+		// otherwise a boolean, "udp" or "tcp".
+		if value != "" && value != "udp" && value != "tcp" {
+			if _, ok := parseBoolean(value); !ok {
+				cfg.warn(p.path, line, fmt.Sprintf("failed to parse DNS stub listener mode %q, ignoring", value))
+				return
+			}
+		}
+		cfg.DNSStubListener = value
+	case "DNSStubListenerExtra":
+		if value == "" {
+			cfg.DNSStubListenerExtra = nil
+			return
+		}
+		// [udp:|tcp:]ADDRESS[:PORT][%IFNAME][#NAME] (config_parse_dns_stub_listener_extra).
+		addr := strings.TrimPrefix(strings.TrimPrefix(value, "udp:"), "tcp:")
+		if _, err := parseServer(addr); err != nil {
+			cfg.warn(p.path, line, fmt.Sprintf("failed to parse address in DNSStubListenerExtra=%s, ignoring: %v", value, err))
+			return
+		}
+		for _, e := range cfg.DNSStubListenerExtra {
+			if e == value {
+				return
+			}
+		}
+		cfg.DNSStubListenerExtra = append(cfg.DNSStubListenerExtra, value)
+	case "LLMNR", "MulticastDNS", "DNSSEC", "DNSOverTLS", "Cache",
+		"ReadEtcHosts", "ResolveUnicastSingleLabel", "CacheFromLocalhost":
+		// Known to 252, not needed by nodedns.
+	default:
+		if !strings.HasPrefix(key, "X-") {
+			cfg.warn(p.path, line, fmt.Sprintf("unknown key %q in section [Resolve], ignoring", key))
+		}
+	}
+}
+
+// addServers is manager_parse_dns_server_string_and_warn: each word is added
+// or skipped on its own. It reports whether any server was added.
+func (p *confParser) addServers(list *[]Server, seen serverSet, line int, value string) bool {
+	words, err := splitWords(value, false)
+	if err != nil {
+		// Words before the bad one are kept, as resolved adds as it goes.
+		p.cfg.warn(p.path, line, fmt.Sprintf("failed to parse DNS server string %q, ignoring the rest: %v", value, err))
+	}
+	added := false
+	for _, w := range words {
+		s, err := parseServer(w)
+		if err != nil {
+			p.cfg.warn(p.path, line, fmt.Sprintf("failed to add DNS server address %q, ignoring: %v", w, err))
+			continue
+		}
+		// dns_server_address_valid: resolved silently drops 0.0.0.0, :: and
+		// its own stub addresses; we say so, as it is never what was meant.
+		if !serverAddrValid(s.Addr) {
+			p.cfg.warn(p.path, line, fmt.Sprintf("DNS server address %q is dropped by systemd-resolved (unspecified address or its own stub), ignoring", w))
+			continue
+		}
+		if !seen.add(s) {
+			// dns_server_find: a duplicate keeps the first one's place
+			// (measured: "1.1.1.1 8.8.8.8 1.1.1.1:53" gives 1.1.1.1, 8.8.8.8).
+			continue
+		}
+		*list = append(*list, s)
+		added = true
+	}
+	return added
+}
+
+// addDomains is manager_parse_search_domains_and_warn (252): words are
+// unquoted; a bad name is skipped on its own (measured).
+func (p *confParser) addDomains(line int, value string) {
+	words, err := splitWords(value, true)
+	if err != nil {
+		p.cfg.warn(p.path, line, fmt.Sprintf("failed to parse search domains string %q, ignoring the rest: %v", value, err))
+	}
+	for _, w := range words {
+		name := strings.TrimPrefix(w, "~")
+		if name == "*" || isRootDomain(name) {
+			name = "." // "~", "*", "." and "~." all mean the routing-only root
+		}
+		key, err := normalizeDomain(name)
+		if err != nil {
+			p.cfg.warn(p.path, line, fmt.Sprintf("failed to add search domain %q, ignoring: %v", w, err))
+			continue
+		}
+		if i, ok := p.domainIdx[key]; ok {
+			// dns_search_domain_find: the entry keeps its place and takes
+			// the routing-only flag of the latest mention (measured:
+			// "example.org ~example.org Example.ORG." gives a search
+			// domain).
+			p.cfg.Domains[i] = w
+			continue
+		}
+		p.domainIdx[key] = len(p.cfg.Domains)
+		p.cfg.Domains = append(p.cfg.Domains, w)
+	}
+}
+
+// domainName strips the routing-only marker and maps the root spellings.
+func domainName(written string) string {
+	n := strings.TrimPrefix(written, "~")
+	if n == "*" || isRootDomain(n) {
+		return "."
+	}
+	return n
+}
+
+func (c *ResolvedConfig) warn(path string, line int, msg string) {
+	c.Warnings = append(c.Warnings, Warning{Path: path, Line: line, Msg: msg})
+}
+
+func (c *ResolvedConfig) warnFile(path, msg string) { c.warn(path, 0, msg) }
+
+func (c *ResolvedConfig) halt(path string, line int, msg string) {
+	w := Warning{Path: path, Line: line, Msg: msg + "; systemd-resolved 252 stops reading its configuration here"}
+	c.Warnings = append(c.Warnings, w)
+	c.Halted = &w
+}
+
+const (
+	whitespace = " \t\n\r" // WHITESPACE in systemd's string-util.h
+	comments   = "#;"      // COMMENTS
+)
+
+// splitLines splits like systemd's read_line: a line ends at '\n', '\r',
+// "\r\n" or a NUL byte.
+func splitLines(data []byte) []string {
+	var lines []string
+	start := 0
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case '\n', 0:
+			lines = append(lines, string(data[start:i]))
+			start = i + 1
+		case '\r':
+			lines = append(lines, string(data[start:i]))
+			if i+1 < len(data) && data[i+1] == '\n' {
+				i++
+			}
+			start = i + 1
+		}
+	}
+	if start < len(data) {
+		lines = append(lines, string(data[start:]))
+	}
+	return lines
+}
+
+// validUTF8 is systemd's utf8_is_valid: valid UTF-8 without Unicode
+// noncharacters (unichar_is_valid rejects U+FDD0..U+FDEF and U+xxFFFE/F).
+func validUTF8(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if (r >= 0xFDD0 && r <= 0xFDEF) || r&0xFFFE == 0xFFFE {
+			return false
+		}
+	}
+	return true
+}
+
+// stringIsSafe is systemd's string_is_safe: no control characters, quotes or
+// backslashes.
+func stringIsSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c > 0 && c < ' ') || c == 0x7f || c == '"' || c == '\'' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseBoolean is systemd's parse_boolean.
+func parseBoolean(v string) (bool, bool) {
+	switch strings.ToLower(v) {
+	case "1", "yes", "y", "true", "t", "on":
+		return true, true
+	case "0", "no", "n", "false", "f", "off":
+		return false, true
+	}
+	return false, false
+}
+
+var errSplit = errors.New("unbalanced quotes or trailing backslash")
+
+// splitWords splits like extract_first_word with WHITESPACE separators:
+// flags 0 for DNS= (a backslash takes the next character literally), plus
+// EXTRACT_UNQUOTE for Domains= (quotes group words). On error the words
+// before the bad one are returned.
+func splitWords(s string, unquote bool) ([]string, error) {
+	var words []string
+	i := 0
+	for {
+		for i < len(s) && strings.IndexByte(whitespace, s[i]) >= 0 {
+			i++
+		}
+		if i >= len(s) {
+			return words, nil
+		}
+		var b strings.Builder
+		var quote byte
+		for ; i < len(s); i++ {
+			c := s[i]
+			if quote != 0 {
+				switch {
+				case c == quote:
+					quote = 0
+				case c == '\\':
+					if i+1 >= len(s) {
+						return words, errSplit
+					}
+					i++
+					b.WriteByte(s[i])
+				default:
+					b.WriteByte(c)
+				}
+				continue
+			}
+			if strings.IndexByte(whitespace, c) >= 0 {
+				break
+			}
+			switch {
+			case unquote && (c == '"' || c == '\''):
+				quote = c
+			case c == '\\':
+				if i+1 >= len(s) {
+					return words, errSplit
+				}
+				i++
+				b.WriteByte(s[i])
+			default:
+				b.WriteByte(c)
+			}
+		}
+		if quote != 0 {
+			return words, errSplit
+		}
+		words = append(words, b.String())
+	}
+}
+
+// parseServer parses one DNS server word like systemd 252's
+// in_addr_port_ifindex_name_from_string_auto (socket-netlink.c): the server
+// name after the first '#', then the interface after the first '%', then the
+// port after the last ':' ("[V6]:PORT", or "V4:PORT" when the whole is not a
+// bare IPv6 address). "[::1]" without a port is invalid (measured).
+func parseServer(word string) (Server, error) {
+	s := Server{Raw: word}
+	rest := word
+	if i := strings.IndexByte(rest, '#'); i >= 0 {
+		if i+1 == len(rest) {
+			return Server{}, errors.New("empty server name after '#'")
+		}
+		s.SNI = rest[i+1:]
+		rest = rest[:i]
+	}
+	if i := strings.IndexByte(rest, '%'); i >= 0 {
+		ifn := rest[i+1:]
+		if !ifnameValid(ifn) {
+			return Server{}, fmt.Errorf("invalid interface name %q", ifn)
+		}
+		s.Iface = ifn
+		rest = rest[:i]
+	}
+	if i := strings.LastIndexByte(rest, ':'); i >= 0 {
+		if rest[0] == '[' {
+			if i < 2 || rest[i-1] != ']' {
+				return Server{}, errors.New("invalid bracketed IPv6 address")
+			}
+			port, err := parseIPPort(rest[i+1:])
+			if err != nil {
+				return Server{}, err
+			}
+			a, ok := parseAddrFamily(rest[1:i-1], true)
+			if !ok {
+				return Server{}, fmt.Errorf("invalid IPv6 address %q", rest[1:i-1])
+			}
+			s.Addr, s.Port = a, port
+			return s, nil
+		}
+		if a, ok := parseAddrFamily(rest, true); ok {
+			s.Addr = a
+			return s, nil
+		}
+		a, ok := parseAddrFamily(rest[:i], false)
+		if !ok {
+			return Server{}, fmt.Errorf("invalid address %q", rest)
+		}
+		port, err := parseIPPort(rest[i+1:])
+		if err != nil {
+			return Server{}, err
+		}
+		s.Addr, s.Port = a, port
+		return s, nil
+	}
+	a, ok := parseAddrFamily(rest, false)
+	if !ok {
+		return Server{}, fmt.Errorf("invalid address %q", rest)
+	}
+	s.Addr = a
+	return s, nil
+}
+
+// parseAddrFamily is inet_pton for one family. netip rejects leading zeros in
+// IPv4 octets as glibc's inet_pton does; zones never reach it ('%' is split
+// off before).
+func parseAddrFamily(s string, v6 bool) (netip.Addr, bool) {
+	if strings.ContainsRune(s, '%') {
+		return netip.Addr{}, false
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Is6() != v6 {
+		return netip.Addr{}, false
+	}
+	return a, true
+}
+
+// parseIPPort is systemd's parse_ip_port: safe_atou16 with base 0 semantics
+// (measured: ":0x35" is 53, ":053" is octal 43, ":+54" is 54), and not 0.
+func parseIPPort(s string) (uint16, error) {
+	v, ok := parseCUint(s)
+	if !ok || v > 0xffff {
+		return 0, fmt.Errorf("invalid port %q", s)
+	}
+	if v == 0 {
+		return 0, errors.New("port 0 is not allowed")
+	}
+	return uint16(v), nil
+}
+
+// parseCUint parses like strtoul with base 0 after systemd's mangle_base:
+// an optional '+', then 0x/0X hex, 0o/0O or a leading 0 octal, 0b/0B binary,
+// else decimal. The whole string must be consumed.
+func parseCUint(s string) (uint64, bool) {
+	s = strings.TrimPrefix(s, "+")
+	base := uint64(10)
+	switch {
+	case len(s) > 2 && (s[:2] == "0x" || s[:2] == "0X"):
+		base, s = 16, s[2:]
+	case len(s) > 2 && (s[:2] == "0o" || s[:2] == "0O"):
+		base, s = 8, s[2:]
+	case len(s) > 2 && (s[:2] == "0b" || s[:2] == "0B"):
+		base, s = 2, s[2:]
+	case len(s) > 1 && s[0] == '0':
+		base, s = 8, s[1:]
+	}
+	if s == "" {
+		return 0, false
+	}
+	var v uint64
+	for i := 0; i < len(s); i++ {
+		var d uint64
+		c := s[i]
+		switch {
+		case c >= '0' && c <= '9':
+			d = uint64(c - '0')
+		case c >= 'a' && c <= 'f':
+			d = uint64(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			d = uint64(c-'A') + 10
+		default:
+			return 0, false
+		}
+		if d >= base {
+			return 0, false
+		}
+		v = v*base + d
+		if v > 1<<32 {
+			return 0, false
+		}
+	}
+	return v, true
+}
+
+// ifnameValid is ifname_valid_full(IFNAME_VALID_ALTERNATIVE|IFNAME_VALID_NUMERIC)
+// of systemd 252: a positive index, or 1..127 printable ASCII bytes other than
+// ':', '/', '%', not "." or "..", and not all digits.
+func ifnameValid(s string) bool {
+	if s == "" {
+		return false
+	}
+	if n, ok := parseIfindex(s); ok && n > 0 {
+		return true
+	}
+	if len(s) >= 128 || s == "." || s == ".." {
+		return false
+	}
+	numeric := true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 127 || c <= 32 || c == ':' || c == '/' || c == '%' {
+			return false
+		}
+		if c < '0' || c > '9' {
+			numeric = false
+		}
+	}
+	return !numeric
+}
+
+// parseIfindex parses an interface index the way parse_ifindex does (safe_atoi,
+// so base-0 prefixes apply: "010" is 8, measured). ok is false when s is not a
+// positive number.
+func parseIfindex(s string) (int, bool) {
+	v, ok := parseCUint(s)
+	if !ok || v == 0 || v > 1<<31-1 {
+		return 0, false
+	}
+	return int(v), true
+}
+
+// serverAddrValid is dns_server_address_valid (252): not unspecified and not
+// resolved's own stubs 127.0.0.53 / 127.0.0.54.
+func serverAddrValid(a netip.Addr) bool {
+	if !a.IsValid() || a.IsUnspecified() {
+		return false
+	}
+	if a == netip.AddrFrom4([4]byte{127, 0, 0, 53}) || a == netip.AddrFrom4([4]byte{127, 0, 0, 54}) {
+		return false
+	}
+	return true
+}
+
+// serverSet finds duplicates as dns_server_find does: same address, port (53
+// and 853 count as none), interface and server name.
+type serverSet map[Server]struct{}
+
+func newServerSet(list []Server) serverSet {
+	set := serverSet{}
+	for _, s := range list {
+		set.add(s)
+	}
+	return set
+}
+
+// add reports whether s was new.
+func (set serverSet) add(s Server) bool {
+	k := Server{Addr: s.Addr, Port: normPort(s.Port), Iface: s.Iface, SNI: s.SNI}
+	if _, ok := set[k]; ok {
+		return false
+	}
+	set[k] = struct{}{}
+	return true
+}
+
+func normPort(p uint16) uint16 {
+	if p == 53 || p == 853 {
+		return 0
+	}
+	return p
+}
+
+// isRootDomain is dns_name_is_root: "" and "." both name the root.
+func isRootDomain(n string) bool { return n == "" || n == "." }
+
+// normalizeDomain validates a DNS name like dns_name_normalize (dns-domain.c)
+// and returns a comparison key (lowercase, no trailing dot). Labels are
+// separated by unescaped dots, may use \C and \DDD escapes, must be 1..63
+// bytes and free of control characters; the whole name is at most 253 bytes.
+func normalizeDomain(name string) (string, error) {
+	if name == "." {
+		return ".", nil
+	}
+	if name == "" {
+		return "", errors.New("empty domain name")
+	}
+	var labels []string
+	var cur []byte
+	total := 0
+	flush := func() error {
+		if len(cur) == 0 {
+			return errors.New("empty label")
+		}
+		if len(cur) > 63 {
+			return errors.New("label longer than 63 bytes")
+		}
+		total += len(cur) + 1
+		labels = append(labels, strings.ToLower(string(cur)))
+		cur = cur[:0]
+		return nil
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c == '.':
+			if err := flush(); err != nil {
+				return "", err
+			}
+		case c == '\\':
+			if i+1 >= len(name) {
+				return "", errors.New("trailing backslash")
+			}
+			n := name[i+1]
+			if n >= '0' && n <= '9' {
+				if i+3 >= len(name) {
+					return "", errors.New("short \\DDD escape")
+				}
+				d1, d2, d3 := name[i+1], name[i+2], name[i+3]
+				if d2 < '0' || d2 > '9' || d3 < '0' || d3 > '9' {
+					return "", errors.New("bad \\DDD escape")
+				}
+				v := int(d1-'0')*100 + int(d2-'0')*10 + int(d3-'0')
+				if v > 255 {
+					return "", errors.New("bad \\DDD escape")
+				}
+				cur = append(cur, byte(v))
+				i += 3
+			} else {
+				if n < ' ' || n == 0x7f {
+					return "", errors.New("control character in domain name")
+				}
+				cur = append(cur, n)
+				i++
+			}
+		case c < ' ' || c == 0x7f:
+			return "", errors.New("control character in domain name")
+		default:
+			cur = append(cur, c)
+		}
+	}
+	if len(cur) > 0 {
+		if err := flush(); err != nil {
+			return "", err
+		}
+	}
+	if total > 253+1 {
+		return "", errors.New("domain name longer than 253 bytes")
+	}
+	return strings.Join(labels, "."), nil
+}
+
+// Node file access. Every absolute node path is joined under root; symlinks
+// are followed as if root were "/" (as systemd's chase_symlinks does with a
+// root), so an absolute link such as "-> /dev/null" stays inside root.
+
+var errTooLarge = errors.New("file too large")
+
+// checkRoot fails for a root that is not a directory.
+func checkRoot(root string) error {
+	if root == "" || root == "/" {
+		return nil
+	}
+	fi, err := os.Stat(root)
+	if err != nil {
+		return fmt.Errorf("root %s: %w", root, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("root %s: not a directory", root)
+	}
+	return nil
+}
+
+// resolveNodePath returns the host path of nodePath under root with every
+// symlink resolved inside root, and the resolved node path. A missing final
+// or intermediate component gives an error wrapping fs.ErrNotExist.
+func resolveNodePath(root, nodePath string) (host, node string, err error) {
+	nodePath = path.Clean("/" + nodePath)
+	if root == "" || root == "/" {
+		return nodePath, nodePath, nil
+	}
+	const maxLinks = 40 // Linux's MAXSYMLINKS
+	links := 0
+	rest := strings.Split(strings.TrimPrefix(nodePath, "/"), "/")
+	cur := "/"
+	for len(rest) > 0 {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = path.Dir(cur)
+			continue
+		}
+		next := path.Join(cur, c)
+		fi, err := os.Lstat(filepath.Join(root, next))
+		if err != nil {
+			return "", "", &fs.PathError{Op: "lstat", Path: next, Err: unwrapPathErr(err)}
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		links++
+		if links > maxLinks {
+			return "", "", &fs.PathError{Op: "resolve", Path: nodePath, Err: errors.New("too many levels of symbolic links")}
+		}
+		target, err := os.Readlink(filepath.Join(root, next))
+		if err != nil {
+			return "", "", &fs.PathError{Op: "readlink", Path: next, Err: unwrapPathErr(err)}
+		}
+		if path.IsAbs(target) {
+			if path.Clean(target) == "/dev/null" && len(rest) == 0 {
+				// A mask: roots built for tests rarely have dev/null.
+				return os.DevNull, "/dev/null", nil
+			}
+			cur = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return filepath.Join(root, cur), cur, nil
+}
+
+// readNodeFile reads a node file of at most maxConfFileSize bytes. A symlink
+// to /dev/null reads as empty even when root has no dev/null. With
+// worldReadable, a file whose mode lacks the "other" read bit is refused, as
+// systemd-resolved reads its configuration as the unprivileged
+// systemd-resolve user (testing.md; measured with a 0600 drop-in).
+func readNodeFile(root, nodePath string, worldReadable bool) ([]byte, error) {
+	host, node, err := resolveNodePath(root, nodePath)
+	if err != nil {
+		return nil, err
+	}
+	if node == "/dev/null" {
+		return nil, nil
+	}
+	f, err := os.Open(host)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.IsDir() {
+		return nil, errors.New("is a directory")
+	}
+	if worldReadable && fi.Mode().IsRegular() && fi.Mode().Perm()&0o004 == 0 {
+		return nil, fmt.Errorf("not readable by the systemd-resolve user (mode %04o)", fi.Mode().Perm())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxConfFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxConfFileSize {
+		return nil, errTooLarge
+	}
+	return data, nil
+}
+
+// unwrapPathErr drops the host path from an *fs.PathError so that messages
+// name node paths only.
+func unwrapPathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
