@@ -1,0 +1,111 @@
+package netplan
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// dirs are netplan 0.106's configuration directories, lowest precedence
+// first (util.c find_yaml_glob: "{lib,etc,run}/netplan/*.yaml"; netplan 1.0
+// moved /lib to /usr/lib).
+var dirs = []string{"/lib/netplan", "/etc/netplan", "/run/netplan"}
+
+// Load reads and merges the netplan files under root (root "" or "/" = real
+// system). A file that is not valid YAML, or whose structure netplan would
+// reject at the level we read (e.g. `network` not a mapping, `dhcp4:
+// maybe`), is an error naming path:line:col and the reason; nothing partial
+// is returned then. No netplan directory at all: empty Config, no error.
+// Files over 1 MiB are refused. Load never writes.
+func Load(root string) (*Config, error) {
+	files, shadowed, err := find(root)
+	if err != nil {
+		return nil, err
+	}
+	docs := make([]Doc, 0, len(files))
+	for _, f := range files {
+		data, err := readFile(root, f)
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, Doc{Path: f, Data: data})
+	}
+	cfg, err := Parse(docs)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Shadowed = shadowed
+	return cfg, nil
+}
+
+// find lists the files netplan would read, as node paths in merge order,
+// and those shadowed. netplan 0.106 (util.c
+// netplan_parser_load_yaml_hierarchy) globs all three directories, keys the
+// results by file name so /run replaces /etc replaces /lib, and sorts by
+// file name with strcmp: the directory does not affect the order.
+func find(root string) (files, shadowed []string, err error) {
+	byName := map[string]string{}
+	shadowed = []string{}
+	for _, dir := range dirs {
+		entries, err := os.ReadDir(hostPath(root, dir))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("list netplan directory %s: %w", dir, err)
+		}
+		for _, e := range entries {
+			name := e.Name()
+			// glob's "*" does not match a leading dot.
+			if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".yaml") {
+				continue
+			}
+			if prev, ok := byName[name]; ok {
+				shadowed = append(shadowed, prev)
+			}
+			byName[name] = path.Join(dir, name)
+		}
+	}
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	files = make([]string, 0, len(names))
+	for _, n := range names {
+		files = append(files, byName[n])
+	}
+	return files, shadowed, nil
+}
+
+// readFile reads a node path under root, refusing more than MaxFileSize
+// bytes without reading them all.
+func readFile(root, nodePath string) ([]byte, error) {
+	f, err := os.Open(hostPath(root, nodePath))
+	if err != nil {
+		return nil, fmt.Errorf("read netplan file %s: %w", nodePath, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read netplan file %s: %w", nodePath, err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, &Error{Path: nodePath, Reason: fmt.Sprintf("file is larger than %d bytes", MaxFileSize)}
+	}
+	return data, nil
+}
+
+// hostPath joins an absolute node path under root, like netplan --root-dir.
+func hostPath(root, nodePath string) string {
+	if root == "" {
+		root = "/"
+	}
+	return filepath.Join(root, filepath.FromSlash(nodePath))
+}
