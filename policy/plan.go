@@ -1,0 +1,394 @@
+package policy
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/node"
+	"github.com/nodedns/nodedns/resolvconf"
+	"github.com/nodedns/nodedns/systemd"
+)
+
+// Op is what a Change does to its file.
+type Op string
+
+// Ops.
+const (
+	OpWrite  Op = "write"
+	OpRemove Op = "remove"
+)
+
+// Change is one file nodedns would write or remove.
+type Change struct {
+	// Path is the node path the change is about (/etc/resolv.conf); Target the file actually written
+	// (the symlink's final target; equal to Path for regular files).
+	Path   string
+	Target string
+	Op     Op
+	Before []byte // current content; nil when the file does not exist
+	After  []byte // new content; nil for OpRemove
+	Mode   fs.FileMode
+	Reason string
+}
+
+// Action is a step that is not a file write: restarting resolved, a per-link setting over D-Bus.
+type Action struct {
+	Kind   string // "restart-resolved", "set-link-dns", "set-link-domains"
+	Target string // the unit or the link
+	Detail string
+	Reason string
+}
+
+// Blocked is a target nodedns cannot fix safely; it is left exactly as it is.
+type Blocked struct {
+	Target string
+	Reason string
+}
+
+// Plan is what apply would do.
+type Plan struct {
+	Facts   Facts
+	Changes []Change
+	Actions []Action
+	Blocked []Blocked
+	// Notes are things an operator should know that this plan does not change (e.g. a link whose
+	// DHCP domains only netplan can switch off).
+	Notes []string
+}
+
+// Empty reports whether the plan changes nothing and blocks nothing.
+func (p Plan) Empty() bool {
+	return len(p.Changes) == 0 && len(p.Actions) == 0 && len(p.Blocked) == 0
+}
+
+// Header texts of the files nodedns creates or edits (design.md: every file starts with a comment
+// naming nodedns and saying it is managed).
+const (
+	KubeletHeader = "Managed by nodedns: the loop-free resolv.conf for kubelet (resolvConf). Edits are overwritten."
+	EditedHeader  = "Edited by nodedns: loop addresses and DHCP search domains removed (nodedns restore undoes it)."
+	DropInHeader  = "Managed by nodedns: keeps systemd-resolved from forwarding to the node-local cache or cluster DNS."
+	HookHeader    = "Managed by nodedns: drops DHCP search domains and loop addresses before dhclient-script writes resolv.conf."
+)
+
+// Compute derives the plan for a snapshot. It implements design.md's invariants: no written file lists
+// a loop address; nothing written has zero nameservers (if no upstream is known the target is
+// Blocked and its last good file kept).
+func Compute(s *node.Snapshot, cfg config.Config) Plan {
+	f := Derive(s, cfg)
+	p := Plan{Facts: f}
+	p.kubeletResolvConf(s, cfg)
+	p.etcResolvConf(s)
+	p.resolved(s)
+	p.dhclientHook(s)
+	return p
+}
+
+func (p *Plan) block(target, format string, args ...any) {
+	p.Blocked = append(p.Blocked, Blocked{Target: target, Reason: fmt.Sprintf(format, args...)})
+}
+
+func (p *Plan) write(path, target string, before, after []byte, mode fs.FileMode, reason string) {
+	if before != nil && bytes.Equal(before, after) {
+		return
+	}
+	p.Changes = append(p.Changes, Change{Path: path, Target: target, Op: OpWrite, Before: before, After: after, Mode: mode, Reason: reason})
+}
+
+// KubeletResolvConf renders the kubelet resolv.conf for facts and the host's search and options: the
+// upstreams; the host search domains minus DHCP and cluster domains (kubelet adds the cluster ones
+// itself, and counts them against its limits); the host options minus trust-ad (it tells the stub's
+// clients to trust an AD bit that pods' upstreams do not vouch for).
+func KubeletResolvConf(f Facts, hostSearch, hostOptions []string) []byte {
+	var search []string
+	for _, d := range hostSearch {
+		if f.IsDHCPDomain(d) || f.IsClusterDomain(d) || slices.ContainsFunc(search, func(x string) bool {
+			return resolvconf.CanonicalDomain(x) == resolvconf.CanonicalDomain(d)
+		}) {
+			continue
+		}
+		search = append(search, strings.TrimSuffix(d, "."))
+	}
+	var opts []string
+	for _, o := range hostOptions {
+		if o != "trust-ad" && !slices.Contains(opts, o) {
+			opts = append(opts, o)
+		}
+	}
+	return resolvconf.Render(resolvconf.Spec{
+		Header:      []string{KubeletHeader, "Upstreams from " + f.UpstreamSource + "."},
+		Nameservers: f.Upstreams,
+		Search:      search,
+		Options:     opts,
+	})
+}
+
+func (p *Plan) kubeletResolvConf(s *node.Snapshot, cfg config.Config) {
+	target := cfg.Kubelet.ResolvConf
+	if len(p.Facts.Upstreams) == 0 {
+		p.block(target, "no upstream DNS server is known (config upstreams, systemd-resolved, DHCP leases, netplan and /etc/resolv.conf list none but loop addresses): the last good file is kept; set `upstreams` in the config")
+		return
+	}
+	var search, opts []string
+	if rf := s.ResolvConf.File; rf != nil {
+		search, opts = rf.Search(), rf.Options()
+	}
+	after := KubeletResolvConf(p.Facts, search, opts)
+	var before []byte
+	if s.NodednsResolv.Exists {
+		before = s.NodednsResolv.Data
+	}
+	p.write(target, s.NodednsResolv.Target, before, after, 0o644, "kubelet's resolv.conf: upstreams from "+p.Facts.UpstreamSource+", no loop address, no DHCP search domain")
+}
+
+// etcResolvConf edits a regular (or non-resolved symlinked) /etc/resolv.conf in place: loop addresses
+// and DHCP search domains out, everything else kept.
+func (p *Plan) etcResolvConf(s *node.Snapshot) {
+	rc := s.ResolvConf
+	if !rc.Exists || s.ResolvConfManagedByResolved() {
+		return // resolved's own file: fixed through resolved, never edited
+	}
+	if rc.File == nil {
+		p.block(node.EtcResolvConf, "cannot read it (%v): nothing that depends on it is changed", rc.Err)
+		return
+	}
+	f, err := resolvconf.Parse(rc.Data)
+	if err != nil {
+		p.block(node.EtcResolvConf, "cannot parse it: %v", err)
+		return
+	}
+	var reasons []string
+	removed := f.RemoveNameservers(func(a netip.Addr) bool { return p.Facts.IsLoop(a, false) })
+	for _, a := range removed {
+		reasons = append(reasons, fmt.Sprintf("nameserver %s is %s", a, p.Facts.LoopKind(a)))
+	}
+	for _, d := range f.FilterSearch(func(d string) bool { return !p.Facts.IsDHCPDomain(d) }) {
+		reasons = append(reasons, fmt.Sprintf("search domain %s came from DHCP", d))
+	}
+	if len(f.Nameservers()) == 0 {
+		if len(p.Facts.Upstreams) == 0 {
+			if len(reasons) > 0 {
+				p.block(node.EtcResolvConf, "removing %s would leave no nameserver and no upstream is known: left as it is; set `upstreams` in the config", strings.Join(reasons, ", "))
+			}
+			return
+		}
+		f.AddNameservers(p.Facts.Upstreams)
+		reasons = append(reasons, "no nameserver left: upstreams from "+p.Facts.UpstreamSource+" added")
+	}
+	if len(reasons) == 0 {
+		return
+	}
+	// Being edited anyway: nameservers past the third are never read (glibc and musl MAXNS, kubelet
+	// truncates), so they go too and the file says what the node really uses.
+	n := 0
+	for _, a := range f.RemoveNameservers(func(netip.Addr) bool { n++; return n > resolvconf.MaxNameservers }) {
+		reasons = append(reasons, fmt.Sprintf("nameserver %s is past the third (never read)", a))
+	}
+	f.EnsureHeader(EditedHeader)
+	path := node.EtcResolvConf
+	p.write(path, rc.Target, rc.Data, f.Bytes(), rc.Mode, strings.Join(reasons, "; "))
+}
+
+// resolved handles systemd-resolved's global DNS (through a drop-in) and its per-link settings
+// (through D-Bus actions, which the live layer carries out).
+func (p *Plan) resolved(s *node.Snapshot) {
+	if !s.ResolvedInUse() || s.ResolvedOthers == nil {
+		return
+	}
+	f := p.Facts
+	var keep []string
+	var loops []string
+	for _, sv := range s.ResolvedOthers.DNS {
+		if isResolvedStub(sv.Addr) {
+			continue // resolved ignores its own stub addresses as servers (dns_server_address_valid)
+		}
+		if f.IsLoop(sv.Addr, false) {
+			loops = append(loops, sv.Raw)
+			continue
+		}
+		keep = append(keep, sv.Raw)
+	}
+	linkHasServer := false
+	for _, l := range s.Links {
+		for _, a := range l.DNS {
+			if !f.IsLoop(a, false) && !isResolvedStub(a) {
+				linkHasServer = true
+			}
+		}
+	}
+	cur := s.ResolvedDropIn
+	switch {
+	case len(loops) == 0 && cur.Exists:
+		// Nobody asks for a loop address any more (kubespray's drop-in is gone): nodedns's reset is
+		// no longer needed and would pin servers nobody configures.
+		p.Changes = append(p.Changes, Change{Path: node.ResolvedDropIn, Target: node.ResolvedDropIn, Op: OpRemove, Before: cur.Data,
+			Reason: "no resolved.conf file lists a loop address any more"})
+		p.Actions = append(p.Actions, Action{Kind: "restart-resolved", Target: "systemd-resolved.service", Reason: "reload resolved.conf.d (SIGHUP kills resolved 252)"})
+	case len(loops) > 0 && s.Resolved != nil && s.Resolved.Halted != nil:
+		// resolved 252 stops reading at a fatal error (a bad section header, an unreadable drop-in):
+		// a drop-in sorted after it would be ignored, so writing one would only look like a fix.
+		p.block(node.ResolvedDropIn, "resolved's global DNS= lists %s, but resolved stops reading its configuration at %s: fix that file first", strings.Join(loops, " "), s.Resolved.Halted)
+		return
+	case len(loops) > 0:
+		servers := keep
+		if len(servers) == 0 && !linkHasServer {
+			for _, a := range f.Upstreams {
+				servers = append(servers, a.String())
+			}
+			if len(servers) == 0 {
+				p.block(node.ResolvedDropIn, "resolved's global DNS= lists only loop addresses (%s), no link has a server and no upstream is known: resetting it would leave resolved with no server; set `upstreams` in the config", strings.Join(loops, " "))
+				return
+			}
+		}
+		after := DropIn(servers, loops, dnsSources(s.ResolvedOthers))
+		var before []byte
+		if cur.Exists {
+			before = cur.Data
+		}
+		n := len(p.Changes)
+		p.write(node.ResolvedDropIn, node.ResolvedDropIn, before, after, 0o644, fmt.Sprintf("resolved's global DNS= lists %s", strings.Join(loops, " ")))
+		if len(p.Changes) > n {
+			p.Actions = append(p.Actions, Action{Kind: "restart-resolved", Target: "systemd-resolved.service", Reason: "reload resolved.conf.d (SIGHUP kills resolved 252)"})
+		}
+	}
+
+	for _, l := range s.Links {
+		name := l.IfName
+		if name == "" {
+			name = fmt.Sprintf("ifindex %d", l.IfIndex)
+		}
+		var badDNS []string
+		for _, a := range l.DNS {
+			if f.IsLoop(a, false) {
+				badDNS = append(badDNS, a.String())
+			}
+		}
+		var badDom []string
+		for _, d := range l.Domains {
+			if !d.RoutingOnly && f.IsDHCPDomain(d.Name) {
+				badDom = append(badDom, d.Name)
+			}
+		}
+		if len(badDNS) == 0 && len(badDom) == 0 {
+			continue
+		}
+		if l.NetworkdManaged {
+			// resolved answers SetLink* on networkd links with LinkBusy: only networkd's own config
+			// (netplan's dhcp4-overrides, or a .network drop-in) can change them.
+			p.Notes = append(p.Notes, fmt.Sprintf("link %s is managed by systemd-networkd (%s): its DHCP settings (%s) can only be switched off in netplan or networkd (dhcp4-overrides use-domains/use-dns: false)",
+				name, l.NetworkFile, strings.Join(append(badDNS, badDom...), " ")))
+			continue
+		}
+		if len(badDNS) > 0 {
+			p.Actions = append(p.Actions, Action{Kind: "set-link-dns", Target: name, Detail: "drop " + strings.Join(badDNS, " "), Reason: "per-link DNS lists a loop address"})
+		}
+		if len(badDom) > 0 {
+			p.Actions = append(p.Actions, Action{Kind: "set-link-domains", Target: name, Detail: "drop " + strings.Join(badDom, " "), Reason: "per-link search domains from DHCP"})
+		}
+	}
+}
+
+// dnsSources names the file:line of every DNS= setting.
+func dnsSources(c *systemd.ResolvedConfig) []string {
+	var out []string
+	for _, src := range c.DNSSources {
+		out = append(out, fmt.Sprintf("%s:%d", src.Path, src.Line))
+	}
+	return out
+}
+
+// DropIn renders /etc/systemd/resolved.conf.d/zz-nodedns.conf. The name sorts after kubespray's
+// kubespray.conf and most others, and an empty DNS= resets everything before it (resolved.conf(5)).
+func DropIn(servers, dropped, sources []string) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n", DropInHeader)
+	fmt.Fprintf(&b, "# Dropped: %s", strings.Join(dropped, " "))
+	if len(sources) > 0 {
+		fmt.Fprintf(&b, " (DNS= set in %s)", strings.Join(sources, ", "))
+	}
+	b.WriteString("\n[Resolve]\nDNS=\n")
+	if len(servers) > 0 {
+		fmt.Fprintf(&b, "DNS=%s\n", strings.Join(servers, " "))
+	}
+	return []byte(b.String())
+}
+
+func (p *Plan) dhclientHook(s *node.Snapshot) {
+	if !s.DhclientConf {
+		return
+	}
+	after := DhclientHook(p.Facts)
+	var before []byte
+	if s.DhclientHook.Exists {
+		before = s.DhclientHook.Data
+	}
+	p.write(node.DhclientHook, node.DhclientHook, before, after, 0o644, "dhclient would put DHCP search domains and loop addresses back on the next renewal")
+}
+
+// DhclientHook renders the dhclient enter hook. dhclient-script (Debian's, and the ISC one) sources
+// every file in /etc/dhcp/dhclient-enter-hooks.d before it writes resolv.conf, so the hook edits the
+// new_* variables it is about to use. If every server the lease offers is a loop address and no
+// upstream is known, it makes make_resolv_conf a no-op so the last good resolv.conf stays (a file with
+// no nameserver would send glibc to 127.0.0.1).
+func DhclientHook(f Facts) []byte {
+	var loops []string
+	seen := map[netip.Addr]bool{}
+	for _, a := range append(append(append([]netip.Addr{}, f.CacheAddrs...), KubesprayCache, DocsCache), f.ClusterDNS...) {
+		if !seen[a] {
+			seen[a] = true
+			loops = append(loops, a.String())
+		}
+	}
+	var ups []string
+	for _, a := range f.Upstreams {
+		ups = append(ups, a.String())
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n", HookHeader)
+	b.WriteString(`# Sourced (not executed) by dhclient-script; it must not exit.
+nodedns_loop=" ` + strings.Join(loops, " ") + ` "
+nodedns_upstreams="` + strings.Join(ups, " ") + `"
+
+# DHCP search domains (option 119) and domain name (option 15) would reach the node's and every pod's
+# search list; the host keeps its static search domains only.
+new_domain_search=
+new_domain_name=
+new_dhcp6_domain_search=
+
+nodedns_filter() {
+	_nodedns_out=
+	for _nodedns_s in $1; do
+		case "$nodedns_loop" in
+		*" $_nodedns_s "*) ;;
+		*) _nodedns_out="${_nodedns_out:+$_nodedns_out }$_nodedns_s" ;;
+		esac
+	done
+	printf '%s' "$_nodedns_out"
+}
+
+if [ -n "$new_domain_name_servers" ]; then
+	new_domain_name_servers=$(nodedns_filter "$new_domain_name_servers")
+	if [ -z "$new_domain_name_servers" ]; then
+		new_domain_name_servers=$nodedns_upstreams
+	fi
+	if [ -z "$new_domain_name_servers" ]; then
+		# Only loop addresses and no known upstream: keep the last good resolv.conf.
+		make_resolv_conf() { :; }
+	fi
+fi
+if [ -n "$new_dhcp6_name_servers" ]; then
+	new_dhcp6_name_servers=$(nodedns_filter "$new_dhcp6_name_servers")
+fi
+`)
+	return []byte(b.String())
+}
+
+// isResolvedStub reports resolved's own stub listener addresses, which it never uses as a server.
+func isResolvedStub(a netip.Addr) bool {
+	a = a.Unmap()
+	return a == netip.AddrFrom4([4]byte{127, 0, 0, 53}) || a == netip.AddrFrom4([4]byte{127, 0, 0, 54})
+}
