@@ -1,0 +1,163 @@
+// Package probes is nodedns's self-check: one small type per check id of design.md, all sharing one
+// observed snapshot. The ids, statuses and JSON shape are a contract for Ansible, kubespray and
+// node-problem-detector: keep them stable.
+package probes
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/node"
+	"github.com/nodedns/nodedns/policy"
+)
+
+// Status of a check or a report.
+type Status string
+
+// Statuses (design.md "Check ids and JSON").
+const (
+	OK      Status = "ok"
+	Problem Status = "problem"
+	Unknown Status = "unknown"
+	Skipped Status = "skipped"
+)
+
+// Result is one check's answer.
+type Result struct {
+	ID      string `json:"id"`
+	Status  Status `json:"status"`
+	Message string `json:"message"`
+	Hint    string `json:"hint,omitempty"`
+}
+
+// Report is the whole self-check.
+type Report struct {
+	Status Status   `json:"status"`
+	Checks []Result `json:"checks"`
+}
+
+// Env is what every check reads: one snapshot, the config and the plan derived from them.
+type Env struct {
+	Snapshot *node.Snapshot
+	Config   config.Config
+	Plan     policy.Plan
+	// Live is false under --root: live-only checks (netlink, D-Bus, DNS queries) are skipped then.
+	Live bool
+}
+
+// Check is one id of design.md.
+type Check interface {
+	ID() string
+	Run(ctx context.Context, env *Env) Result
+}
+
+// IDs lists every check id in report order. Every one appears once in a report.
+var IDs = []string{
+	"resolvconf.loop", "resolvconf.search", "resolvconf.nameservers", "kubelet.resolvconf",
+	"resolved.dns", "resolved.domains", "dhcp.search", "addressing.static",
+	"nodelocaldns.interface", "nodelocaldns.routes", "nodelocaldns.iptables", "nodelocaldns.dns",
+	"dns.loop", "dns.search-nxdomain", "boot.persistence",
+}
+
+// All returns the checks in IDs order.
+func All() []Check {
+	return []Check{
+		resolvConfLoop{}, resolvConfSearch{}, resolvConfNameservers{}, kubeletResolvConf{},
+		resolvedDNS{}, resolvedDomains{}, dhcpSearch{}, addressingStatic{},
+		live{"nodelocaldns.interface"}, live{"nodelocaldns.routes"}, live{"nodelocaldns.iptables"}, live{"nodelocaldns.dns"},
+		live{"dns.loop"}, live{"dns.search-nxdomain"}, bootPersistence{},
+	}
+}
+
+// Run runs the checks and folds their statuses: problem if any is, else unknown if any is, else ok.
+func Run(ctx context.Context, env *Env, checks []Check) Report {
+	r := Report{Status: OK}
+	for _, c := range checks {
+		res := c.Run(ctx, env)
+		res.ID = c.ID()
+		r.Checks = append(r.Checks, res)
+	}
+	r.Status = Fold(r.Checks)
+	return r
+}
+
+// Fold computes the overall status of results.
+func Fold(rs []Result) Status {
+	st := OK
+	for _, c := range rs {
+		switch c.Status {
+		case Problem:
+			return Problem
+		case Unknown:
+			st = Unknown
+		}
+	}
+	return st
+}
+
+// ExitCode is the check command's exit code as node-problem-detector reads it: 0 ok, 1 problem,
+// 2 unknown.
+func (r Report) ExitCode() int {
+	switch r.Status {
+	case OK:
+		return 0
+	case Problem:
+		return 1
+	default:
+		return 2
+	}
+}
+
+// NPDMaxLen is node-problem-detector's limit for a custom plugin's message that we keep to.
+const NPDMaxLen = 80
+
+// NPD renders one line of at most 80 characters: "ok", or the first problem (else the first unknown)
+// with its id and how many others there are.
+func (r Report) NPD() string {
+	if r.Status == OK {
+		return "ok"
+	}
+	var first *Result
+	n := 0
+	for i := range r.Checks {
+		if r.Checks[i].Status == r.Status {
+			if first == nil {
+				first = &r.Checks[i]
+			}
+			n++
+		}
+	}
+	line := first.ID + ": " + first.Message
+	if n > 1 {
+		suffix := fmt.Sprintf(" (+%d more)", n-1)
+		line = clip(line, NPDMaxLen-len(suffix)) + suffix
+	}
+	return clip(line, NPDMaxLen)
+}
+
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= n {
+		return s
+	}
+	// Cut on a rune boundary and mark the cut.
+	r := []rune(s)
+	for len(string(r)) > n-3 {
+		r = r[:len(r)-1]
+	}
+	return string(r) + "..."
+}
+
+// live is a check that needs the live node (netlink, nf_tables, DNS queries).
+type live struct{ id string }
+
+func (l live) ID() string { return l.id }
+
+func (l live) Run(_ context.Context, env *Env) Result {
+	if !env.Live {
+		return Result{Status: Skipped, Message: "live check: not run under --root"}
+	}
+	return Result{Status: Skipped, Message: "live check: not implemented in this version of nodedns"}
+}

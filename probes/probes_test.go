@@ -1,0 +1,133 @@
+package probes
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/node"
+	"github.com/nodedns/nodedns/policy"
+	"github.com/nodedns/nodedns/resolvconf"
+)
+
+func TestEveryIDOnceInOrder(t *testing.T) {
+	var got []string
+	for _, c := range All() {
+		got = append(got, c.ID())
+	}
+	if diff := cmp.Diff(IDs, got); diff != "" {
+		t.Errorf("All() ids differ from IDs (-want +got):\n%s", diff)
+	}
+	// A node with nothing on it: every check still answers, with a valid status.
+	s := node.Observe(t.TempDir(), config.Default(), time.Now())
+	rep := Run(context.Background(), &Env{Snapshot: s, Config: config.Default(), Plan: policy.Compute(s, config.Default())}, All())
+	if len(rep.Checks) != len(IDs) {
+		t.Fatalf("%d results for %d ids", len(rep.Checks), len(IDs))
+	}
+	for i, c := range rep.Checks {
+		if c.ID != IDs[i] {
+			t.Errorf("result %d is %s, want %s", i, c.ID, IDs[i])
+		}
+		switch c.Status {
+		case OK, Problem, Unknown, Skipped:
+		default:
+			t.Errorf("%s: status %q", c.ID, c.Status)
+		}
+		if c.Message == "" {
+			t.Errorf("%s: empty message", c.ID)
+		}
+	}
+	// An empty node has no resolv.conf and no upstream: that is a problem, not ok.
+	if rep.Status != Problem || rep.ExitCode() != 1 {
+		t.Errorf("empty node: status %s exit %d, want problem 1", rep.Status, rep.ExitCode())
+	}
+}
+
+func TestFoldAndExitCode(t *testing.T) {
+	tests := []struct {
+		statuses []Status
+		want     Status
+		code     int
+	}{
+		{[]Status{OK, Skipped}, OK, 0},
+		{[]Status{OK, Unknown, Skipped}, Unknown, 2},
+		{[]Status{Unknown, Problem, OK}, Problem, 1},
+		{nil, OK, 0},
+	}
+	for _, tc := range tests {
+		var rs []Result
+		for _, s := range tc.statuses {
+			rs = append(rs, Result{Status: s})
+		}
+		rep := Report{Status: Fold(rs), Checks: rs}
+		if rep.Status != tc.want || rep.ExitCode() != tc.code {
+			t.Errorf("%v: %s exit %d, want %s exit %d", tc.statuses, rep.Status, rep.ExitCode(), tc.want, tc.code)
+		}
+	}
+}
+
+func TestNPD(t *testing.T) {
+	long := strings.Repeat("very long message ", 20)
+	tests := []struct {
+		name string
+		rep  Report
+		want string
+	}{
+		{"ok", Report{Status: OK, Checks: []Result{{ID: "a", Status: OK}}}, "ok"},
+		{"first problem", Report{Status: Problem, Checks: []Result{{ID: "resolvconf.loop", Status: Problem, Message: "/etc/resolv.conf lists 169.254.25.10"}}},
+			"resolvconf.loop: /etc/resolv.conf lists 169.254.25.10"},
+		{"counted", Report{Status: Problem, Checks: []Result{{ID: "x", Status: Unknown, Message: "u"}, {ID: "a", Status: Problem, Message: "m"}, {ID: "b", Status: Problem, Message: "n"}}},
+			"a: m (+1 more)"},
+		{"unknown", Report{Status: Unknown, Checks: []Result{{ID: "a", Status: Unknown, Message: "cannot read"}}}, "a: cannot read"},
+	}
+	for _, tc := range tests {
+		if got := tc.rep.NPD(); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	rep := Report{Status: Problem, Checks: []Result{{ID: "kubelet.resolvconf", Status: Problem, Message: long + "\n" + long}, {ID: "b", Status: Problem, Message: "x"}}}
+	got := rep.NPD()
+	if len(got) > NPDMaxLen || strings.Contains(got, "\n") || !strings.HasSuffix(got, "(+1 more)") || !strings.HasPrefix(got, "kubelet.resolvconf: very long") {
+		t.Errorf("long NPD line %q (%d chars)", got, len(got))
+	}
+	// Multi-byte text is cut on a rune boundary.
+	rep = Report{Status: Problem, Checks: []Result{{ID: "a", Status: Problem, Message: strings.Repeat("ü", 100)}}}
+	if got := rep.NPD(); len(got) > NPDMaxLen || !strings.HasSuffix(got, "...") || !json.Valid([]byte(`"`+got+`"`)) {
+		t.Errorf("unicode NPD line %q", got)
+	}
+}
+
+func TestSearchLimits(t *testing.T) {
+	mk := func(search string) *Env {
+		f, err := resolvconf.Parse([]byte("nameserver 10.0.0.2\nsearch " + search + "\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &node.Snapshot{ResolvConf: node.ResolvFile{Path: node.EtcResolvConf, Target: node.EtcResolvConf, Exists: true, File: f}}
+		return &Env{Snapshot: s, Config: config.Default(), Plan: policy.Compute(s, config.Default())}
+	}
+	var many []string
+	for i := range 30 {
+		many = append(many, "d"+strings.Repeat("x", i%5)+string(rune('a'+i%26))+".example")
+	}
+	tests := []struct {
+		name, search string
+		want         Status
+		say          string
+	}{
+		{"fine", "corp.example", OK, ""},
+		{"too many for kubelet", strings.Join(many, " "), Problem, "kubelet allows 32"},
+		{"musl line limit", strings.Repeat("a", 60) + ".example " + strings.Repeat("b", 60) + ".example " + strings.Repeat("c", 60) + ".example", Problem, "musl ignores"},
+	}
+	for _, tc := range tests {
+		r := resolvConfSearch{}.Run(context.Background(), mk(tc.search))
+		if r.Status != tc.want || !strings.Contains(r.Message, tc.say) {
+			t.Errorf("%s: %s %q", tc.name, r.Status, r.Message)
+		}
+	}
+}

@@ -1,0 +1,139 @@
+// Package reconcile carries out nodedns's decisions on a node: observe, plan, apply the plan with safe
+// writes, restore. The daemon's watch loop (`nodedns run`) builds on it.
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/node"
+	"github.com/nodedns/nodedns/policy"
+)
+
+// Node is one node nodedns works on.
+type Node struct {
+	// Root is "/" for the real node, a directory for --root (files only: no D-Bus, no netlink).
+	Root   string
+	Config config.Config
+	FS     files.FS // nil: the real filesystem
+	Log    *slog.Logger
+	Now    func() time.Time
+}
+
+// Live reports whether nodedns works on the real node rather than a --root tree.
+func (n *Node) Live() bool { return n.Root == "" || n.Root == "/" }
+
+func (n *Node) store() *files.Store {
+	fsys := n.FS
+	if fsys == nil {
+		fsys = files.OS()
+	}
+	root := n.Root
+	if root == "" {
+		root = "/"
+	}
+	return &files.Store{Root: root, FS: fsys, StateDir: config.StateDir}
+}
+
+func (n *Node) now() time.Time {
+	if n.Now != nil {
+		return n.Now()
+	}
+	return time.Now()
+}
+
+func (n *Node) log() *slog.Logger {
+	if n.Log != nil {
+		return n.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Observe reads the node and computes the plan.
+func (n *Node) Observe() (*node.Snapshot, policy.Plan) {
+	s := node.Observe(n.Root, n.Config, n.now())
+	p := policy.Compute(s, n.Config)
+	n.log().Debug("observed", "upstreams", fmt.Sprint(p.Facts.Upstreams), "upstream_source", p.Facts.UpstreamSource,
+		"cache", fmt.Sprint(p.Facts.CacheAddrs), "cluster_dns", fmt.Sprint(p.Facts.ClusterDNS),
+		"dhcp_domains", strings.Join(p.Facts.SortedDHCPDomains(), ","), "resolved", s.ResolvedInUse(),
+		"problems", len(s.Problems))
+	for _, pr := range s.Problems {
+		n.log().Warn("input skipped", "problem", pr.String())
+	}
+	return s, p
+}
+
+// Outcome is what Apply did.
+type Outcome struct {
+	Written []files.WriteResult
+	Removed []string
+	// Pending are actions not carried out: under --root none are, and the live D-Bus ones come with
+	// the live resolved client.
+	Pending []policy.Action
+	Blocked []policy.Blocked
+	Errors  []error
+}
+
+// Failed reports whether apply must exit non-zero: a write failed or a target is blocked.
+func (o Outcome) Failed() bool { return len(o.Errors) > 0 || len(o.Blocked) > 0 }
+
+// Apply carries out every safe change of the plan; a failing target does not stop the others.
+func (n *Node) Apply(p policy.Plan) Outcome {
+	st := n.store()
+	o := Outcome{Blocked: p.Blocked}
+	for _, c := range p.Changes {
+		switch c.Op {
+		case policy.OpWrite:
+			res, err := st.Write(c.Path, c.After, c.Mode)
+			if err != nil {
+				o.Errors = append(o.Errors, fmt.Errorf("write %s: %w", c.Path, err))
+				n.log().Error("write failed", "path", c.Path, "err", err)
+				continue
+			}
+			o.Written = append(o.Written, res)
+			n.log().Info("wrote", "path", c.Path, "target", res.Path, "created", res.Created, "in_place", res.InPlace, "reason", c.Reason)
+		case policy.OpRemove:
+			if err := st.Remove(c.Path); err != nil {
+				o.Errors = append(o.Errors, fmt.Errorf("remove %s: %w", c.Path, err))
+				continue
+			}
+			o.Removed = append(o.Removed, c.Path)
+			n.log().Info("removed", "path", c.Path, "reason", c.Reason)
+		}
+	}
+	for _, a := range p.Actions {
+		o.Pending = append(o.Pending, a)
+		n.log().Info("action pending", "kind", a.Kind, "target", a.Target, "detail", a.Detail, "reason", a.Reason)
+	}
+	for _, b := range p.Blocked {
+		n.log().Warn("blocked", "target", b.Target, "reason", b.Reason)
+	}
+	return o
+}
+
+// Restore undoes every change nodedns made, from its backups. The kubelet resolv.conf is kept while
+// kubelet's config still points at it: removing it would stop kubelet from starting pods.
+func (n *Node) Restore() ([]files.RestoreResult, error) {
+	st := n.store()
+	s := node.Observe(n.Root, n.Config, n.now())
+	keep := func(path string) (bool, string) {
+		if path == n.Config.Kubelet.ResolvConf && filepath.Clean(s.Kubelet.ResolvConf) == filepath.Clean(path) {
+			return true, fmt.Sprintf("kubelet's config %s still points resolvConf at it; point kubelet elsewhere, then run restore again", s.Kubelet.Path)
+		}
+		return false, ""
+	}
+	res, err := st.Restore(keep)
+	for _, r := range res {
+		n.log().Info("restore", "path", r.Path, "action", r.Action, "reason", r.Reason)
+	}
+	if err != nil {
+		return res, errors.Join(fmt.Errorf("restore: %w", err))
+	}
+	return res, nil
+}
