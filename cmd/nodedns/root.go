@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+
+	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/reconcile"
+)
+
+// globals are the flags every command shares.
+type globals struct {
+	configPath string
+	root       string
+	logLevel   string
+
+	stdout, stderr io.Writer
+	cfg            config.Config
+	log            *slog.Logger
+}
+
+const rootLong = `nodedns keeps a Kubernetes node's DNS configuration safe around NodeLocal DNSCache.
+
+It reads the node's resolv.conf files, systemd-resolved's configuration, DHCP leases, netplan and the
+kubelet config; keeps the node-local cache (169.254.25.10 and friends) and the cluster DNS IP out of
+every upstream list, so the cache never forwards to itself; strips DHCP-provided search domains; and
+writes a loop-free resolv.conf for kubelet (/var/lib/nodedns/resolv.conf).
+
+Every change is backed up once under /var/lib/nodedns/backup; ` + "`nodedns restore`" + ` undoes them all.
+
+Configuration: /etc/nodedns/config.yaml (keys below), NODEDNS_* environment variables
+(NODEDNS_UPSTREAMS="10.0.0.2 10.0.0.3", NODEDNS_NETPLAN_MODE=off, NODEDNS_LOG_LEVEL=debug, ...)
+and flags.
+
+Config keys: ` + "{{KEYS}}"
+
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	g := &globals{stdout: stdout, stderr: stderr}
+	var checkOpts checkOptions
+	root := &cobra.Command{
+		Use:   "nodedns",
+		Short: "Keep a Kubernetes node's DNS safe around NodeLocal DNSCache",
+		Long:  strings.Replace(rootLong, "{{KEYS}}", strings.Join(config.KeyNames(), ", "), 1),
+		Example: `  nodedns check                     # is this node's DNS sound? (exit 0 ok, 1 problem, 2 unknown)
+  nodedns --check -o json           # the same, for tools
+  nodedns plan                      # what apply would change, as diffs
+  nodedns apply                     # fix it; backups in /var/lib/nodedns/backup
+  nodedns restore                   # undo every change nodedns made
+  nodedns --root ./examples/kubespray-host-resolvconf plan   # work on a copy of a node's files`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			err := g.load(cmd)
+			var ee *exitError
+			if errors.As(err, &ee) && (cmd.Name() == "check" || checkOpts.topLevel) {
+				// check's exit codes are node-problem-detector's: a config it cannot read means it
+				// could not check (2), not that the node has a problem (1).
+				ee.code = 2
+			}
+			return err
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if checkOpts.topLevel {
+				return runCheck(cmd.Context(), g, checkOpts)
+			}
+			return cmd.Help()
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.configPath, "config", "", "config file (default /etc/nodedns/config.yaml, under --root when given; a missing default file means built-in defaults)")
+	pf.StringVar(&g.root, "root", "", "treat DIR as the node's / : read and write only files under DIR, never D-Bus, netlink or the network (like netplan --root-dir)")
+	pf.StringVar(&g.logLevel, "log-level", "", "debug, info, warn or error (default info; env NODEDNS_LOG_LEVEL)")
+	root.Flags().BoolVar(&checkOpts.topLevel, "check", false, "run the self-check (same as `nodedns check`)")
+	addCheckFlags(root, &checkOpts)
+
+	root.AddCommand(newCheckCmd(g), newPlanCmd(g), newApplyCmd(g), newRestoreCmd(g), newVersionCmd(g),
+		newRunCmd(g), newNetplanCmd(g))
+	return root
+}
+
+// load turns the config file, NODEDNS_* environment and flags into one validated config.Config.
+func (g *globals) load(cmd *cobra.Command) error {
+	v := viper.New()
+	v.SetEnvPrefix("NODEDNS")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_", "-", "_"))
+	v.AutomaticEnv()
+	for k, d := range config.Keys() {
+		v.SetDefault(k, d)
+	}
+	// Global flags may also come from the environment (the flag wins).
+	if !cmd.Flags().Changed("root") && g.root == "" {
+		g.root = os.Getenv("NODEDNS_ROOT")
+	}
+	if !cmd.Flags().Changed("config") && g.configPath == "" {
+		g.configPath = os.Getenv("NODEDNS_CONFIG")
+	}
+	if g.root != "" {
+		abs, err := filepath.Abs(g.root)
+		if err != nil {
+			return &exitError{1, fmt.Errorf("--root %s: %w", g.root, err)}
+		}
+		fi, err := os.Stat(abs)
+		if err != nil || !fi.IsDir() {
+			return &exitError{1, fmt.Errorf("--root %s: not a directory", g.root)}
+		}
+		g.root = abs
+	}
+
+	path, named := g.configPath, true
+	if path == "" {
+		named = false
+		path = filepath.Join(rootOr(g.root), config.DefaultConfigPath)
+	}
+	data, err := readConfigFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !named:
+		// No config file: built-in defaults.
+	case err != nil:
+		return &exitError{1, fmt.Errorf("config %s: %w", path, err)}
+	default:
+		v.SetConfigType("yaml")
+		if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
+			return &exitError{1, fmt.Errorf("config %s: %w", path, err)}
+		}
+	}
+
+	settings := map[string]any{}
+	logLevel := g.logLevel
+	for _, k := range v.AllKeys() {
+		if k == "log-level" || k == "loglevel" {
+			if logLevel == "" {
+				logLevel = v.GetString(k)
+			}
+			continue
+		}
+		settings[k] = v.Get(k)
+	}
+	if logLevel == "" {
+		logLevel = os.Getenv("NODEDNS_LOG_LEVEL")
+	}
+	cfg, err := config.FromSettings(settings)
+	if err != nil {
+		return &exitError{1, fmt.Errorf("config %s: %w", path, err)}
+	}
+	g.cfg = cfg
+
+	var lvl slog.Level
+	if logLevel == "" {
+		logLevel = "info"
+	}
+	if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+		return &exitError{1, fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)}
+	}
+	g.log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: lvl}))
+	return nil
+}
+
+// readConfigFile reads a config file, refusing anything that cannot be a config (over 1 MiB).
+func readConfigFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > 1<<20 {
+		return nil, fmt.Errorf("larger than 1 MiB")
+	}
+	return data, nil
+}
+
+func rootOr(r string) string {
+	if r == "" {
+		return "/"
+	}
+	return r
+}
+
+func (g *globals) node() *reconcile.Node {
+	return &reconcile.Node{Root: g.root, Config: g.cfg, Log: g.log}
+}
