@@ -3,6 +3,7 @@
 package reconcile
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,26 @@ import (
 	"github.com/nodedns/nodedns/policy"
 )
 
+// Source adds what only the live node can tell (systemd-resolved over D-Bus, netlink) to a snapshot
+// read from files. Sources run only on the live node, never under --root.
+type Source interface {
+	Name() string
+	Observe(ctx context.Context, s *node.Snapshot) error
+}
+
+// Actor carries out plan actions that are not file writes (restarting resolved, per-link settings
+// over D-Bus). Actions no actor handles stay pending.
+type Actor interface {
+	Handles(kind string) bool
+	Do(ctx context.Context, a policy.Action) error
+}
+
+// Validator judges a planned change before it is kept (netplan's own `netplan generate`). A change
+// it rejects moves to the plan's Blocked list with the validator's error.
+type Validator interface {
+	Validate(ctx context.Context, root string, c policy.Change) error
+}
+
 // Node is one node nodedns works on.
 type Node struct {
 	// Root is "/" for the real node, a directory for --root (files only: no D-Bus, no netlink).
@@ -24,6 +45,10 @@ type Node struct {
 	FS     files.FS // nil: the real filesystem
 	Log    *slog.Logger
 	Now    func() time.Time
+
+	Sources    []Source
+	Actors     []Actor
+	Validators []Validator
 }
 
 // Live reports whether nodedns works on the real node rather than a --root tree.
@@ -55,10 +80,19 @@ func (n *Node) log() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// Observe reads the node and computes the plan.
-func (n *Node) Observe() (*node.Snapshot, policy.Plan) {
+// Observe reads the node (files, then the live sources on a live node), computes the plan and lets
+// the validators judge its changes.
+func (n *Node) Observe(ctx context.Context) (*node.Snapshot, policy.Plan) {
 	s := node.Observe(n.Root, n.Config, n.now())
+	if n.Live() {
+		for _, src := range n.Sources {
+			if err := src.Observe(ctx, s); err != nil {
+				s.Problems = append(s.Problems, node.Problem{Msg: fmt.Sprintf("%s: %v", src.Name(), err)})
+			}
+		}
+	}
 	p := policy.Compute(s, n.Config)
+	n.validate(ctx, &p)
 	n.log().Debug("observed", "upstreams", fmt.Sprint(p.Facts.Upstreams), "upstream_source", p.Facts.UpstreamSource,
 		"cache", fmt.Sprint(p.Facts.CacheAddrs), "cluster_dns", fmt.Sprint(p.Facts.ClusterDNS),
 		"dhcp_domains", strings.Join(p.Facts.SortedDHCPDomains(), ","), "resolved", s.ResolvedInUse(),
@@ -69,10 +103,36 @@ func (n *Node) Observe() (*node.Snapshot, policy.Plan) {
 	return s, p
 }
 
+func (n *Node) validate(ctx context.Context, p *policy.Plan) {
+	if len(n.Validators) == 0 {
+		return
+	}
+	root := n.Root
+	if root == "" {
+		root = "/"
+	}
+	kept := p.Changes[:0]
+	for _, c := range p.Changes {
+		var err error
+		for _, v := range n.Validators {
+			if err = v.Validate(ctx, root, c); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			p.Blocked = append(p.Blocked, policy.Blocked{Target: c.Path, Reason: err.Error()})
+			continue
+		}
+		kept = append(kept, c)
+	}
+	p.Changes = kept
+}
+
 // Outcome is what Apply did.
 type Outcome struct {
 	Written []files.WriteResult
 	Removed []string
+	Done    []policy.Action
 	// Pending are actions not carried out: under --root none are, and the live D-Bus ones come with
 	// the live resolved client.
 	Pending []policy.Action
@@ -83,8 +143,9 @@ type Outcome struct {
 // Failed reports whether apply must exit non-zero: a write failed or a target is blocked.
 func (o Outcome) Failed() bool { return len(o.Errors) > 0 || len(o.Blocked) > 0 }
 
-// Apply carries out every safe change of the plan; a failing target does not stop the others.
-func (n *Node) Apply(p policy.Plan) Outcome {
+// Apply carries out every safe change of the plan, then its actions (on a live node, by the actor
+// that handles each); a failing target does not stop the others.
+func (n *Node) Apply(ctx context.Context, p policy.Plan) Outcome {
 	st := n.store()
 	o := Outcome{Blocked: p.Blocked}
 	for _, c := range p.Changes {
@@ -107,7 +168,23 @@ func (n *Node) Apply(p policy.Plan) Outcome {
 			n.log().Info("removed", "path", c.Path, "reason", c.Reason)
 		}
 	}
+actions:
 	for _, a := range p.Actions {
+		if n.Live() {
+			for _, ac := range n.Actors {
+				if !ac.Handles(a.Kind) {
+					continue
+				}
+				if err := ac.Do(ctx, a); err != nil {
+					o.Errors = append(o.Errors, fmt.Errorf("%s %s: %w", a.Kind, a.Target, err))
+					n.log().Error("action failed", "kind", a.Kind, "target", a.Target, "err", err)
+				} else {
+					o.Done = append(o.Done, a)
+					n.log().Info("action done", "kind", a.Kind, "target", a.Target, "detail", a.Detail, "reason", a.Reason)
+				}
+				continue actions
+			}
+		}
 		o.Pending = append(o.Pending, a)
 		n.log().Info("action pending", "kind", a.Kind, "target", a.Target, "detail", a.Detail, "reason", a.Reason)
 	}

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -41,11 +42,11 @@ func TestApplyGoesOnAfterAFailedTarget(t *testing.T) {
 	orig := "nameserver 169.254.25.10\nnameserver 10.0.0.2\n"
 	write("etc/resolv.conf", orig)
 	n := &Node{Root: root, Config: config.Default(), FS: roFS{FS: files.OS(), dir: filepath.Join(root, "etc")}, Now: time.Now}
-	_, p := n.Observe()
+	_, p := n.Observe(context.Background())
 	if len(p.Changes) != 2 {
 		t.Fatalf("want 2 changes (kubelet file, /etc/resolv.conf), got %+v", p.Changes)
 	}
-	o := n.Apply(p)
+	o := n.Apply(context.Background(), p)
 	if !o.Failed() || len(o.Errors) != 1 || !errors.Is(o.Errors[0], syscall.EROFS) || !strings.Contains(o.Errors[0].Error(), "/etc/resolv.conf") {
 		t.Fatalf("errors = %v, want one EROFS naming /etc/resolv.conf", o.Errors)
 	}

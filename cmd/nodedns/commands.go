@@ -1,115 +1,21 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"runtime"
 	"runtime/debug"
-	"strings"
-	"time"
 
 	"github.com/aymanbagabas/go-udiff"
 	"github.com/spf13/cobra"
 
 	"github.com/nodedns/nodedns/policy"
-	"github.com/nodedns/nodedns/probes"
 )
 
 // version is set at build time: -ldflags "-X main.version=1.2.3".
 var version = "dev"
-
-type checkOptions struct {
-	topLevel bool
-	output   string
-	npd      bool
-	wait     time.Duration
-}
-
-func addCheckFlags(cmd *cobra.Command, o *checkOptions) {
-	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "text (one line per check) or json")
-	cmd.Flags().BoolVar(&o.npd, "npd", false, "print one line of at most 80 characters, for node-problem-detector")
-	cmd.Flags().DurationVar(&o.wait, "wait", 0, "keep checking until everything is ok or DURATION passes (e.g. 120s after a reboot)")
-}
-
-func newCheckCmd(g *globals) *cobra.Command {
-	var o checkOptions
-	cmd := &cobra.Command{
-		Use:   "check",
-		Short: "Self-check: is this node's DNS sound now and after the next reboot?",
-		Long: `Runs every check of nodedns and prints one line per check.
-
-Exit codes, as node-problem-detector reads them: 0 ok, 1 problem, 2 unknown (could not check).
-Check ids (stable): ` + strings.Join(probes.IDs, ", ") + `.
-Under --root only the file checks run; the live ones (netlink, nf_tables, DNS probes) say skipped.`,
-		Example: `  nodedns check
-  nodedns check -o json | jq '.checks[] | select(.status=="problem")'
-  nodedns check --npd                 # node-problem-detector custom plugin
-  nodedns check --wait 120s           # preflight right after a reboot`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runCheck(cmd.Context(), g, o) },
-	}
-	addCheckFlags(cmd, &o)
-	return cmd
-}
-
-func runCheck(ctx context.Context, g *globals, o checkOptions) error {
-	if o.output != "text" && o.output != "json" {
-		return &exitError{2, fmt.Errorf("-o %q: want text or json", o.output)}
-	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	deadline := time.Now().Add(o.wait)
-	var rep probes.Report
-	for {
-		n := g.node()
-		s, p := n.Observe()
-		rep = probes.Run(ctx, &probes.Env{Snapshot: s, Config: g.cfg, Plan: p, Live: n.Live()}, probes.All())
-		if rep.Status == probes.OK || o.wait <= 0 || time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-			continue
-		}
-		break
-	}
-	switch {
-	case o.npd:
-		fmt.Fprintln(g.stdout, rep.NPD())
-	case o.output == "json":
-		enc := json.NewEncoder(g.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return &exitError{2, err}
-		}
-	default:
-		writeCheckText(g.stdout, rep)
-	}
-	if code := rep.ExitCode(); code != 0 {
-		return &exitError{code: code}
-	}
-	return nil
-}
-
-func writeCheckText(w io.Writer, rep probes.Report) {
-	width := 0
-	for _, c := range rep.Checks {
-		width = max(width, len(c.ID))
-	}
-	for _, c := range rep.Checks {
-		line := fmt.Sprintf("%-8s %-*s  %s", strings.ToUpper(string(c.Status)), width, c.ID, c.Message)
-		if c.Hint != "" && c.Status != probes.OK {
-			line += " (fix: " + c.Hint + ")"
-		}
-		fmt.Fprintln(w, line)
-	}
-	fmt.Fprintf(w, "nodedns: %s\n", rep.Status)
-}
 
 // planJSON is the JSON shape of `nodedns plan -o json`.
 type planJSON struct {
@@ -158,7 +64,7 @@ Exit codes: 0 (1 if something is blocked). With --detailed-exitcode: 0 nothing t
 			if output != "text" && output != "json" {
 				return &exitError{1, fmt.Errorf("-o %q: want text or json", output)}
 			}
-			_, p := g.node().Observe()
+			_, p := g.node().Observe(cmd.Context())
 			if output == "json" {
 				out := planJSON{Changes: []changeJSON{}, Actions: p.Actions, Blocked: p.Blocked, Notes: p.Notes}
 				if out.Actions == nil {
@@ -242,8 +148,8 @@ and reported; apply then exits 1 after making every other safe change.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			n := g.node()
-			_, p := n.Observe()
-			o := n.Apply(p)
+			_, p := n.Observe(cmd.Context())
+			o := n.Apply(cmd.Context(), p)
 			for _, w := range o.Written {
 				fmt.Fprintf(g.stdout, "wrote %s\n", w.Path)
 			}
@@ -324,30 +230,4 @@ func newVersionCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-}
-
-func newRunCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "run",
-		Short: "Run the daemon: apply, then watch and re-apply (not implemented yet)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return &exitError{1, errors.New("run: not implemented yet (use `nodedns apply` from a timer until the daemon lands)")}
-		},
-	}
-}
-
-func newNetplanCmd(g *globals) *cobra.Command {
-	nc := &cobra.Command{Use: "netplan", Short: "netplan integration", Args: cobra.NoArgs}
-	pin := &cobra.Command{
-		Use:   "pin",
-		Short: "Pin the current DHCP lease as static netplan config (not implemented yet)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return &exitError{1, errors.New("netplan pin: not implemented yet")}
-		},
-	}
-	pin.Flags().Bool("dry-run", false, "print the file and a diff instead of writing it")
-	nc.AddCommand(pin)
-	return nc
 }

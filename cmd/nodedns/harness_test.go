@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -31,7 +32,7 @@ func nodedns(t *testing.T, args ...string) result {
 	var out, errb bytes.Buffer
 	cmd := newRootCmd(&out, &errb)
 	cmd.SetArgs(args)
-	err := cmd.Execute()
+	err := cmd.ExecuteContext(context.Background())
 	code := 0
 	if err != nil {
 		var ee *exitError

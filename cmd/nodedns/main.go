@@ -2,6 +2,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -27,7 +28,7 @@ func (e *exitError) Error() string {
 func run(args []string) int {
 	cmd := newRootCmd(os.Stdout, os.Stderr)
 	cmd.SetArgs(args)
-	err := cmd.Execute()
+	err := cmd.ExecuteContext(context.Background())
 	if err == nil {
 		return 0
 	}

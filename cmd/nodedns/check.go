@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nodedns/nodedns/probes"
+)
+
+type checkOptions struct {
+	topLevel bool
+	output   string
+	npd      bool
+	wait     time.Duration
+}
+
+func addCheckFlags(cmd *cobra.Command, o *checkOptions) {
+	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "text (one line per check) or json")
+	cmd.Flags().BoolVar(&o.npd, "npd", false, "print one line of at most 80 characters, for node-problem-detector")
+	cmd.Flags().DurationVar(&o.wait, "wait", 0, "keep checking until everything is ok or DURATION passes (e.g. 120s after a reboot)")
+}
+
+func newCheckCmd(g *globals) *cobra.Command {
+	var o checkOptions
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Self-check: is this node's DNS sound now and after the next reboot?",
+		Long: `Runs every check of nodedns and prints one line per check.
+
+Exit codes, as node-problem-detector reads them: 0 ok, 1 problem, 2 unknown (could not check).
+Check ids (stable): ` + strings.Join(probes.IDs, ", ") + `.
+Under --root only the file checks run; the live ones (netlink, nf_tables, DNS probes) say skipped.`,
+		Example: `  nodedns check
+  nodedns check -o json | jq '.checks[] | select(.status=="problem")'
+  nodedns check --npd                 # node-problem-detector custom plugin
+  nodedns check --wait 120s           # preflight right after a reboot`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runCheck(cmd.Context(), g, o) },
+	}
+	addCheckFlags(cmd, &o)
+	return cmd
+}
+
+func runCheck(ctx context.Context, g *globals, o checkOptions) error {
+	if o.output != "text" && o.output != "json" {
+		return &exitError{2, fmt.Errorf("-o %q: want text or json", o.output)}
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	deadline := time.Now().Add(o.wait)
+	var rep probes.Report
+	for {
+		n := g.node()
+		s, p := n.Observe(ctx)
+		rep = probes.Run(ctx, &probes.Env{Snapshot: s, Config: g.cfg, Plan: p, Live: n.Live()}, probes.All())
+		if rep.Status == probes.OK || o.wait <= 0 || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+			continue
+		}
+		break
+	}
+	switch {
+	case o.npd:
+		fmt.Fprintln(g.stdout, rep.NPD())
+	case o.output == "json":
+		enc := json.NewEncoder(g.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return &exitError{2, err}
+		}
+	default:
+		writeCheckText(g.stdout, rep)
+	}
+	if code := rep.ExitCode(); code != 0 {
+		return &exitError{code: code}
+	}
+	return nil
+}
+
+func writeCheckText(w io.Writer, rep probes.Report) {
+	width := 0
+	for _, c := range rep.Checks {
+		width = max(width, len(c.ID))
+	}
+	for _, c := range rep.Checks {
+		line := fmt.Sprintf("%-8s %-*s  %s", strings.ToUpper(string(c.Status)), width, c.ID, c.Message)
+		if c.Hint != "" && c.Status != probes.OK {
+			line += " (fix: " + c.Hint + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintf(w, "nodedns: %s\n", rep.Status)
+}
