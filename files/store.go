@@ -497,3 +497,20 @@ func owner(fi fs.FileInfo) (uid, gid int) {
 	}
 	return -1, -1
 }
+
+// HostPath returns where a node path lives on this machine: under root, with every symlink on the way
+// followed inside root (ResolveLink), so a reader under --root never escapes to the host through an
+// absolute link such as /etc/resolv.conf -> /run/systemd/resolve/stub-resolv.conf. Readers that only
+// read use it; on a resolution error (a symlink loop) it returns the plain join, and opening that
+// reports the problem.
+func HostPath(root, nodePath string) string {
+	nodePath = path.Clean("/" + nodePath)
+	if root == "" || root == "/" {
+		return nodePath
+	}
+	s := &Store{Root: root, FS: OS()}
+	if resolved, err := s.ResolveLink(nodePath); err == nil {
+		nodePath = resolved
+	}
+	return s.host(nodePath)
+}

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/nodedns/nodedns/files"
 )
 
 // MaxFileSize is the largest lease file Read accepts. Real lease files are a
@@ -146,10 +148,7 @@ type reader struct {
 
 // join puts a node path under the root, as netplan --root-dir does.
 func (r *reader) join(nodePath string) string {
-	if r.root == "" || r.root == "/" {
-		return nodePath
-	}
-	return filepath.Join(r.root, nodePath)
+	return files.HostPath(r.root, nodePath)
 }
 
 func (r *reader) problem(p string, err error) {

@@ -7,9 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/nodedns/nodedns/files"
 )
 
 // dirs are netplan 0.106's configuration directories, lowest precedence
@@ -104,8 +105,5 @@ func readFile(root, nodePath string) ([]byte, error) {
 
 // hostPath joins an absolute node path under root, like netplan --root-dir.
 func hostPath(root, nodePath string) string {
-	if root == "" {
-		root = "/"
-	}
-	return filepath.Join(root, filepath.FromSlash(nodePath))
+	return files.HostPath(root, nodePath)
 }

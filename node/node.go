@@ -278,7 +278,7 @@ func reparse(root string, paths []string, skip func(string) bool) *systemd.Resol
 		if skip(p) {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(root, p))
+		data, err := os.ReadFile(files.HostPath(root, p))
 		if err != nil {
 			continue // already reported by the first load
 		}
@@ -314,7 +314,7 @@ func readUnit(st *files.Store, root string) Unit {
 	var u Unit
 	for _, d := range unitDirs {
 		p := path.Join(d, UnitName)
-		if _, err := os.Stat(filepath.Join(root, p)); err == nil {
+		if _, err := os.Stat(files.HostPath(root, p)); err == nil {
 			u.Path = p
 			break
 		}
@@ -332,7 +332,7 @@ func readUnit(st *files.Store, root string) Unit {
 		}
 	}
 	for _, src := range sources {
-		data, err := os.ReadFile(filepath.Join(root, src))
+		data, err := os.ReadFile(files.HostPath(root, src))
 		if err != nil {
 			u.ReadError = err
 			continue
@@ -346,7 +346,7 @@ func readUnit(st *files.Store, root string) Unit {
 		if err != nil {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(root, target)); err != nil {
+		if _, err := os.Stat(files.HostPath(root, target)); err != nil {
 			continue // a dangling enable symlink does not start anything
 		}
 		u.Enabled = true

@@ -20,6 +20,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/nodedns/nodedns/files"
 )
 
 // Node paths systemd-resolved 252 reads its configuration from.
@@ -967,47 +969,20 @@ func resolveNodePath(root, nodePath string) (host, node string, err error) {
 	if root == "" || root == "/" {
 		return nodePath, nodePath, nil
 	}
-	const maxLinks = 40 // Linux's MAXSYMLINKS
-	links := 0
-	rest := strings.Split(strings.TrimPrefix(nodePath, "/"), "/")
-	cur := "/"
-	for len(rest) > 0 {
-		c := rest[0]
-		rest = rest[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			cur = path.Dir(cur)
-			continue
-		}
-		next := path.Join(cur, c)
-		fi, err := os.Lstat(filepath.Join(root, next))
-		if err != nil {
-			return "", "", &fs.PathError{Op: "lstat", Path: next, Err: unwrapPathErr(err)}
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			cur = next
-			continue
-		}
-		links++
-		if links > maxLinks {
-			return "", "", &fs.PathError{Op: "resolve", Path: nodePath, Err: errors.New("too many levels of symbolic links")}
-		}
-		target, err := os.Readlink(filepath.Join(root, next))
-		if err != nil {
-			return "", "", &fs.PathError{Op: "readlink", Path: next, Err: unwrapPathErr(err)}
-		}
-		if path.IsAbs(target) {
-			if path.Clean(target) == "/dev/null" && len(rest) == 0 {
-				// A mask: roots built for tests rarely have dev/null.
-				return os.DevNull, "/dev/null", nil
-			}
-			cur = "/"
-		}
-		rest = append(strings.Split(target, "/"), rest...)
+	st := &files.Store{Root: root, FS: files.OS()}
+	node, err = st.ResolveLink(nodePath)
+	if err != nil {
+		return "", "", &fs.PathError{Op: "resolve", Path: nodePath, Err: unwrapPathErr(err)}
 	}
-	return filepath.Join(root, cur), cur, nil
+	if node == "/dev/null" {
+		// A mask: roots built for tests rarely have dev/null.
+		return os.DevNull, node, nil
+	}
+	host = filepath.Join(root, node)
+	if _, err := os.Lstat(host); err != nil {
+		return "", "", &fs.PathError{Op: "lstat", Path: node, Err: unwrapPathErr(err)}
+	}
+	return host, node, nil
 }
 
 // readNodeFile reads a node file of at most maxConfFileSize bytes. A symlink
