@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/nodedns/nodedns/config"
-	"github.com/nodedns/nodedns/reconcile"
 )
 
 // globals are the flags every command shares.
@@ -190,8 +189,4 @@ func rootOr(r string) string {
 		return "/"
 	}
 	return r
-}
-
-func (g *globals) node() *reconcile.Node {
-	return &reconcile.Node{Root: g.root, Config: g.cfg, Log: g.log}
 }
