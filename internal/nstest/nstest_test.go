@@ -1,0 +1,47 @@
+package nstest
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestSandbox proves the isolation the other tests rely on: a private /run and /etc/resolv.conf, its
+// own loopback, a veth to a second sandbox, a private system bus; and that the host's files are not
+// what the sandbox sees.
+func TestSandbox(t *testing.T) {
+	a := New(t)
+	b := New(t)
+
+	hostResolv, _ := os.ReadFile("/etc/resolv.conf")
+	if got := a.Run(t, "cat /etc/resolv.conf"); got != "" {
+		t.Errorf("sandbox /etc/resolv.conf is not empty: %q", got)
+	}
+	a.Run(t, "echo 'nameserver 10.77.0.2' > /etc/resolv.conf")
+	if after, _ := os.ReadFile("/etc/resolv.conf"); string(after) != string(hostResolv) {
+		t.Fatal("writing the sandbox's /etc/resolv.conf changed the host's")
+	}
+	a.Run(t, "mkdir -p /run/systemd/resolve && echo x > /run/systemd/resolve/marker")
+	if _, err := os.Stat("/run/systemd/resolve/marker"); err == nil {
+		t.Fatal("the sandbox's /run leaked to the host")
+	}
+	if data, err := os.ReadFile(a.Path("/run/systemd/resolve/marker")); err != nil || strings.TrimSpace(string(data)) != "x" {
+		t.Errorf("Path does not reach the sandbox's /run: %q %v", data, err)
+	}
+
+	aIf, _ := Veth(t, a, b, "10.77.0.1/24", "10.77.0.2/24")
+	// No ping on these machines: a UDP datagram makes the kernel resolve the peer over the veth.
+	a.Run(t, "bash -c 'echo hi > /dev/udp/10.77.0.2/9'; sleep 0.2; ip neigh show 10.77.0.2 | grep -q lladdr || (ip neigh; exit 1)")
+	if out := a.Run(t, "ip -o link show"); !strings.Contains(out, aIf) || strings.Contains(out, "eth0") {
+		t.Errorf("sandbox links:\n%s", out)
+	}
+	if out, err := b.Cmd(context.Background(), "ls", "/sys/class/net").Output(); err != nil || strings.Contains(string(out), "eth0") {
+		t.Errorf("sandbox /sys/class/net shows the host's links (%v): %s", err, out)
+	}
+
+	a.SystemBus(t)
+	if out := a.Run(t, "dbus-send --system --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus.ListNames"); !strings.Contains(out, "org.freedesktop.DBus") {
+		t.Errorf("private bus did not answer: %s", out)
+	}
+}
