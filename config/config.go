@@ -43,6 +43,8 @@ type Config struct {
 	Host         Host
 	Probes       Probes
 	Writers      Writers
+	Metrics      Metrics
+	Daemon       Daemon
 }
 
 // NodeLocalDNS describes the node-local cache.
@@ -90,6 +92,17 @@ type Writers struct {
 	Window       time.Duration
 }
 
+// Daemon configures `nodedns run`.
+type Daemon struct {
+	// ResyncInterval is how often the daemon compares the node with the desired state even without
+	// an event (a missed inotify event, a change made over D-Bus that emits no signal).
+	ResyncInterval time.Duration
+}
+
+// MinResyncInterval bounds daemon.resyncInterval from below: a resync is a full read of the node,
+// and the daemon must not turn into a poller.
+const MinResyncInterval = 10 * time.Second
+
 // Default returns the built-in defaults (design.md "Config keys").
 func Default() Config {
 	return Config{
@@ -97,6 +110,8 @@ func Default() Config {
 		Kubelet:      Kubelet{Config: DefaultKubeletConfig, ResolvConf: DefaultKubeletResolvConf},
 		Probes:       Probes{Timeout: 2 * time.Second, BootGrace: 120 * time.Second},
 		Writers:      Writers{BackoffAfter: 10, Window: 60 * time.Second},
+		Metrics:      Metrics{Textfile: DefaultMetricsTextfile},
+		Daemon:       Daemon{ResyncInterval: 5 * time.Minute},
 	}
 }
 
@@ -175,6 +190,13 @@ var keys = []key{
 		return
 	}},
 	{"writers.window", "60s", func(c *Config, v any) (err error) { c.Writers.Window, err = duration(v); return }},
+	{"daemon.resyncInterval", "5m", func(c *Config, v any) (err error) {
+		c.Daemon.ResyncInterval, err = duration(v)
+		if err == nil && c.Daemon.ResyncInterval < MinResyncInterval {
+			err = fmt.Errorf("%v is shorter than %v (a resync reads the whole node; events do the fast work)", c.Daemon.ResyncInterval, MinResyncInterval)
+		}
+		return
+	}},
 }
 
 // Keys returns every config key with its default, in a stable order, for viper's SetDefault (so

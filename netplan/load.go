@@ -45,6 +45,33 @@ func Load(root string) (*Config, error) {
 	return cfg, nil
 }
 
+// LoadExcept is Load without one node path (nodedns's own file): what the rest of the node asks
+// for. A file of the same name in another directory that the skipped one shadows stays shadowed,
+// as netplan would still not read it.
+func LoadExcept(root, skip string) (*Config, error) {
+	files, shadowed, err := find(root)
+	if err != nil {
+		return nil, err
+	}
+	docs := make([]Doc, 0, len(files))
+	for _, f := range files {
+		if f == skip {
+			continue
+		}
+		data, err := readFile(root, f)
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, Doc{Path: f, Data: data})
+	}
+	cfg, err := Parse(docs)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Shadowed = shadowed
+	return cfg, nil
+}
+
 // find lists the files netplan would read, as node paths in merge order,
 // and those shadowed. netplan 0.106 (util.c
 // netplan_parser_load_yaml_hierarchy) globs all three directories, keys the

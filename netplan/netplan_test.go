@@ -52,6 +52,26 @@ var fixtures = []struct {
 		}},
 	},
 	{
+		name:  "cloud-init-2004", // Ubuntu 20.04 EC2 image
+		files: []string{cloudInit},
+		want: []*Interface{{
+			ID: "ens5", Type: "ethernets", Renderer: "networkd", DHCP4: true,
+			MatchMAC: "0a:1b:2c:3d:4e:5f", SetName: "ens5",
+			Files: []string{cloudInit}, Line: 8,
+		}},
+	},
+	{
+		name:  "cloud-init-2404", // Ubuntu 24.04 EC2 image with IPv6: both families, route metrics
+		files: []string{cloudInit},
+		want: []*Interface{{
+			ID: "ens5", Type: "ethernets", Renderer: "networkd", DHCP4: true, DHCP6: true,
+			MatchMAC: "0a:ff:d1:3e:5a:21", SetName: "ens5",
+			DHCP4Overrides: map[string]any{"route-metric": 100},
+			DHCP6Overrides: map[string]any{"route-metric": 100},
+			Files:          []string{cloudInit}, Line: 8,
+		}},
+	},
+	{
 		name:  "subiquity", // seed 003: static enp0s3 with search example.com
 		files: []string{installer},
 		want: []*Interface{{

@@ -112,6 +112,10 @@ type Snapshot struct {
 	ResolvedPersistent *systemd.ResolvedConfig
 	ResolvedDropIn     Managed
 	Links              []systemd.LinkState
+	// ResolvedLive is resolved's own view over D-Bus (live node only; nil under --root or when
+	// resolved could not be asked). The live source also folds its per-link DNS and domains into
+	// Links, so readers of Links see what resolved really uses.
+	ResolvedLive *systemd.ResolvedState
 
 	Kubelet       Kubelet
 	KubeletResolv ResolvFile // the file kubelet's resolvConf names ("" when disabled)
@@ -119,6 +123,13 @@ type Snapshot struct {
 
 	Leases  []leases.Lease
 	Netplan *netplan.Config // nil when netplan's files could not be read
+	// NetplanOthers is netplan's configuration without nodedns's own file (what the node asks for; nil
+	// when unreadable), NetplanOwn that file; Networkd the networkd .network files that turn DHCP
+	// on; Uplink the default-route interface (live only). See networking.go.
+	NetplanOthers *netplan.Config
+	NetplanOwn    Managed
+	Networkd      []NetworkdNetwork
+	Uplink        *Uplink
 
 	DhclientConf bool // /etc/dhcp/dhclient.conf exists: dhclient is in use or may be
 	DhclientHook Managed
@@ -179,6 +190,7 @@ func Observe(root string, cfg config.Config, now time.Time) *Snapshot {
 	} else {
 		s.Netplan = np
 	}
+	s.readNetworking(st, root)
 
 	if _, err := os.Lstat(filepath.Join(root, DhclientConf)); err == nil {
 		s.DhclientConf = true

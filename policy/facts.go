@@ -145,7 +145,10 @@ func (f Facts) upstreams(s *node.Snapshot, cfg config.Config) ([]netip.Addr, str
 		for _, l := range s.Links {
 			rs = append(rs, l.DNS...)
 		}
-		if s.ResolvedResolv.File != nil {
+		// resolved's own resolv.conf only without its live view (--root, no bus): resolved rewrites
+		// the file a moment after it takes a renewal's new server (a few ms, seen with 252), so next
+		// to the live per-link servers it would bring back the server the renewal just replaced.
+		if s.ResolvedResolv.File != nil && s.ResolvedLive == nil {
 			rs = append(rs, s.ResolvedResolv.File.Nameservers()...)
 		}
 		srcs = append(srcs, source{"systemd-resolved", rs})

@@ -85,6 +85,7 @@ func Compute(s *node.Snapshot, cfg config.Config) Plan {
 	p.etcResolvConf(s)
 	p.resolved(s)
 	p.dhclientHook(s)
+	p.netplan(s, cfg)
 	return p
 }
 
@@ -256,6 +257,8 @@ func (p *Plan) resolved(s *node.Snapshot) {
 		}
 	}
 
+	p.resolvedStale(s)
+
 	for _, l := range s.Links {
 		name := l.IfName
 		if name == "" {
@@ -289,6 +292,31 @@ func (p *Plan) resolved(s *node.Snapshot) {
 		if len(badDom) > 0 {
 			p.Actions = append(p.Actions, Action{Kind: "set-link-domains", Target: name, Detail: "drop " + strings.Join(badDom, " "), Reason: "per-link search domains from DHCP"})
 		}
+	}
+}
+
+// resolvedStale restarts resolved when its live global DNS (over D-Bus) still lists a loop address
+// that its configuration files no longer do: a drop-in written while a restart failed, or an edit
+// nobody restarted resolved for. resolved reads its configuration only at start (SIGHUP kills
+// resolved 252), so without a restart the fix would never reach it.
+func (p *Plan) resolvedStale(s *node.Snapshot) {
+	if s.ResolvedLive == nil || s.Resolved == nil || slices.ContainsFunc(p.Actions, func(a Action) bool { return a.Kind == "restart-resolved" }) {
+		return
+	}
+	for _, sv := range s.Resolved.DNS {
+		if p.Facts.IsLoop(sv.Addr, false) {
+			return // the files still ask for it: the drop-in above is the fix, or it is blocked
+		}
+	}
+	var stale []string
+	for _, sv := range s.ResolvedLive.DNS {
+		if p.Facts.IsLoop(sv.Addr, false) {
+			stale = append(stale, sv.Addr.String())
+		}
+	}
+	if len(stale) > 0 {
+		p.Actions = append(p.Actions, Action{Kind: "restart-resolved", Target: "systemd-resolved.service",
+			Reason: fmt.Sprintf("resolved still runs with global DNS %s, which its configuration no longer lists: restart it to reload (SIGHUP kills resolved 252)", strings.Join(stale, " "))})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"path"
 	"slices"
 	"strings"
 
@@ -248,6 +249,17 @@ func (resolvedDNS) Run(_ context.Context, env *Env) Result {
 		}
 		problems = append(problems, fmt.Sprintf("global DNS= lists %s (set in %s)", strings.Join(bad, ", "), strings.Join(src, ", ")))
 	}
+	if live := s.ResolvedLive; live != nil {
+		// What resolved runs with, over D-Bus: differs from the files until resolved is restarted.
+		var running []netip.Addr
+		for _, sv := range live.DNS {
+			running = append(running, sv.Addr)
+		}
+		if bad := loopAddrs(env, running, false); len(bad) > 0 && len(problems) == 0 {
+			// Only when the files are clean: otherwise the line above already names the source.
+			problems = append(problems, fmt.Sprintf("runs with global DNS %s (live over D-Bus; restart it to load its configuration)", strings.Join(bad, ", ")))
+		}
+	}
 	for _, l := range s.Links {
 		if bad := loopAddrs(env, l.DNS, false); len(bad) > 0 {
 			problems = append(problems, fmt.Sprintf("link %s lists %s", linkName(l.IfName, l.IfIndex), strings.Join(bad, ", ")))
@@ -266,6 +278,8 @@ func (resolvedDNS) Run(_ context.Context, env *Env) Result {
 	}
 	if !env.Live {
 		msg += "; read from files"
+	} else if s.ResolvedLive != nil {
+		msg += "; confirmed over D-Bus"
 	}
 	return Result{Status: OK, Message: msg}
 }
@@ -356,8 +370,15 @@ func (dhcpSearch) Run(_ context.Context, env *Env) Result {
 			}
 			if len(missing) > 0 {
 				problems = append(problems, fmt.Sprintf("netplan interface %s takes DHCP domains (no %s use-domains: false)", i.ID, strings.Join(missing, "/")))
-				hints = append(hints, "set netplan.mode: override (written to /etc/netplan/90-nodedns.yaml by the netplan integration), or add use-domains: false by hand and run `netplan apply`")
+				hints = append(hints, "`nodedns apply` writes the override to /etc/netplan/90-nodedns.yaml (netplan.mode: override), then `netplan apply`")
 			}
+		}
+	}
+	// Nodes with networkd but no netplan: nodedns's .network drop-in switches DHCP domains off.
+	for _, n := range s.Networkd {
+		if !bytes.Equal(n.DropIn.Data, policy.NetworkdDropIn(n)) {
+			problems = append(problems, fmt.Sprintf("systemd-networkd's %s takes DHCP domains (no UseDomains=no drop-in)", n.Path))
+			hints = append(hints, "`nodedns apply` writes "+node.NetworkdDropIn(n.Path)+", then `networkctl reload`")
 		}
 	}
 	if len(problems) > 0 {
@@ -378,18 +399,9 @@ func isLeasePath(p string) bool {
 	return false
 }
 
+// overridesDomains: use-domains false, or route (routing-only domains are never searched).
 func overridesDomains(o map[string]any) bool {
-	v, ok := o["use-domains"]
-	if !ok {
-		return false
-	}
-	switch t := v.(type) {
-	case bool:
-		return !t
-	case string:
-		return t == "false" || t == "no" || t == "off"
-	}
-	return false
+	return policy.DropsDomains(o)
 }
 
 func upstreamList(f policy.Facts) string {
@@ -416,14 +428,10 @@ func (addressingStatic) ID() string { return "addressing.static" }
 
 // EffectiveNetplanMode is config netplan.mode, defaulting to override when netplan has DHCP interfaces
 // (design.md) and off otherwise.
+//
+// It is policy.NetplanMode: a pin nodedns already wrote keeps the mode at pin.
 func EffectiveNetplanMode(cfg config.Config, s *node.Snapshot) string {
-	if cfg.Netplan.Mode != "" {
-		return cfg.Netplan.Mode
-	}
-	if s.Netplan != nil && len(s.Netplan.DHCPInterfaces()) > 0 {
-		return config.NetplanOverride
-	}
-	return config.NetplanOff
+	return policy.NetplanMode(cfg, s)
 }
 
 func (addressingStatic) Run(_ context.Context, env *Env) Result {
@@ -431,26 +439,72 @@ func (addressingStatic) Run(_ context.Context, env *Env) Result {
 	if mode != config.NetplanPin {
 		return Result{Status: OK, Message: fmt.Sprintf("netplan.mode is %s: DHCP addressing is allowed", mode)}
 	}
-	// Without netlink (under --root) the default-route interface is the one whose lease carries a
-	// router.
+	// The default-route interface: netlink's on the live node; under --root those whose current
+	// lease carries a router. Whether DHCP addresses it is what the node's configuration says
+	// (netplan, else networkd), the lease only when neither knows the interface.
+	s := env.Snapshot
+	var names []string
+	if s.Uplink != nil && s.Uplink.IfName != "" {
+		names = []string{s.Uplink.IfName}
+	} else {
+		for _, l := range s.Leases {
+			if len(l.Routers) > 0 && !l.V6 && l.Current(s.Now) && l.Interface != "" && !slices.Contains(names, l.Interface) {
+				names = append(names, l.Interface)
+			}
+		}
+	}
 	var dhcp []string
-	for _, l := range env.Snapshot.Leases {
-		if len(l.Routers) > 0 && l.Current(env.Snapshot.Now) && l.Interface != "" && !slices.Contains(dhcp, l.Interface) {
-			dhcp = append(dhcp, l.Interface)
+	for _, n := range names {
+		if addressedByDHCP(s, n) {
+			dhcp = append(dhcp, n)
 		}
 	}
 	if len(dhcp) > 0 {
 		return Result{Status: Problem, Message: fmt.Sprintf("the default-route interface %s is addressed by DHCP and netplan.mode is pin", strings.Join(dhcp, ", ")),
-			Hint: "run `nodedns netplan pin --dry-run`, then `nodedns netplan pin`"}
+			Hint: "run `nodedns netplan pin --dry-run`, then `nodedns netplan pin` (or `nodedns apply`)"}
 	}
-	return Result{Status: OK, Message: "no default-route interface is addressed by DHCP"}
+	if len(names) == 0 {
+		return Result{Status: OK, Message: "no default-route interface is addressed by DHCP"}
+	}
+	return Result{Status: OK, Message: fmt.Sprintf("the default-route interface %s has static addressing", strings.Join(names, ", "))}
+}
+
+// addressedByDHCP says whether the node's configuration gives ifname a DHCPv4 address: the merged
+// netplan definition that matches it by name, else a networkd DHCP network matching it, else
+// (nothing configures it by name) whether it holds a current lease.
+func addressedByDHCP(s *node.Snapshot, ifname string) bool {
+	if s.Netplan != nil {
+		found, dhcp := false, false
+		for _, i := range s.Netplan.Interfaces {
+			if i.Matches(ifname) {
+				found = true
+				dhcp = dhcp || i.DHCP4
+			}
+		}
+		if found {
+			return dhcp
+		}
+	}
+	for _, n := range s.Networkd {
+		for _, m := range n.MatchNames {
+			if ok, _ := path.Match(m, ifname); ok && n.DHCP4 {
+				return true
+			}
+		}
+	}
+	for _, l := range s.Leases {
+		if l.Interface == ifname && !l.V6 && l.Current(s.Now) {
+			return true
+		}
+	}
+	return false
 }
 
 type bootPersistence struct{}
 
 func (bootPersistence) ID() string { return "boot.persistence" }
 
-func (bootPersistence) Run(_ context.Context, env *Env) Result {
+func (bootPersistence) Run(ctx context.Context, env *Env) Result {
 	s := env.Snapshot
 	u := s.Unit
 	var problems, hints []string
@@ -484,12 +538,24 @@ func (bootPersistence) Run(_ context.Context, env *Env) Result {
 			}
 		}
 	}
+	// After a reboot, what the cache needed at the last good boot must come back (probes/boot.go).
+	var live bootLive
+	if env.Host != nil {
+		live = env.checkBaseline(ctx)
+		problems = append(problems, live.problems...)
+		hints = append(hints, live.hints...)
+	}
 	if len(problems) > 0 {
 		return Result{Status: Problem, Message: strings.Join(problems, "; "), Hint: strings.Join(uniq(hints), "; ")}
 	}
 	msg := u.Path + " is enabled (" + strings.Join(u.WantedBy, ", ") + ") and ordered before kubelet.service"
-	if !env.Live {
+	switch {
+	case env.Host == nil:
 		msg += "; the reboot baseline is a live check"
+	case live.unknown:
+		return Result{Status: Unknown, Message: msg + "; " + live.note, Hint: "wait for the grace period (`nodedns check --wait`), or fix the state file"}
+	default:
+		msg += "; " + live.note
 	}
 	return Result{Status: OK, Message: msg}
 }

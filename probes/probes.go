@@ -45,6 +45,9 @@ type Env struct {
 	Plan     policy.Plan
 	// Live is false under --root: live-only checks (netlink, D-Bus, DNS queries) are skipped then.
 	Live bool
+	// Host is the running node for the live checks (netlink, nf_tables, DNS probes, /proc, the boot
+	// id and the reboot baseline); nil under --root, where those checks report skipped.
+	Host *Live
 }
 
 // Check is one id of design.md.
@@ -66,8 +69,8 @@ func All() []Check {
 	return []Check{
 		resolvConfLoop{}, resolvConfSearch{}, resolvConfNameservers{}, kubeletResolvConf{},
 		resolvedDNS{}, resolvedDomains{}, dhcpSearch{}, addressingStatic{},
-		live{"nodelocaldns.interface"}, live{"nodelocaldns.routes"}, live{"nodelocaldns.iptables"}, live{"nodelocaldns.dns"},
-		live{"dns.loop"}, live{"dns.search-nxdomain"}, bootPersistence{},
+		nodelocalInterface{}, nodelocalRoutes{}, nodelocalIptables{}, nodelocalDNS{},
+		dnsLoop{}, searchNXDomain{}, bootPersistence{},
 	}
 }
 
@@ -79,6 +82,7 @@ func Run(ctx context.Context, env *Env, checks []Check) Report {
 		res.ID = c.ID()
 		r.Checks = append(r.Checks, res)
 	}
+	annotateWriters(env, &r)
 	r.Status = Fold(r.Checks)
 	return r
 }
@@ -148,16 +152,4 @@ func clip(s string, n int) string {
 		r = r[:len(r)-1]
 	}
 	return string(r) + "..."
-}
-
-// live is a check that needs the live node (netlink, nf_tables, DNS queries).
-type live struct{ id string }
-
-func (l live) ID() string { return l.id }
-
-func (l live) Run(_ context.Context, env *Env) Result {
-	if !env.Live {
-		return Result{Status: Skipped, Message: "live check: not run under --root"}
-	}
-	return Result{Status: Skipped, Message: "live check: not implemented in this version of nodedns"}
 }

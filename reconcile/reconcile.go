@@ -194,9 +194,60 @@ actions:
 	return o
 }
 
-// Restore undoes every change nodedns made, from its backups. The kubelet resolv.conf is kept while
-// kubelet's config still points at it: removing it would stop kubelet from starting pods.
+// Reverter is an Actor that also undoes what it did outside files (per-link settings over D-Bus)
+// and reacts to restored files (restarting resolved once its drop-in is gone). On a live node,
+// RestoreContext calls every actor that is a Reverter: BeforeRestore before the files are put back
+// (its own records are among them), AfterRestore with what the files restore did.
+type Reverter interface {
+	BeforeRestore(ctx context.Context) ([]files.RestoreResult, error)
+	AfterRestore(ctx context.Context, restored []files.RestoreResult) ([]files.RestoreResult, error)
+}
+
+// Restore is RestoreContext without a deadline of its own (every D-Bus call still has one).
 func (n *Node) Restore() ([]files.RestoreResult, error) {
+	return n.RestoreContext(context.Background())
+}
+
+// RestoreContext undoes every change nodedns made, from its backups, and (live) the per-link
+// settings its actors made. The kubelet resolv.conf is kept while kubelet's config still points at
+// it: removing it would stop kubelet from starting pods. A failing step does not stop the others.
+func (n *Node) RestoreContext(ctx context.Context) ([]files.RestoreResult, error) {
+	var reverters []Reverter
+	if n.Live() {
+		for _, a := range n.Actors {
+			if r, ok := a.(Reverter); ok {
+				reverters = append(reverters, r)
+			}
+		}
+	}
+	var pre []files.RestoreResult
+	var errs []error
+	for _, r := range reverters {
+		res, err := r.BeforeRestore(ctx)
+		pre = append(pre, res...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	res, err := n.restoreFiles()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	var post []files.RestoreResult
+	for _, r := range reverters {
+		more, err := r.AfterRestore(ctx, res)
+		post = append(post, more...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, r := range append(append([]files.RestoreResult{}, pre...), post...) {
+		n.log().Info("restore", "path", r.Path, "action", r.Action, "reason", r.Reason)
+	}
+	return append(append(pre, res...), post...), errors.Join(errs...)
+}
+
+func (n *Node) restoreFiles() ([]files.RestoreResult, error) {
 	st := n.store()
 	s := node.Observe(n.Root, n.Config, n.now())
 	keep := func(path string) (bool, string) {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/files"
 	"github.com/nodedns/nodedns/probes"
 )
 
@@ -59,7 +61,15 @@ func runCheck(ctx context.Context, g *globals, o checkOptions) error {
 	for {
 		n := g.node()
 		s, p := n.Observe(ctx)
-		rep = probes.Run(ctx, &probes.Env{Snapshot: s, Config: g.cfg, Plan: p, Live: n.Live()}, probes.All())
+		env := &probes.Env{Snapshot: s, Config: g.cfg, Plan: p, Live: n.Live()}
+		if n.Live() {
+			env.Host = probes.NewLive(g.cfg.Probes.Timeout, probes.FileState{Store: &files.Store{Root: "/", FS: files.OS(), StateDir: config.StateDir}})
+		}
+		rep = probes.Run(ctx, env, probes.All())
+		// The reboot baseline is recorded only from a passing check (probes.SaveBaseline).
+		if err := probes.SaveBaseline(ctx, env, rep); err != nil {
+			g.log.Warn("reboot baseline not saved", "path", probes.StatePath, "err", err)
+		}
 		if rep.Status == probes.OK || o.wait <= 0 || time.Now().After(deadline) {
 			break
 		}
@@ -70,6 +80,7 @@ func runCheck(ctx context.Context, g *globals, o checkOptions) error {
 		}
 		break
 	}
+	writeCheckMetrics(g, rep)
 	switch {
 	case o.npd:
 		fmt.Fprintln(g.stdout, rep.NPD())

@@ -157,7 +157,7 @@ and reported; apply then exits 1 after making every other safe change.`,
 				fmt.Fprintf(g.stdout, "removed %s\n", r)
 			}
 			for _, a := range o.Pending {
-				why := "the live resolved client is not in this version"
+				why := "nothing on this node carries it out"
 				if !n.Live() {
 					why = "not carried out under --root"
 				}
@@ -195,7 +195,7 @@ nothing.`,
 		Example: `  nodedns restore`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := g.node().Restore()
+			res, err := g.node().RestoreContext(cmd.Context())
 			for _, r := range res {
 				line := r.Action + " " + r.Path
 				if r.Reason != "" {

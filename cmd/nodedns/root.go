@@ -87,18 +87,12 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 
 	root.AddCommand(newCheckCmd(g), newPlanCmd(g), newApplyCmd(g), newRestoreCmd(g), newVersionCmd(g),
 		newRunCmd(g), newNetplanCmd(g))
+	root.AddCommand(newGenCmd(root)) // hidden: man page and completions for the packages
 	return root
 }
 
 // load turns the config file, NODEDNS_* environment and flags into one validated config.Config.
 func (g *globals) load(cmd *cobra.Command) error {
-	v := viper.New()
-	v.SetEnvPrefix("NODEDNS")
-	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_", "-", "_"))
-	v.AutomaticEnv()
-	for k, d := range config.Keys() {
-		v.SetDefault(k, d)
-	}
 	// Global flags may also come from the environment (the flag wins).
 	if !cmd.Flags().Changed("root") && g.root == "" {
 		g.root = os.Getenv("NODEDNS_ROOT")
@@ -126,35 +120,19 @@ func (g *globals) load(cmd *cobra.Command) error {
 	data, err := readConfigFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && !named:
-		// No config file: built-in defaults.
+		data = nil // no config file: built-in defaults
 	case err != nil:
 		return &exitError{1, fmt.Errorf("config %s: %w", path, err)}
-	default:
-		v.SetConfigType("yaml")
-		if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
-			return &exitError{1, fmt.Errorf("config %s: %w", path, err)}
-		}
 	}
-
-	settings := map[string]any{}
-	logLevel := g.logLevel
-	for _, k := range v.AllKeys() {
-		if k == "log-level" || k == "loglevel" {
-			if logLevel == "" {
-				logLevel = v.GetString(k)
-			}
-			continue
-		}
-		settings[k] = v.Get(k)
-	}
-	if logLevel == "" {
-		logLevel = os.Getenv("NODEDNS_LOG_LEVEL")
-	}
-	cfg, err := config.FromSettings(settings)
+	cfg, fileLevel, err := parseConfig(data)
 	if err != nil {
 		return &exitError{1, fmt.Errorf("config %s: %w", path, err)}
 	}
 	g.cfg = cfg
+	logLevel := g.logLevel
+	if logLevel == "" {
+		logLevel = fileLevel
+	}
 
 	var lvl slog.Level
 	if logLevel == "" {
@@ -189,4 +167,36 @@ func rootOr(r string) string {
 		return "/"
 	}
 	return r
+}
+
+// parseConfig turns config file bytes (nil: no file) and NODEDNS_* environment variables into a
+// validated config.Config, and the log level the file or environment asks for ("" if none).
+func parseConfig(data []byte) (config.Config, string, error) {
+	v := viper.New()
+	v.SetEnvPrefix("NODEDNS")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_", "-", "_"))
+	v.AutomaticEnv()
+	for k, d := range config.Keys() {
+		v.SetDefault(k, d)
+	}
+	if data != nil {
+		v.SetConfigType("yaml")
+		if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
+			return config.Config{}, "", err
+		}
+	}
+	settings := map[string]any{}
+	logLevel := ""
+	for _, k := range v.AllKeys() {
+		if k == "log-level" || k == "loglevel" {
+			logLevel = v.GetString(k)
+			continue
+		}
+		settings[k] = v.Get(k)
+	}
+	if logLevel == "" {
+		logLevel = os.Getenv("NODEDNS_LOG_LEVEL")
+	}
+	cfg, err := config.FromSettings(settings)
+	return cfg, logLevel, err
 }

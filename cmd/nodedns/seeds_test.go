@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,14 +23,18 @@ func TestSeeds(t *testing.T) {
 	}{
 		{
 			// Seed 001: kubespray's resolved drop-in DNS=169.254.25.10, DHCP domain example.org from a
-			// networkd link, kubelet reading resolved's uplink file. Left after apply: the DHCP domain
-			// lives in networkd (only netplan's override removes it: the netplan integration), and
-			// kubelet still reads resolved's file, which only a resolved restart (live) refreshes and
-			// which would still carry example.org: kubelet must be pointed at nodedns's file.
+			// networkd link, kubelet reading resolved's uplink file. apply writes netplan's override
+			// (netplan.mode defaults to override: 50-cloud-init.yaml has a DHCP interface), so
+			// dhcp.search is fixed for good. Left after apply, all runtime state that only the live
+			// node refreshes: networkd's links file still lists example.org until `netplan apply` /
+			// `networkctl reload` (resolved.domains), resolved's stub file still searches it until
+			// resolved hears from networkd (resolvconf.search), and kubelet still reads resolved's
+			// uplink file, which carries it too: kubelet must be pointed at nodedns's file.
 			seed:   "001",
 			before: []string{"dhcp.search", "kubelet.resolvconf", "resolvconf.search", "resolved.dns", "resolved.domains"},
-			after:  []string{"dhcp.search", "kubelet.resolvconf", "resolvconf.search", "resolved.domains"},
+			after:  []string{"kubelet.resolvconf", "resolvconf.search", "resolved.domains"},
 			want: map[string][]string{
+				"/etc/netplan/90-nodedns.yaml":                 {"# Managed by nodedns", "    enp1s0:\n      dhcp4-overrides:\n        use-domains: false\n"},
 				"/etc/systemd/resolved.conf.d/zz-nodedns.conf": {"# Managed by nodedns", "[Resolve]\nDNS=\n", "kubespray.conf:2"},
 				"/var/lib/nodedns/resolv.conf":                 {"# Managed by nodedns", "nameserver 192.168.1.1\n", "options edns0\n"},
 			},
@@ -71,6 +76,10 @@ func TestSeeds(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.seed, func(t *testing.T) {
+			if _, err := exec.LookPath("netplan"); err != nil && tc.seed == "001" {
+				// nodedns keeps no netplan file netplan has not validated: without netplan the override is blocked.
+				t.Skip("netplan is not installed (apt-get install --no-install-recommends netplan.io)")
+			}
 			root := copyTree(t, filepath.Join("testdata/seeds", tc.seed))
 			orig := treeState(t, root)
 

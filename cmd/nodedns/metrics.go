@@ -1,0 +1,50 @@
+package main
+
+import (
+	"errors"
+	"runtime/debug"
+
+	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/metrics"
+	"github.com/nodedns/nodedns/probes"
+)
+
+// writeCheckMetrics exports one check run's per-check status to node_exporter's textfile collector
+// (metrics.ChecksTextfile of metrics.textfile, under --root when given). node-problem-detector runs
+// `nodedns check --npd` every minute, which keeps the file fresh. A node without the collector
+// directory gets no file; a failed write is logged and never changes check's exit code (the check
+// answered; only its report to Prometheus failed).
+func writeCheckMetrics(g *globals, rep probes.Report) {
+	path := metrics.ChecksTextfile(g.cfg.Metrics.Textfile)
+	if path == "" {
+		return
+	}
+	r := metrics.NewRecorder(metrics.SourceCheck, versionString())
+	cs := make([]metrics.Check, 0, len(rep.Checks))
+	for _, c := range rep.Checks {
+		cs = append(cs, metrics.Check{ID: c.ID, Status: string(c.Status)})
+	}
+	r.ObserveChecks(cs)
+	st := &files.Store{Root: rootOr(g.root), FS: files.OS(), StateDir: config.StateDir}
+	err := metrics.WriteTextfile(st, path, r)
+	switch {
+	case errors.Is(err, metrics.ErrNoCollectorDir):
+		g.log.Debug("metrics textfile not written: no textfile collector directory", "path", path)
+	case err != nil:
+		g.log.Warn("metrics textfile not written", "path", path, "err", err)
+	default:
+		g.log.Debug("metrics textfile written", "path", path, "checks", len(cs))
+	}
+}
+
+// versionString is the version `nodedns version` prints: the -X main.version stamp, else the module
+// version of a `go install`ed binary.
+func versionString() string {
+	if version == "dev" {
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			return bi.Main.Version
+		}
+	}
+	return version
+}

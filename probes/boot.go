@@ -1,0 +1,207 @@
+package probes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/files"
+)
+
+// StatePath is the node path of the reboot baseline (design.md "Where things live": /var/lib/nodedns).
+const StatePath = config.StateDir + "/state.json"
+
+// StateStore loads and saves the reboot baseline.
+type StateStore interface {
+	// Load returns the file's bytes, or an error wrapping fs.ErrNotExist when there is none.
+	Load() ([]byte, error)
+	Save(data []byte) error
+}
+
+// FileState keeps the baseline at StatePath through files.Store, the only writer to a node (atomic;
+// backed up once, so `nodedns restore` removes it with the rest of what nodedns created).
+type FileState struct{ Store *files.Store }
+
+// Load implements StateStore.
+func (f FileState) Load() ([]byte, error) { return f.Store.Read(StatePath, 1<<20) }
+
+// Save implements StateStore.
+func (f FileState) Save(data []byte) error {
+	_, err := f.Store.Write(StatePath, data, 0o644)
+	return err
+}
+
+// Baseline is what the node-local cache needed at the last boot where every check passed: the
+// interface, its addresses, its local-table routes and the raw-table NOTRACK rules. None of these is
+// persistent (node-cache recreates them at start), so after a reboot each must come back.
+type Baseline struct {
+	Version   int       `json:"version"`
+	BootID    string    `json:"bootID"`
+	Written   time.Time `json:"written"`
+	Interface string    `json:"interface"`
+	LinkType  string    `json:"linkType,omitempty"`
+	Addresses []string  `json:"addresses"`
+	Routes    []string  `json:"routes"`
+	Rules     []string  `json:"rules"`
+}
+
+// ParseBaseline reads a state file; unknown fields are ignored, a missing boot id is an error.
+func ParseBaseline(data []byte) (Baseline, error) {
+	var b Baseline
+	if err := json.Unmarshal(data, &b); err != nil {
+		return b, fmt.Errorf("%s: %w", StatePath, err)
+	}
+	if b.BootID == "" {
+		return b, fmt.Errorf("%s: no bootID", StatePath)
+	}
+	return b, nil
+}
+
+func ruleID(r RawRule) string {
+	p := "any"
+	switch r.Proto {
+	case 17:
+		p = "udp"
+	case 6:
+		p = "tcp"
+	}
+	return fmt.Sprintf("%s %s -d %s --dport %d NOTRACK", r.Chain, p, r.Dst, r.DPort)
+}
+
+// currentBaseline is the baseline the node would record now (without boot id and time).
+func (env *Env) currentBaseline(ctx context.Context) Baseline {
+	b := Baseline{Version: 1, Addresses: []string{}, Routes: []string{}, Rules: []string{}}
+	nv := env.Host.netState(env.Config.NodeLocalDNS.Interface)
+	if nv.link == nil {
+		return b
+	}
+	b.Interface, b.LinkType = nv.link.Name, nv.link.Type
+	for _, p := range nv.link.Addrs {
+		b.Addresses = append(b.Addresses, p.String())
+	}
+	for _, r := range nv.routes {
+		if r.LinkIndex == nv.link.Index {
+			b.Routes = append(b.Routes, "local "+r.Dst.String()+" dev "+nv.link.Name+" table local")
+		}
+	}
+	for _, bk := range env.Host.firewall(ctx) {
+		for _, r := range bk.Rules {
+			if !r.Notrack || r.Other || !slices.ContainsFunc(env.Plan.Facts.CacheAddrs, func(a netip.Addr) bool { return r.Dst.IsValid() && r.Dst.Contains(a) }) {
+				continue
+			}
+			if id := ruleID(r); !slices.Contains(b.Rules, id) {
+				b.Rules = append(b.Rules, id)
+			}
+		}
+	}
+	slices.Sort(b.Addresses)
+	slices.Sort(b.Routes)
+	slices.Sort(b.Rules)
+	return b
+}
+
+// bootLive is the live part of boot.persistence.
+type bootLive struct {
+	problems, hints []string
+	note            string
+	unknown         bool
+}
+
+// checkBaseline compares the recorded baseline with the node after a reboot.
+func (env *Env) checkBaseline(ctx context.Context) bootLive {
+	l := env.Host
+	data, err := l.State.Load()
+	if errors.Is(err, fs.ErrNotExist) {
+		return bootLive{note: "no reboot baseline yet (" + StatePath + " is written when every check passes)"}
+	}
+	if err != nil {
+		return bootLive{note: "the reboot baseline cannot be read: " + err.Error(), unknown: true}
+	}
+	base, err := ParseBaseline(data)
+	if err != nil {
+		return bootLive{note: "the reboot baseline cannot be read: " + err.Error() + " (it is rewritten when every check passes)", unknown: true}
+	}
+	boot, err := l.BootID()
+	if err != nil {
+		return bootLive{note: err.Error(), unknown: true}
+	}
+	if boot == base.BootID {
+		return bootLive{note: fmt.Sprintf("reboot baseline of this boot (%s: %s with %s)", base.Written.UTC().Format(time.RFC3339), base.Interface, strings.Join(base.Addresses, ", "))}
+	}
+	now := env.currentBaseline(ctx)
+	var missing []string
+	if base.Interface != "" && now.Interface == "" {
+		missing = append(missing, "interface "+base.Interface)
+	}
+	for _, list := range []struct{ was, is []string }{{base.Addresses, now.Addresses}, {base.Routes, now.Routes}, {base.Rules, now.Rules}} {
+		for _, x := range list.was {
+			if !slices.Contains(list.is, x) {
+				missing = append(missing, x)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return bootLive{note: "everything recorded at the last boot came back after the reboot"}
+	}
+	up, err := l.Uptime()
+	if err != nil {
+		return bootLive{note: err.Error(), unknown: true}
+	}
+	grace := env.Config.Probes.BootGrace
+	what := fmt.Sprintf("recorded at the last boot (%s) but missing since the reboot: %s", base.Written.UTC().Format(time.RFC3339), strings.Join(missing, "; "))
+	if up < grace {
+		return bootLive{note: fmt.Sprintf("rebooted %s ago, within the %s grace period; %s", up.Round(time.Second), grace, what), unknown: true}
+	}
+	return bootLive{
+		problems: []string{fmt.Sprintf("%s after the %s grace period", what, grace)},
+		hints: []string{"node-local-dns recreates them when its pod starts: check that it started after the reboot (kubelet running, image pullable: seed 002); run `nodedns check --wait 120s` in preflight after a reboot; " +
+			"if the change is intended, remove " + StatePath + " and the next passing check records the new baseline"},
+	}
+}
+
+// SaveBaseline records the node's current baseline when the report is ok, so the next boot can be
+// compared with it. It writes only when something changed (a new boot or a new address), not on
+// every check.
+func SaveBaseline(ctx context.Context, env *Env, rep Report) error {
+	if env.Host == nil || env.Host.State == nil || rep.Status != OK {
+		return nil
+	}
+	boot, err := env.Host.BootID()
+	if err != nil {
+		return err
+	}
+	b := env.currentBaseline(ctx)
+	if b.Interface == "" {
+		return nil
+	}
+	b.BootID = boot
+	if data, err := env.Host.State.Load(); err == nil {
+		if old, err := ParseBaseline(data); err == nil {
+			b.Written = old.Written
+			if sameBaseline(old, b) {
+				return nil
+			}
+		}
+	}
+	b.Written = time.Now().UTC().Truncate(time.Second)
+	data, err := json.MarshalIndent(b, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save reboot baseline: %w", err)
+	}
+	if err := env.Host.State.Save(append(data, '\n')); err != nil {
+		return fmt.Errorf("save reboot baseline: %w", err)
+	}
+	return nil
+}
+
+func sameBaseline(a, b Baseline) bool {
+	return a.Version == b.Version && a.BootID == b.BootID && a.Interface == b.Interface && a.LinkType == b.LinkType &&
+		slices.Equal(a.Addresses, b.Addresses) && slices.Equal(a.Routes, b.Routes) && slices.Equal(a.Rules, b.Rules)
+}

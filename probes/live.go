@@ -1,0 +1,166 @@
+package probes
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Live is the running node as the live checks see it: netlink, nf_tables and iptables-legacy, DNS
+// queries, /proc, the boot id and the state file. Each field is a seam: NewLive fills them with the
+// real thing, and unit tests replace the ones that cannot run unprivileged. Under --root Env.Host is
+// nil and every live check is skipped.
+//
+// What the checks observe is read once per report and shared: nodelocaldns.dns, dns.loop and
+// boot.persistence judge the same interface, routes and rules that nodelocaldns.interface and
+// nodelocaldns.routes reported.
+type Live struct {
+	Net      NetReader
+	Firewall func(ctx context.Context) []Backend
+	DNS      Exchanger
+	// DNSPort is the port probes send to (53; tests run their servers elsewhere).
+	DNSPort uint16
+	// Proc is the proc filesystem the cache process is found in ("/proc").
+	Proc string
+	// BootID returns the kernel's boot id (/proc/sys/kernel/random/boot_id).
+	BootID func() (string, error)
+	// Uptime returns how long ago the kernel booted (/proc/uptime).
+	Uptime func() (time.Duration, error)
+	// State loads and saves the reboot baseline (/var/lib/nodedns/state.json).
+	State StateStore
+	// Random returns a fresh random DNS label for probe names.
+	Random func() string
+
+	netOnce sync.Once
+	net     netView
+	fwOnce  sync.Once
+	fw      []Backend
+	dnsOnce sync.Once
+	dns     cacheProbe
+}
+
+// NewLive returns the real node's live seams. timeout bounds every DNS query (config probes.timeout).
+func NewLive(timeout time.Duration, state StateStore) *Live {
+	return &Live{
+		Net:      NewNetlinkReader(),
+		Firewall: ReadFirewall,
+		DNS:      DNSClient{Timeout: timeout},
+		DNSPort:  53,
+		Proc:     "/proc",
+		BootID:   readBootID,
+		Uptime:   readUptime,
+		State:    state,
+		Random:   randomLabel,
+	}
+}
+
+func readBootID() (string, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", fmt.Errorf("read boot id: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func readUptime() (time.Duration, error) {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return 0, fmt.Errorf("read uptime: %w", err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, fmt.Errorf("read uptime: empty /proc/uptime")
+	}
+	s, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return 0, fmt.Errorf("read uptime: %w", err)
+	}
+	return time.Duration(s * float64(time.Second)), nil
+}
+
+func randomLabel() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "nodedns-" + hex.EncodeToString(b[:])
+}
+
+// netView is the nodelocaldns interface, the local-table routes and the policy rules, read once.
+type netView struct {
+	link    *Link
+	linkErr error
+	routes  []Route
+	rules   []Rule
+	err     error // routes or rules could not be read
+}
+
+func (l *Live) netState(ifname string) *netView {
+	l.netOnce.Do(func() {
+		l.net.link, l.net.linkErr = l.Net.Link(ifname)
+		var errs []string
+		for _, fam := range []int{4, 6} {
+			rs, err := l.Net.LocalRoutes(fam)
+			if err != nil {
+				errs = append(errs, err.Error())
+			}
+			l.net.routes = append(l.net.routes, rs...)
+			ru, err := l.Net.Rules(fam)
+			if err != nil {
+				errs = append(errs, err.Error())
+			}
+			l.net.rules = append(l.net.rules, ru...)
+		}
+		if len(errs) > 0 {
+			l.net.err = fmt.Errorf("%s", strings.Join(errs, "; "))
+		}
+	})
+	return &l.net
+}
+
+func (l *Live) firewall(ctx context.Context) []Backend {
+	l.fwOnce.Do(func() { l.fw = l.Firewall(ctx) })
+	return l.fw
+}
+
+// cacheAddrState says, for one cache address, whether packets to it can reach a local socket.
+type cacheAddrState struct {
+	Addr     netip.Addr
+	OnLink   bool // the nodelocaldns interface carries it
+	Local    bool // a local-table route delivers it locally
+	Probable bool // both: a DNS probe to it means something
+}
+
+// cacheAddrs is every cache address with what the interface and routes say about it.
+func (env *Env) cacheAddrs() []cacheAddrState {
+	nv := env.Host.netState(env.Config.NodeLocalDNS.Interface)
+	var out []cacheAddrState
+	for _, a := range env.Plan.Facts.CacheAddrs {
+		st := cacheAddrState{Addr: a}
+		if nv.link != nil {
+			st.OnLink = slices.ContainsFunc(nv.link.Addrs, func(p netip.Prefix) bool { return p.Addr() == a })
+		}
+		st.Local = hasLocalRoute(nv.routes, a)
+		st.Probable = st.OnLink && st.Local
+		out = append(out, st)
+	}
+	return out
+}
+
+func liveSkipped() Result {
+	return Result{Status: Skipped, Message: "live check: not run under --root"}
+}
+
+func addrList(as []netip.Addr) string {
+	s := make([]string, len(as))
+	for i, a := range as {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,166 @@
+package probes
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Link is a network interface as the checks need it.
+type Link struct {
+	Name      string
+	Index     int
+	Type      string // bridge, dummy, ...: any type carries a cache address (this CI kernel has no dummy)
+	AdminUp   bool
+	OperState string
+	Addrs     []netip.Prefix
+}
+
+// Route is a local-table route.
+type Route struct {
+	Dst       netip.Prefix
+	LinkIndex int
+}
+
+// Rule is one policy routing rule (`ip rule`).
+type Rule struct {
+	Family   int // 4 or 6
+	Priority int
+	Table    int // 255 is local; 0 with no Goto is a non-lookup action (blackhole, unreachable, ...)
+	Goto     int // 0 when none (a goto always targets a later, so non-zero, priority)
+	Src, Dst netip.Prefix
+	IIF, OIF string
+	Mark     uint32
+	Mask     uint32 // 0 when the rule has no fwmark selector
+	Invert   bool
+}
+
+// The routing table ids of rtnetlink(7).
+const (
+	tableLocal = unix.RT_TABLE_LOCAL
+	tableMain  = unix.RT_TABLE_MAIN
+)
+
+// NetReader reads the kernel's view of interfaces, routes and rules.
+type NetReader interface {
+	// Link returns the named interface with its addresses; nil and no error when it does not exist.
+	Link(name string) (*Link, error)
+	// LocalRoutes returns the routes of the local table for family 4 or 6.
+	LocalRoutes(family int) ([]Route, error)
+	// Rules returns the policy routing rules for family 4 or 6.
+	Rules(family int) ([]Rule, error)
+}
+
+type netlinkReader struct{ h *netlink.Handle }
+
+// NewNetlinkReader reads over rtnetlink in the caller's network namespace.
+func NewNetlinkReader() NetReader { return netlinkReader{h: &netlink.Handle{}} }
+
+// dumpRetries bounds how often a dump is repeated when the kernel says it changed under us
+// (NLM_F_DUMP_INTR: netlink v1.3 returns partial results with ErrDumpInterrupted); a node whose
+// routes churn that fast is reported as unreadable rather than judged on a torn view.
+const dumpRetries = 5
+
+func retry[T any](what string, f func() (T, error)) (T, error) {
+	var v T
+	var err error
+	for range dumpRetries {
+		v, err = f()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
+		}
+	}
+	if err != nil {
+		return v, fmt.Errorf("%s: %w", what, err)
+	}
+	return v, nil
+}
+
+func nlFamily(family int) int {
+	if family == 6 {
+		return netlink.FAMILY_V6
+	}
+	return netlink.FAMILY_V4
+}
+
+func (r netlinkReader) Link(name string) (*Link, error) {
+	l, err := r.h.LinkByName(name)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read link %s: %w", name, err)
+	}
+	a := l.Attrs()
+	out := &Link{Name: a.Name, Index: a.Index, Type: l.Type(), AdminUp: a.Flags&net.FlagUp != 0, OperState: a.OperState.String()}
+	addrs, err := retry("list addresses of "+name, func() ([]netlink.Addr, error) { return r.h.AddrList(l, netlink.FAMILY_ALL) })
+	if err != nil {
+		return out, err
+	}
+	for _, ad := range addrs {
+		if p, ok := prefixOf(ad.IPNet); ok {
+			out.Addrs = append(out.Addrs, p)
+		}
+	}
+	return out, nil
+}
+
+func (r netlinkReader) LocalRoutes(family int) ([]Route, error) {
+	filter := &netlink.Route{Table: tableLocal}
+	rs, err := retry(fmt.Sprintf("list local routes (IPv%d)", family), func() ([]netlink.Route, error) {
+		return r.h.RouteListFiltered(nlFamily(family), filter, netlink.RT_FILTER_TABLE)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []Route
+	for _, rt := range rs {
+		if rt.Type != unix.RTN_LOCAL {
+			continue
+		}
+		if p, ok := prefixOf(rt.Dst); ok {
+			out = append(out, Route{Dst: p, LinkIndex: rt.LinkIndex})
+		}
+	}
+	return out, nil
+}
+
+func (r netlinkReader) Rules(family int) ([]Rule, error) {
+	rs, err := retry(fmt.Sprintf("list rules (IPv%d)", family), func() ([]netlink.Rule, error) { return r.h.RuleList(nlFamily(family)) })
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Rule, 0, len(rs))
+	for _, x := range rs {
+		ru := Rule{Family: family, Priority: x.Priority, Table: x.Table, Goto: x.Goto, IIF: x.IifName, OIF: x.OifName, Mark: x.Mark, Invert: x.Invert}
+		if ru.Goto < 0 {
+			ru.Goto = 0
+		}
+		if x.Mask != nil {
+			ru.Mask = *x.Mask
+		} else if x.Mark != 0 {
+			ru.Mask = 0xffffffff
+		}
+		ru.Src, _ = prefixOf(x.Src)
+		ru.Dst, _ = prefixOf(x.Dst)
+		out = append(out, ru)
+	}
+	return out, nil
+}
+
+func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
+	if n == nil {
+		return netip.Prefix{}, false
+	}
+	a, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ones, _ := n.Mask.Size()
+	return netip.PrefixFrom(a.Unmap(), ones), true
+}

@@ -1,0 +1,534 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/netip"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/node"
+	"github.com/nodedns/nodedns/policy"
+	"github.com/nodedns/nodedns/resolvconf"
+	"github.com/nodedns/nodedns/systemd"
+)
+
+// Action kinds the live resolved integration carries out (policy.Action.Kind).
+const (
+	ActionRestartResolved = "restart-resolved"
+	ActionSetLinkDNS      = "set-link-dns"
+	ActionSetLinkDomains  = "set-link-domains"
+)
+
+// LinkRecordPath is the node path where the per-link settings nodedns changed over D-Bus are
+// recorded with their original values, so `nodedns restore` can put them back (design.md invariant
+// 4). It is written through files.Store, so restore removes it after the links are reverted.
+const LinkRecordPath = config.StateDir + "/resolved-links.json"
+
+// Resolved is the live systemd-resolved integration: a Source (resolved's live view into the
+// snapshot), an Actor (restart-resolved, set-link-dns, set-link-domains) and a Reverter (puts the
+// per-link settings back and restarts resolved after its drop-in is restored). All three share one
+// lazily dialled systemd.Resolved client, whose events reach the daemon through Events (an EventSource).
+type Resolved struct {
+	// Options configure the D-Bus client.
+	Options systemd.ResolvedOptions
+	// RestartCommand is config resolved.restartCommand: when set it replaces the restart over
+	// systemd's D-Bus API.
+	RestartCommand []string
+	// Root is the node's root for the link record ("/" on a live node; tests use a directory).
+	Root string
+	// FS is the filesystem seam for the record (nil: the real one).
+	FS  files.FS
+	Log *slog.Logger
+
+	// Restart, when set, replaces systemd.Restarter (tests).
+	Restart func(ctx context.Context) error
+	// IfIndex and IfName map link names (nil: the host's interfaces through net.Interface*).
+	IfIndex func(name string) (int, error)
+	IfName  func(index int) string
+
+	mu     sync.Mutex
+	client *systemd.Resolved
+	// notices is the daemon's view of the client's events (resolved_events.go).
+	notices chan string
+}
+
+// Client returns the shared D-Bus client, connecting on first use.
+func (r *Resolved) Client(ctx context.Context) (*systemd.Resolved, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.client != nil {
+		return r.client, nil
+	}
+	c, err := systemd.DialResolved(ctx, r.Options)
+	if err != nil {
+		return nil, err
+	}
+	r.client = c
+	go r.forward(c.Events(), r.noticesLocked())
+	return c, nil
+}
+
+// Close closes the client if one was made.
+func (r *Resolved) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.client == nil {
+		return nil
+	}
+	err := r.client.Close()
+	r.client = nil
+	return err
+}
+
+func (r *Resolved) log() *slog.Logger {
+	if r.Log != nil {
+		return r.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func (r *Resolved) store() *files.Store {
+	root := r.Root
+	if root == "" {
+		root = "/"
+	}
+	fsys := r.FS
+	if fsys == nil {
+		fsys = files.OS()
+	}
+	return &files.Store{Root: root, FS: fsys, StateDir: config.StateDir}
+}
+
+func (r *Resolved) ifName(i int) string {
+	if r.IfName != nil {
+		return r.IfName(i)
+	}
+	if ifi, err := net.InterfaceByIndex(i); err == nil {
+		return ifi.Name
+	}
+	return ""
+}
+
+// linkIndex maps an action's target ("eth1" or "ifindex 3", as policy names links) to an ifindex.
+func (r *Resolved) linkIndex(target string) (int, error) {
+	if rest, ok := strings.CutPrefix(target, "ifindex "); ok {
+		i, err := strconv.Atoi(rest)
+		if err != nil || i <= 0 {
+			return 0, fmt.Errorf("bad link %q", target)
+		}
+		return i, nil
+	}
+	if r.IfIndex != nil {
+		return r.IfIndex(target)
+	}
+	ifi, err := net.InterfaceByName(target)
+	if err != nil {
+		return 0, fmt.Errorf("link %s: %w", target, err)
+	}
+	return ifi.Index, nil
+}
+
+// Name implements Source.
+func (r *Resolved) Name() string { return "systemd-resolved over D-Bus" }
+
+// Observe implements Source: on a node where resolved is in use it asks resolved for its live view,
+// keeps it in s.ResolvedLive and folds the per-link DNS and domains into s.Links (resolved's
+// answer wins over its runtime files; links resolved no longer has are dropped). Where resolved is
+// not in use it asks nothing, so a node without a system bus is not a problem.
+func (r *Resolved) Observe(ctx context.Context, s *node.Snapshot) error {
+	if !s.ResolvedInUse() {
+		return nil
+	}
+	c, err := r.Client(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := c.State(ctx)
+	if err != nil {
+		return err
+	}
+	s.ResolvedLive = &st
+	MergeLiveLinks(s, st, r.ifName)
+	var global []string
+	for _, sv := range st.DNS {
+		global = append(global, sv.String())
+	}
+	r.log().Debug("resolved live view", "global_dns", strings.Join(global, " "), "links", len(st.Links), "resolv_conf_mode", st.ResolvConfMode)
+	return nil
+}
+
+// MergeLiveLinks folds resolved's live per-link DNS and domains into s.Links: a link resolved
+// reports replaces the file-read DNS and Domains (networkd management and the files stay as read),
+// a link only resolved knows is added when it has DNS or domains, and a file-read link resolved
+// does not have is dropped (its runtime file is stale).
+func MergeLiveLinks(s *node.Snapshot, st systemd.ResolvedState, ifName func(int) string) {
+	var out []systemd.LinkState
+	for _, li := range st.Links {
+		var addrs []netip.Addr
+		for _, sv := range li.DNS {
+			addrs = append(addrs, sv.Addr)
+		}
+		i := slices.IndexFunc(s.Links, func(l systemd.LinkState) bool { return l.IfIndex == li.IfIndex })
+		if i < 0 && len(addrs) == 0 && len(li.Domains) == 0 {
+			continue
+		}
+		var ls systemd.LinkState
+		if i >= 0 {
+			ls = s.Links[i]
+		} else {
+			ls = systemd.LinkState{IfIndex: li.IfIndex, IfName: ifName(li.IfIndex)}
+			ls.Source = fmt.Sprintf("systemd-resolved link %d (D-Bus)", li.IfIndex)
+		}
+		ls.DNS, ls.Domains = addrs, slices.Clone(li.Domains)
+		out = append(out, ls)
+	}
+	s.Links = out
+}
+
+// Handles implements Actor.
+func (r *Resolved) Handles(kind string) bool {
+	switch kind {
+	case ActionRestartResolved, ActionSetLinkDNS, ActionSetLinkDomains:
+		return true
+	}
+	return false
+}
+
+// Do implements Actor.
+func (r *Resolved) Do(ctx context.Context, a policy.Action) error {
+	switch a.Kind {
+	case ActionRestartResolved:
+		return r.restart(ctx)
+	case ActionSetLinkDNS:
+		return r.setLinkDNS(ctx, a)
+	case ActionSetLinkDomains:
+		return r.setLinkDomains(ctx, a)
+	}
+	return fmt.Errorf("unknown action %q", a.Kind)
+}
+
+func (r *Resolved) restart(ctx context.Context) error {
+	if r.Restart != nil {
+		return r.Restart(ctx)
+	}
+	c, err := r.Client(ctx)
+	if err != nil {
+		return err
+	}
+	rs := &systemd.Restarter{Command: r.RestartCommand, Client: c}
+	if err := rs.Restart(ctx); err != nil {
+		return err
+	}
+	r.log().Info("restarted systemd-resolved", "how", restartHow(r.RestartCommand))
+	return nil
+}
+
+func restartHow(cmd []string) string {
+	if len(cmd) > 0 {
+		return "resolved.restartCommand"
+	}
+	return "systemd D-Bus RestartUnit"
+}
+
+// dropList reads the "drop A B" detail policy writes on set-link-* actions.
+func dropList(detail string) ([]string, error) {
+	rest, ok := strings.CutPrefix(detail, "drop ")
+	if !ok || strings.TrimSpace(rest) == "" {
+		return nil, fmt.Errorf("action detail %q does not say what to drop", detail)
+	}
+	return strings.Fields(rest), nil
+}
+
+func busyError(op, link string, err error) error {
+	if errors.Is(err, systemd.ErrLinkBusy) {
+		return fmt.Errorf("%s on %s: systemd-networkd manages this link, so systemd-resolved refuses (LinkBusy): switch it off in netplan (dhcp4-overrides/dhcp6-overrides use-dns/use-domains: false, netplan.mode: override) or in a networkd .network drop-in (UseDNS=no, UseDomains=no), then `networkctl reload`", op, link)
+	}
+	return fmt.Errorf("%s on %s: %w", op, link, err)
+}
+
+func (r *Resolved) setLinkDNS(ctx context.Context, a policy.Action) error {
+	drop, err := dropList(a.Detail)
+	if err != nil {
+		return err
+	}
+	bad := map[netip.Addr]bool{}
+	for _, d := range drop {
+		ad, err := netip.ParseAddr(d)
+		if err != nil {
+			return fmt.Errorf("action detail %q: %w", a.Detail, err)
+		}
+		bad[ad.Unmap()] = true
+	}
+	idx, err := r.linkIndex(a.Target)
+	if err != nil {
+		return err
+	}
+	c, err := r.Client(ctx)
+	if err != nil {
+		return err
+	}
+	li, err := c.Link(ctx, idx)
+	if err != nil {
+		return busyError("read DNS", a.Target, err)
+	}
+	var keep []systemd.DNSServer
+	for _, sv := range li.DNS {
+		if !bad[sv.Addr.WithZone("").Unmap()] {
+			keep = append(keep, sv)
+		}
+	}
+	if len(keep) == len(li.DNS) {
+		return nil // already gone (another writer or a previous pass)
+	}
+	if err := r.record(idx, a.Target, &li.DNS, nil); err != nil {
+		return err
+	}
+	if err := c.SetLinkDNS(ctx, idx, keep); err != nil {
+		return busyError("set DNS", a.Target, err)
+	}
+	return nil
+}
+
+func (r *Resolved) setLinkDomains(ctx context.Context, a policy.Action) error {
+	drop, err := dropList(a.Detail)
+	if err != nil {
+		return err
+	}
+	bad := map[string]bool{}
+	for _, d := range drop {
+		bad[resolvconf.CanonicalDomain(d)] = true
+	}
+	idx, err := r.linkIndex(a.Target)
+	if err != nil {
+		return err
+	}
+	c, err := r.Client(ctx)
+	if err != nil {
+		return err
+	}
+	li, err := c.Link(ctx, idx)
+	if err != nil {
+		return busyError("read domains", a.Target, err)
+	}
+	var keep []systemd.Domain
+	for _, d := range li.Domains {
+		// Routing-only domains (~example.org) never reach a search list: they stay.
+		if d.RoutingOnly || !bad[resolvconf.CanonicalDomain(d.Name)] {
+			keep = append(keep, d)
+		}
+	}
+	if len(keep) == len(li.Domains) {
+		return nil
+	}
+	if err := r.record(idx, a.Target, nil, &li.Domains); err != nil {
+		return err
+	}
+	if err := c.SetLinkDomains(ctx, idx, keep); err != nil {
+		return busyError("set domains", a.Target, err)
+	}
+	return nil
+}
+
+// LinkRecord is what nodedns changed on one link over D-Bus, with the values before its first
+// change. DNS and Domains are nil when nodedns never changed them.
+type LinkRecord struct {
+	IfIndex int            `json:"ifindex"`
+	IfName  string         `json:"ifname,omitempty"`
+	DNS     *[]RecordedDNS `json:"dns,omitempty"`
+	Domains *[]RecordedDom `json:"domains,omitempty"`
+}
+
+// RecordedDNS is one recorded server.
+type RecordedDNS struct {
+	Addr string `json:"addr"`
+	Port uint16 `json:"port,omitempty"`
+	Name string `json:"name,omitempty"`
+}
+
+// RecordedDom is one recorded domain.
+type RecordedDom struct {
+	Name        string `json:"name"`
+	RoutingOnly bool   `json:"routingOnly,omitempty"`
+}
+
+type linkRecordFile struct {
+	Comment string       `json:"comment"`
+	Links   []LinkRecord `json:"links"`
+}
+
+const recordComment = "Managed by nodedns: per-link systemd-resolved settings it changed over D-Bus, with their original values; `nodedns restore` puts them back."
+
+// ParseLinkRecords decodes the link record file; name is used in errors only.
+func ParseLinkRecords(name string, data []byte) ([]LinkRecord, error) {
+	var f linkRecordFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	for i, l := range f.Links {
+		if l.IfIndex <= 0 {
+			return nil, fmt.Errorf("%s: link %d: bad ifindex %d", name, i, l.IfIndex)
+		}
+		if l.DNS != nil {
+			for _, d := range *l.DNS {
+				if _, err := netip.ParseAddr(d.Addr); err != nil {
+					return nil, fmt.Errorf("%s: link %d: %w", name, l.IfIndex, err)
+				}
+			}
+		}
+	}
+	return f.Links, nil
+}
+
+func (r *Resolved) loadRecords(st *files.Store) ([]LinkRecord, error) {
+	data, err := st.Read(LinkRecordPath, 1<<20)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", LinkRecordPath, err)
+	}
+	return ParseLinkRecords(LinkRecordPath, data)
+}
+
+// record keeps the original DNS or domains of a link before nodedns's first change to them; a
+// later change to the same setting keeps the first original.
+func (r *Resolved) record(idx int, name string, dns *[]systemd.DNSServer, doms *[]systemd.Domain) error {
+	st := r.store()
+	recs, err := r.loadRecords(st)
+	if err != nil {
+		return fmt.Errorf("record the original settings of link %s: %w", name, err)
+	}
+	i := slices.IndexFunc(recs, func(l LinkRecord) bool { return l.IfIndex == idx })
+	if i < 0 {
+		recs = append(recs, LinkRecord{IfIndex: idx, IfName: name})
+		i = len(recs) - 1
+	}
+	changed := false
+	if dns != nil && recs[i].DNS == nil {
+		out := []RecordedDNS{}
+		for _, s := range *dns {
+			out = append(out, RecordedDNS{Addr: s.Addr.String(), Port: s.Port, Name: s.Name})
+		}
+		recs[i].DNS, changed = &out, true
+	}
+	if doms != nil && recs[i].Domains == nil {
+		out := []RecordedDom{}
+		for _, d := range *doms {
+			out = append(out, RecordedDom{Name: d.Name, RoutingOnly: d.RoutingOnly})
+		}
+		recs[i].Domains, changed = &out, true
+	}
+	if !changed {
+		return nil
+	}
+	data, err := json.MarshalIndent(linkRecordFile{Comment: recordComment, Links: recs}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if _, err := st.Write(LinkRecordPath, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("record the original settings of link %s: %w", name, err)
+	}
+	return nil
+}
+
+// BeforeRestore implements Reverter: it puts back the recorded original DNS and domains of every
+// link nodedns changed (with the recorded values, not RevertLink, which would also drop settings
+// others made). A link that is gone, or whose ifindex now belongs to another interface, is skipped
+// and said so.
+func (r *Resolved) BeforeRestore(ctx context.Context) ([]files.RestoreResult, error) {
+	recs, err := r.loadRecords(r.store())
+	if err != nil || len(recs) == 0 {
+		return nil, err
+	}
+	c, err := r.Client(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("revert per-link settings: %w", err)
+	}
+	var res []files.RestoreResult
+	var errs []error
+	for _, l := range recs {
+		where := fmt.Sprintf("systemd-resolved link %s (ifindex %d)", l.IfName, l.IfIndex)
+		if l.IfName != "" && !strings.HasPrefix(l.IfName, "ifindex ") {
+			if now := r.ifName(l.IfIndex); now != l.IfName {
+				res = append(res, files.RestoreResult{Path: where, Action: files.ActionKept, Reason: fmt.Sprintf("the link is gone (ifindex %d is now %q): nothing to revert", l.IfIndex, now)})
+				continue
+			}
+		}
+		var what []string
+		if l.DNS != nil {
+			var servers []systemd.DNSServer
+			for _, d := range *l.DNS {
+				a, _ := netip.ParseAddr(d.Addr)
+				servers = append(servers, systemd.DNSServer{IfIndex: l.IfIndex, Addr: a, Port: d.Port, Name: d.Name})
+			}
+			if err := c.SetLinkDNS(ctx, l.IfIndex, servers); err != nil {
+				if errors.Is(err, systemd.ErrLinkGone) {
+					res = append(res, files.RestoreResult{Path: where, Action: files.ActionKept, Reason: "the link is gone: nothing to revert"})
+					continue
+				}
+				errs = append(errs, fmt.Errorf("revert DNS of %s: %w", where, err))
+			} else {
+				what = append(what, "DNS")
+			}
+		}
+		if l.Domains != nil {
+			var doms []systemd.Domain
+			for _, d := range *l.Domains {
+				doms = append(doms, systemd.Domain{Name: d.Name, RoutingOnly: d.RoutingOnly})
+			}
+			if err := c.SetLinkDomains(ctx, l.IfIndex, doms); err != nil {
+				if errors.Is(err, systemd.ErrLinkGone) {
+					res = append(res, files.RestoreResult{Path: where, Action: files.ActionKept, Reason: "the link is gone: nothing to revert"})
+					continue
+				}
+				errs = append(errs, fmt.Errorf("revert domains of %s: %w", where, err))
+			} else {
+				what = append(what, "domains")
+			}
+		}
+		if len(what) > 0 {
+			res = append(res, files.RestoreResult{Path: where, Action: files.ActionRestored, Reason: strings.Join(what, " and ") + " set back over D-Bus"})
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// AfterRestore implements Reverter: when restore put back resolved's configuration (nodedns's
+// drop-in removed, another one restored), resolved is restarted to read it; it only reads its
+// configuration at start, and SIGHUP kills resolved 252.
+func (r *Resolved) AfterRestore(ctx context.Context, restored []files.RestoreResult) ([]files.RestoreResult, error) {
+	touched := false
+	for _, x := range restored {
+		if x.Action != files.ActionKept && isResolvedConfig(x.Path) {
+			touched = true
+		}
+	}
+	if !touched {
+		return nil, nil
+	}
+	if err := r.restart(ctx); err != nil {
+		return nil, fmt.Errorf("restart systemd-resolved after restoring its configuration: %w", err)
+	}
+	return []files.RestoreResult{{Path: systemd.ResolvedUnit, Action: ActionRestartResolved, Reason: "reload the restored resolved.conf.d"}}, nil
+}
+
+func isResolvedConfig(p string) bool {
+	p = path.Clean(p)
+	for _, d := range []string{"/etc/systemd", "/run/systemd", "/usr/local/lib/systemd", "/usr/lib/systemd", "/lib/systemd"} {
+		if p == d+"/resolved.conf" || path.Dir(p) == d+"/resolved.conf.d" {
+			return true
+		}
+	}
+	return p == node.ResolvedDropIn
+}

@@ -1,0 +1,101 @@
+package reconcile
+
+import (
+	"strings"
+
+	"github.com/nodedns/nodedns/systemd"
+)
+
+// Events implements EventSource: the change notices of the shared D-Bus client, for Daemon.Run. The
+// channel exists before the client does (the client is dialled by the first pass that finds
+// resolved in use) and outlives reconnects: every client Client dials feeds it, from its dial until
+// Close. It is never closed.
+//
+// What the daemon is told, and why (systemd 252):
+//   - resolved (re)started (NameOwnerChanged with a new owner): a restarted resolved reads its
+//     configuration again, and whoever pushes per-link settings over D-Bus (NetworkManager, a
+//     dhclient hook) pushes them again on its own NameOwnerChanged, loop servers and DHCP domains
+//     included: the daemon re-reads resolved and re-applies;
+//   - the bus is back (dbus-daemon restarted): resolved 252 does not follow a restarted bus (it
+//     stays up, off the bus, until it is restarted too), so what resolved now says must be read
+//     again; its return is a NameOwnerChanged of its own;
+//   - PropertiesChanged of the Manager's DNS: the global servers changed.
+//
+// Not told (logged only): resolved leaving the bus and the bus going away (nothing can be read or
+// set until they are back, and their return is an event), and PropertiesChanged of
+// CurrentDNSServer alone (resolved switching between servers it already has; nothing nodedns reads
+// changes).
+//
+// The channel holds one notice: a notice that finds one pending is dropped, because the pending
+// one's pass starts after it and reads the whole state then (a notice never says what to change,
+// only that something may have).
+func (r *Resolved) Events() <-chan string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.noticesLocked()
+}
+
+func (r *Resolved) noticesLocked() chan string {
+	if r.notices == nil {
+		r.notices = make(chan string, 1)
+	}
+	return r.notices
+}
+
+// forward turns one client's events into notices until the client is closed (its channel closes).
+func (r *Resolved) forward(events <-chan systemd.Event, out chan<- string) {
+	for e := range events {
+		what := ResolvedNotice(e)
+		r.logEvent(e, what)
+		if what == "" {
+			continue
+		}
+		select {
+		case out <- what:
+		default: // a notice is pending: its pass reads the state this event changed
+		}
+	}
+}
+
+// ResolvedNotice is the daemon's notice for a resolved client event: "" when the event needs no
+// pass (see Events).
+func ResolvedNotice(e systemd.Event) string {
+	switch e.Kind {
+	case systemd.EventResolvedStarted:
+		return "systemd-resolved started (NameOwnerChanged)"
+	case systemd.EventBusReconnected:
+		return "system bus reconnected"
+	case systemd.EventPropertiesChanged:
+		var relevant []string
+		for _, p := range e.Properties {
+			if p != "CurrentDNSServer" && p != "CurrentDNSServerEx" {
+				relevant = append(relevant, p)
+			}
+		}
+		switch {
+		case len(relevant) > 0:
+			return "systemd-resolved PropertiesChanged " + strings.Join(relevant, ",")
+		case len(e.Properties) > 0:
+			return "" // CurrentDNSServer alone
+		}
+		// No property names at all: a signal this client could not decode; read everything.
+		return "systemd-resolved PropertiesChanged"
+	}
+	return ""
+}
+
+func (r *Resolved) logEvent(e systemd.Event, what string) {
+	log := r.log()
+	switch e.Kind {
+	case systemd.EventResolvedStarted:
+		log.Info("systemd-resolved is on the bus: re-reading it and re-applying", "owner", e.Owner)
+	case systemd.EventResolvedStopped:
+		log.Info("systemd-resolved left the bus: waiting for it to come back")
+	case systemd.EventBusLost:
+		log.Warn("system bus connection lost: reconnecting with backoff", "err", e.Err)
+	case systemd.EventBusReconnected:
+		log.Info("system bus reconnected: re-reading systemd-resolved and re-applying")
+	case systemd.EventPropertiesChanged:
+		log.Debug("systemd-resolved PropertiesChanged", "path", e.Path, "properties", strings.Join(e.Properties, ","), "reconcile", what != "")
+	}
+}

@@ -1,0 +1,157 @@
+package reconcile
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/node"
+	"github.com/nodedns/nodedns/systemd"
+)
+
+var addrCmp = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
+
+// TestMergeLiveLinks: resolved's live answer replaces the file-read DNS and domains of a link but
+// keeps what only the files know (networkd management), adds links only resolved knows when they
+// carry settings, and drops stale file-read links resolved no longer has.
+func TestMergeLiveLinks(t *testing.T) {
+	a := netip.MustParseAddr
+	s := &node.Snapshot{Links: []systemd.LinkState{
+		{IfIndex: 2, IfName: "eth0", DNS: []netip.Addr{a("10.0.0.1")}, NetworkdManaged: true, Source: "/run/systemd/netif/links/2"},
+		{IfIndex: 3, IfName: "eth1", Domains: []systemd.Domain{{Name: "old.example"}}, Source: "/run/systemd/resolve/netif/3"},
+		{IfIndex: 9, IfName: "gone", DNS: []netip.Addr{a("10.9.9.9")}},
+	}}
+	live := systemd.ResolvedState{Links: []systemd.LinkInfo{
+		{IfIndex: 1},
+		{IfIndex: 2, DNS: []systemd.DNSServer{{IfIndex: 2, Addr: a("10.0.0.2")}}},
+		{IfIndex: 3, Domains: []systemd.Domain{{Name: "example.org"}}},
+		{IfIndex: 4, DNS: []systemd.DNSServer{{IfIndex: 4, Addr: a("169.254.25.10")}}},
+	}}
+	MergeLiveLinks(s, live, func(i int) string { return map[int]string{4: "ens4"}[i] })
+	want := []systemd.LinkState{
+		{IfIndex: 2, IfName: "eth0", DNS: []netip.Addr{a("10.0.0.2")}, NetworkdManaged: true, Source: "/run/systemd/netif/links/2"},
+		{IfIndex: 3, IfName: "eth1", Domains: []systemd.Domain{{Name: "example.org"}}, Source: "/run/systemd/resolve/netif/3"},
+		{IfIndex: 4, IfName: "ens4", DNS: []netip.Addr{a("169.254.25.10")}, Source: "systemd-resolved link 4 (D-Bus)"},
+	}
+	if diff := cmp.Diff(want, s.Links, addrCmp); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestDropList(t *testing.T) {
+	got, err := dropList("drop 169.254.25.10 10.96.0.10")
+	if err != nil || !cmp.Equal(got, []string{"169.254.25.10", "10.96.0.10"}) {
+		t.Errorf("dropList = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "drop ", "keep 1.2.3.4"} {
+		if _, err := dropList(bad); err == nil {
+			t.Errorf("dropList(%q) accepted", bad)
+		}
+	}
+}
+
+// TestBusyErrorNamesTheWay: a LinkBusy answer becomes an error that names netplan and networkd.
+func TestBusyErrorNamesTheWay(t *testing.T) {
+	err := busyError("set domains", "eth0", &systemd.BusError{Name: systemd.ErrNameLinkBusy, Message: "Link eth0 is managed."})
+	for _, want := range []string{"eth0", "systemd-networkd", "netplan", "use-domains: false", "UseDomains=no"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q lacks %q", err, want)
+		}
+	}
+	other := busyError("set domains", "eth0", &systemd.BusError{Name: systemd.ErrNameNoSuchLink})
+	if !errors.Is(other, systemd.ErrLinkGone) || strings.Contains(other.Error(), "netplan") {
+		t.Errorf("a gone link: %v", other)
+	}
+}
+
+// TestLinkRecordKeepsFirstOriginal: the record keeps the values before nodedns's FIRST change of
+// each setting, is written through files.Store (backed up as created, so restore removes it), is
+// private (0600) and reads back.
+func TestLinkRecordKeepsFirstOriginal(t *testing.T) {
+	root := t.TempDir()
+	r := &Resolved{Root: root}
+	a := netip.MustParseAddr
+	orig := []systemd.DNSServer{{Addr: a("169.254.25.10")}, {Addr: a("10.0.0.2"), Port: 5353, Name: "dns.example"}}
+	if err := r.record(3, "eth1", &orig, nil); err != nil {
+		t.Fatal(err)
+	}
+	later := []systemd.DNSServer{{Addr: a("10.0.0.2")}}
+	doms := []systemd.Domain{{Name: "example.org"}, {Name: "corp", RoutingOnly: true}}
+	if err := r.record(3, "eth1", &later, &doms); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, LinkRecordPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(filepath.Join(root, LinkRecordPath)); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", fi.Mode().Perm())
+	}
+	recs, err := ParseLinkRecords("x", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []LinkRecord{{IfIndex: 3, IfName: "eth1",
+		DNS:     &[]RecordedDNS{{Addr: "169.254.25.10"}, {Addr: "10.0.0.2", Port: 5353, Name: "dns.example"}},
+		Domains: &[]RecordedDom{{Name: "example.org"}, {Name: "corp", RoutingOnly: true}}}}
+	if diff := cmp.Diff(want, recs); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	st := &files.Store{Root: root, FS: files.OS()}
+	res, err := st.Restore(nil)
+	if err != nil || len(res) != 1 || res[0].Action != files.ActionRemoved {
+		t.Errorf("restore of the record: %+v, %v", res, err)
+	}
+}
+
+func TestParseLinkRecordsRejects(t *testing.T) {
+	for _, bad := range []string{`{`, `{"links":[{"ifindex":0}]}`, `{"links":[{"ifindex":2,"dns":[{"addr":"nope"}]}]}`} {
+		if _, err := ParseLinkRecords("/var/lib/nodedns/resolved-links.json", []byte(bad)); err == nil || !strings.Contains(err.Error(), "resolved-links.json") {
+			t.Errorf("ParseLinkRecords(%s) = %v", bad, err)
+		}
+	}
+}
+
+func TestIsResolvedConfig(t *testing.T) {
+	for p, want := range map[string]bool{
+		"/etc/systemd/resolved.conf.d/zz-nodedns.conf": true,
+		"/etc/systemd/resolved.conf":                   true,
+		"/run/systemd/resolved.conf.d/x.conf":          true,
+		"/var/lib/nodedns/resolv.conf":                 false,
+		"/etc/systemd/resolved.conf.d/sub/x.conf":      false,
+		"/etc/systemd/system/systemd-resolved.service": false,
+	} {
+		if got := isResolvedConfig(p); got != want {
+			t.Errorf("isResolvedConfig(%s) = %v", p, got)
+		}
+	}
+}
+
+func FuzzParseLinkRecords(f *testing.F) {
+	f.Add([]byte(`{"comment":"x","links":[{"ifindex":3,"ifname":"eth1","dns":[{"addr":"10.0.0.2"}],"domains":[{"name":"example.org"}]}]}`))
+	f.Add([]byte(`{"links":[]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		recs, err := ParseLinkRecords("f", data)
+		if err != nil {
+			return
+		}
+		for _, r := range recs {
+			if r.IfIndex <= 0 {
+				t.Fatalf("ifindex %d accepted", r.IfIndex)
+			}
+			if r.DNS != nil {
+				for _, d := range *r.DNS {
+					if _, err := netip.ParseAddr(d.Addr); err != nil {
+						t.Fatalf("address %q accepted", d.Addr)
+					}
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,932 @@
+package systemd
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+	"github.com/godbus/dbus/v5/introspect"
+)
+
+// systemd-resolved's D-Bus names (org.freedesktop.resolve1(5), systemd 252).
+const (
+	// ResolvedBusName is the well-known name systemd-resolved owns on the system bus.
+	ResolvedBusName = "org.freedesktop.resolve1"
+	// ResolvedUnit is the unit that runs systemd-resolved.
+	ResolvedUnit = "systemd-resolved.service"
+
+	resolvedPath     = dbus.ObjectPath("/org/freedesktop/resolve1")
+	resolvedLinkPath = dbus.ObjectPath("/org/freedesktop/resolve1/link")
+	managerIface     = "org.freedesktop.resolve1.Manager"
+	linkIface        = "org.freedesktop.resolve1.Link"
+	propsIface       = "org.freedesktop.DBus.Properties"
+)
+
+// D-Bus error names nodedns tells apart. They are matched by name, never by message text: the
+// messages differ between systemd versions and locales.
+const (
+	// ErrNameLinkBusy: systemd-networkd manages the link, so resolved refuses SetLink* (252:
+	// verify_unmanaged_link in resolved-link-bus.c).
+	ErrNameLinkBusy = "org.freedesktop.resolve1.LinkBusy"
+	// ErrNameNoSuchLink: GetLink/SetLink* for an ifindex resolved does not know (the link is gone).
+	ErrNameNoSuchLink = "org.freedesktop.resolve1.NoSuchLink"
+	// ErrNameUnknownMethod: an older resolved without the method (SetLinkDNSEx came with 246).
+	ErrNameUnknownMethod = "org.freedesktop.DBus.Error.UnknownMethod"
+	// ErrNameUnknownObject: the link object went away between listing and reading it.
+	ErrNameUnknownObject = "org.freedesktop.DBus.Error.UnknownObject"
+	// ErrNameServiceUnknown and ErrNameNameHasNoOwner: nobody owns org.freedesktop.resolve1.
+	ErrNameServiceUnknown = "org.freedesktop.DBus.Error.ServiceUnknown"
+	ErrNameNameHasNoOwner = "org.freedesktop.DBus.Error.NameHasNoOwner"
+)
+
+// Errors the resolved client returns; test them with errors.Is.
+var (
+	// ErrLinkBusy: systemd-networkd manages the link; change it through netplan or networkd.
+	ErrLinkBusy = errors.New("systemd-networkd manages the link (LinkBusy): change its DNS through netplan or a networkd .network file")
+	// ErrLinkGone: resolved does not know the link (UnknownObject or NoSuchLink).
+	ErrLinkGone = errors.New("link not known to systemd-resolved")
+	// ErrUnknownMethod: this resolved is too old for the call.
+	ErrUnknownMethod = errors.New("method not known to this systemd-resolved")
+	// ErrNotRunning: nobody owns org.freedesktop.resolve1 on the bus.
+	ErrNotRunning = errors.New("systemd-resolved is not on the system bus")
+	// ErrDisconnected: the client has no bus connection at the moment (it keeps reconnecting).
+	ErrDisconnected = errors.New("not connected to the system bus")
+	// ErrClosed: the client was closed.
+	ErrClosed = errors.New("resolved client closed")
+)
+
+// BusError is a D-Bus error reply, kept by name. errors.Is matches it against ErrLinkBusy,
+// ErrLinkGone, ErrUnknownMethod and ErrNotRunning by the error name.
+type BusError struct {
+	Name    string
+	Message string
+}
+
+func (e *BusError) Error() string {
+	if e.Message == "" {
+		return e.Name
+	}
+	return e.Name + ": " + e.Message
+}
+
+// Is maps D-Bus error names to the client's sentinel errors.
+func (e *BusError) Is(target error) bool {
+	switch target {
+	case ErrLinkBusy:
+		return e.Name == ErrNameLinkBusy
+	case ErrLinkGone:
+		return e.Name == ErrNameNoSuchLink || e.Name == ErrNameUnknownObject
+	case ErrUnknownMethod:
+		return e.Name == ErrNameUnknownMethod
+	case ErrNotRunning:
+		return e.Name == ErrNameServiceUnknown || e.Name == ErrNameNameHasNoOwner
+	}
+	return false
+}
+
+// busError turns godbus's error replies into *BusError and leaves other errors (timeouts, a closed
+// connection) as they are.
+func busError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var de dbus.Error
+	var dp *dbus.Error
+	switch {
+	case errors.As(err, &de):
+	case errors.As(err, &dp) && dp != nil:
+		de = *dp
+	default:
+		return err
+	}
+	msg := ""
+	if len(de.Body) > 0 {
+		if s, ok := de.Body[0].(string); ok {
+			msg = s
+		}
+	}
+	return &BusError{Name: de.Name, Message: msg}
+}
+
+// DNSServer is one DNS server as resolved lists it.
+type DNSServer struct {
+	IfIndex int // 0: global
+	Addr    netip.Addr
+	Port    uint16 // 0: the default (53)
+	Name    string // server name for DNS-over-TLS ("" when none)
+}
+
+func (s DNSServer) String() string {
+	out := s.Addr.String()
+	if s.Port != 0 && s.Port != 53 {
+		out = netip.AddrPortFrom(s.Addr, s.Port).String()
+	}
+	if s.Name != "" {
+		out += "#" + s.Name
+	}
+	return out
+}
+
+// LinkDomain is a search or routing domain resolved uses, with its link (0: global).
+type LinkDomain struct {
+	IfIndex int
+	Domain
+}
+
+// ManagerState is what resolved's Manager object says: every server and domain, global (IfIndex
+// 0) and per link.
+type ManagerState struct {
+	DNS         []DNSServer
+	FallbackDNS []DNSServer
+	Domains     []LinkDomain
+	// ResolvConfMode is "stub", "static", "uplink", "foreign" or "missing"; "" before systemd 247,
+	// which has no such property (callers degrade: the mode is simply unknown).
+	ResolvConfMode   string
+	CurrentDNSServer *DNSServer
+	// HasDNSEx reports whether the Ex properties (ports, server names; systemd 246+) were there.
+	HasDNSEx bool
+}
+
+// LinkInfo is what resolved's Link object says about one link.
+type LinkInfo struct {
+	IfIndex int
+	DNS     []DNSServer
+	Domains []Domain
+	// DefaultRoute reports whether the link's servers take queries outside its routing domains;
+	// HasDefaultRoute is false before systemd 240, which has no such property.
+	DefaultRoute    bool
+	HasDefaultRoute bool
+}
+
+// ResolvedState is resolved's whole live view: the global settings and every link it knows.
+type ResolvedState struct {
+	DNS            []DNSServer // global servers only (IfIndex 0)
+	Domains        []Domain    // global domains only
+	FallbackDNS    []DNSServer
+	ResolvConfMode string
+	Current        *DNSServer
+	Links          []LinkInfo // by ifindex
+}
+
+// Link returns the live link with ifindex i.
+func (s *ResolvedState) Link(i int) (LinkInfo, bool) {
+	for _, l := range s.Links {
+		if l.IfIndex == i {
+			return l, true
+		}
+	}
+	return LinkInfo{}, false
+}
+
+// EventKind says what an Event is about.
+type EventKind int
+
+// Event kinds.
+const (
+	// EventPropertiesChanged: resolved emitted PropertiesChanged (252 does so only for the
+	// Manager's DNS and CurrentDNSServer; never for Domains or any Link property, so watch
+	// /run/systemd/resolve/ with inotify for those).
+	EventPropertiesChanged EventKind = iota + 1
+	// EventResolvedStarted: org.freedesktop.resolve1 got an owner (resolved (re)started).
+	EventResolvedStarted
+	// EventResolvedStopped: org.freedesktop.resolve1 lost its owner (resolved stopped or crashed).
+	EventResolvedStopped
+	// EventBusLost: the system bus connection broke (dbus-daemon restarted); the client reconnects.
+	EventBusLost
+	// EventBusReconnected: the client is connected again; resolved may have restarted meanwhile.
+	EventBusReconnected
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventPropertiesChanged:
+		return "properties-changed"
+	case EventResolvedStarted:
+		return "resolved-started"
+	case EventResolvedStopped:
+		return "resolved-stopped"
+	case EventBusLost:
+		return "bus-lost"
+	case EventBusReconnected:
+		return "bus-reconnected"
+	}
+	return "unknown"
+}
+
+// Event is something that happened to resolved or to the bus.
+type Event struct {
+	Kind EventKind
+	// Path and Properties name the object and the properties that changed
+	// (EventPropertiesChanged).
+	Path       string
+	Properties []string
+	// Owner is the new unique bus name (EventResolvedStarted).
+	Owner string
+	// Err is why the bus was lost (EventBusLost).
+	Err error
+}
+
+// ResolvedOptions configure a resolved client.
+type ResolvedOptions struct {
+	// Address is the bus address; "" means the system bus (DBUS_SYSTEM_BUS_ADDRESS or
+	// unix:path=/run/dbus/system_bus_socket).
+	Address string
+	// CallTimeout bounds every call (default 5s). A context with an earlier deadline wins.
+	CallTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the reconnect backoff after the bus goes away (defaults 100ms
+	// and 5s): it doubles from MinBackoff up to MaxBackoff and resets on success.
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// Resolved is a client of systemd-resolved on ONE private system-bus connection, owned by one
+// goroutine: every call is handed to that goroutine, which also receives the signals and reconnects
+// (with capped exponential backoff) when the bus goes away. Every call has a timeout. Methods are
+// safe for concurrent use.
+//
+// Events: Events() delivers an Event when resolved emits PropertiesChanged (systemd 252 does so
+// only for Manager.DNS and CurrentDNSServer), when org.freedesktop.resolve1 changes owner
+// (NameOwnerChanged: resolved restarted or stopped), when the bus connection breaks and when it is
+// back. The channel is buffered; when it is full further events are dropped rather than blocking
+// the bus, so a consumer must treat any event as "look at the whole state again", never as a
+// delta. It is closed by Close. A daemon re-applies on EventResolvedStarted and
+// EventBusReconnected (a restarted resolved has forgotten nothing it reads from /run, but a
+// restarted dbus-daemon may mean resolved was restarted too).
+type Resolved struct {
+	opts    ResolvedOptions
+	reqs    chan request
+	events  chan Event
+	done    chan struct{}
+	stopped chan struct{}
+	once    sync.Once
+}
+
+type request struct {
+	ctx  context.Context
+	fn   func(ctx context.Context, conn *dbus.Conn) error
+	errc chan error
+}
+
+// DialResolved connects to the system bus and starts the client's goroutine. The first connection
+// must succeed (a node without a system bus is an error to report, not to wait for); later losses
+// are retried in the background until Close.
+func DialResolved(ctx context.Context, opts ResolvedOptions) (*Resolved, error) {
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = 5 * time.Second
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = 100 * time.Millisecond
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = max(5*time.Second, opts.MinBackoff)
+	}
+	conn, sigs, err := dialBus(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	c := &Resolved{
+		opts:    opts,
+		reqs:    make(chan request),
+		events:  make(chan Event, 64),
+		done:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	go c.loop(conn, sigs)
+	return c, nil
+}
+
+func busAddress(opts ResolvedOptions) string {
+	if opts.Address != "" {
+		return opts.Address
+	}
+	return "" // godbus: DBUS_SYSTEM_BUS_ADDRESS or the default system socket
+}
+
+// dialBus opens a private connection, authenticates, says Hello and subscribes to resolved's
+// signals.
+func dialBus(ctx context.Context, opts ResolvedOptions) (*dbus.Conn, chan *dbus.Signal, error) {
+	ctx, cancel := context.WithTimeout(ctx, opts.CallTimeout)
+	defer cancel()
+	var conn *dbus.Conn
+	var err error
+	if addr := busAddress(opts); addr != "" {
+		conn, err = dbus.Dial(addr)
+	} else {
+		conn, err = dbus.SystemBusPrivate()
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to the system bus: %w", err)
+	}
+	fail := func(op string, err error) (*dbus.Conn, chan *dbus.Signal, error) {
+		conn.Close()
+		return nil, nil, fmt.Errorf("%s on the system bus: %w", op, err)
+	}
+	// Auth and Hello take no context in godbus: a hung bus is cut by closing the connection.
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	if err := conn.Auth(nil); err != nil {
+		return fail("authenticate", err)
+	}
+	if err := conn.Hello(); err != nil {
+		return fail("hello", err)
+	}
+	sigs := make(chan *dbus.Signal, 64)
+	conn.Signal(sigs)
+	if err := conn.AddMatchSignalContext(ctx,
+		dbus.WithMatchSender("org.freedesktop.DBus"),
+		dbus.WithMatchInterface("org.freedesktop.DBus"),
+		dbus.WithMatchMember("NameOwnerChanged"),
+		dbus.WithMatchArg(0, ResolvedBusName)); err != nil {
+		return fail("subscribe to NameOwnerChanged", busError(err))
+	}
+	if err := conn.AddMatchSignalContext(ctx,
+		dbus.WithMatchSender(ResolvedBusName),
+		dbus.WithMatchInterface(propsIface),
+		dbus.WithMatchMember("PropertiesChanged"),
+		dbus.WithMatchPathNamespace(resolvedPath)); err != nil {
+		return fail("subscribe to PropertiesChanged", busError(err))
+	}
+	return conn, sigs, nil
+}
+
+// loop owns the connection: it serves calls one at a time, turns signals into events and
+// reconnects after a loss.
+func (c *Resolved) loop(conn *dbus.Conn, sigs chan *dbus.Signal) {
+	defer close(c.stopped)
+	defer close(c.events)
+	backoff := c.opts.MinBackoff
+	var lastErr error
+	var retry *time.Timer
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
+	for {
+		var connDone <-chan struct{}
+		var retryC <-chan time.Time
+		var sigC <-chan *dbus.Signal
+		if conn != nil {
+			connDone = conn.Context().Done()
+			sigC = sigs
+		} else if retry != nil {
+			retryC = retry.C
+		}
+		select {
+		case <-c.done:
+			return
+		case r := <-c.reqs:
+			if conn == nil {
+				r.errc <- fmt.Errorf("%w (reconnecting: %v)", ErrDisconnected, lastErr)
+				continue
+			}
+			r.errc <- busError(r.fn(r.ctx, conn))
+		case s, ok := <-sigC:
+			if !ok {
+				sigs = nil // the connection closed: connDone fires next
+				continue
+			}
+			c.signal(s)
+		case <-connDone:
+			lastErr = conn.Close()
+			if lastErr == nil {
+				lastErr = errors.New("connection closed")
+			}
+			conn, sigs = nil, nil
+			c.emit(Event{Kind: EventBusLost, Err: lastErr})
+			backoff = c.opts.MinBackoff
+			retry = time.NewTimer(backoff)
+		case <-retryC:
+			nc, ns, err := dialBus(context.Background(), c.opts)
+			if err != nil {
+				lastErr = err
+				backoff = min(backoff*2, c.opts.MaxBackoff)
+				retry.Reset(backoff)
+				continue
+			}
+			conn, sigs, retry = nc, ns, nil
+			c.emit(Event{Kind: EventBusReconnected})
+		}
+	}
+}
+
+func (c *Resolved) signal(s *dbus.Signal) {
+	switch s.Name {
+	case "org.freedesktop.DBus.NameOwnerChanged":
+		if len(s.Body) < 3 {
+			return
+		}
+		name, _ := s.Body[0].(string)
+		newOwner, _ := s.Body[2].(string)
+		if name != ResolvedBusName {
+			return
+		}
+		if newOwner == "" {
+			c.emit(Event{Kind: EventResolvedStopped})
+		} else {
+			c.emit(Event{Kind: EventResolvedStarted, Owner: newOwner})
+		}
+	case propsIface + ".PropertiesChanged":
+		ev := Event{Kind: EventPropertiesChanged, Path: string(s.Path)}
+		if len(s.Body) >= 2 {
+			if changed, ok := s.Body[1].(map[string]dbus.Variant); ok {
+				for k := range changed {
+					ev.Properties = append(ev.Properties, k)
+				}
+			}
+		}
+		if len(s.Body) >= 3 {
+			if inval, ok := s.Body[2].([]string); ok {
+				ev.Properties = append(ev.Properties, inval...)
+			}
+		}
+		sort.Strings(ev.Properties)
+		c.emit(ev)
+	}
+}
+
+func (c *Resolved) emit(e Event) {
+	select {
+	case c.events <- e:
+	default: // full: the consumer re-reads everything on the events it does get
+	}
+}
+
+// Events returns the event channel (see the type's documentation). It is closed by Close.
+func (c *Resolved) Events() <-chan Event { return c.events }
+
+// Close stops the goroutine and closes the connection. It is safe to call more than once.
+func (c *Resolved) Close() error {
+	c.once.Do(func() { close(c.done) })
+	<-c.stopped
+	return nil
+}
+
+// do runs fn on the connection's goroutine with the call timeout.
+func (c *Resolved) do(ctx context.Context, op string, fn func(ctx context.Context, conn *dbus.Conn) error) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
+	defer cancel()
+	r := request{ctx: ctx, fn: fn, errc: make(chan error, 1)}
+	select {
+	case c.reqs <- r:
+	case <-c.done:
+		return fmt.Errorf("%s: %w", op, ErrClosed)
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w", op, ctx.Err())
+	}
+	var err error
+	select {
+	case err = <-r.errc:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
+}
+
+func call(ctx context.Context, conn *dbus.Conn, path dbus.ObjectPath, method string, args ...any) *dbus.Call {
+	return conn.Object(ResolvedBusName, path).CallWithContext(ctx, method, 0, args...)
+}
+
+// NameOwner returns the unique bus name that owns org.freedesktop.resolve1, "" when none does.
+func (c *Resolved) NameOwner(ctx context.Context) (string, error) {
+	var owner string
+	err := c.do(ctx, "get the owner of "+ResolvedBusName, func(ctx context.Context, conn *dbus.Conn) error {
+		err := conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetNameOwner", 0, ResolvedBusName).Store(&owner)
+		if errors.Is(busError(err), ErrNotRunning) {
+			owner = ""
+			return nil
+		}
+		return err
+	})
+	return owner, err
+}
+
+// Ping checks that resolved answers on the bus (org.freedesktop.DBus.Peer.Ping).
+func (c *Resolved) Ping(ctx context.Context) error {
+	return c.do(ctx, "ping systemd-resolved", func(ctx context.Context, conn *dbus.Conn) error {
+		return call(ctx, conn, resolvedPath, "org.freedesktop.DBus.Peer.Ping").Err
+	})
+}
+
+// WaitReady waits until org.freedesktop.resolve1 has an owner other than old ("" : any owner) that
+// answers a ping, or ctx ends. After a restart it tells the new resolved from the old one, which
+// may still be on the bus when a restart command returns.
+func (c *Resolved) WaitReady(ctx context.Context, old string) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		owner, err := c.NameOwner(ctx)
+		switch {
+		case err != nil:
+			last = err
+		case owner == "":
+			last = ErrNotRunning
+		case owner == old:
+			last = fmt.Errorf("the old systemd-resolved (%s) still owns %s", old, ResolvedBusName)
+		default:
+			if err := c.Ping(ctx); err != nil {
+				last = err
+			} else {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for systemd-resolved on the bus: %w (last: %v)", ctx.Err(), last)
+		case <-tick.C:
+		}
+	}
+}
+
+// Wire shapes of resolved's properties (org.freedesktop.resolve1(5)).
+type (
+	wireServer struct {
+		IfIndex, Family int32
+		Addr            []byte
+	} // (iiay)
+	wireServerEx struct {
+		IfIndex, Family int32
+		Addr            []byte
+		Port            uint16
+		Name            string
+	} // (iiayqs)
+	wireLinkSrv struct {
+		Family int32
+		Addr   []byte
+	} // (iay)
+	wireLinkEx struct {
+		Family int32
+		Addr   []byte
+		Port   uint16
+		Name   string
+	} // (iayqs)
+	wireDomain struct {
+		IfIndex     int32
+		Name        string
+		RoutingOnly bool
+	} // (isb)
+	wireLinkDom struct {
+		Name        string
+		RoutingOnly bool
+	} // (sb)
+)
+
+const (
+	afInet  = 2
+	afInet6 = 10
+)
+
+func addrFrom(family int32, b []byte) (netip.Addr, error) {
+	a, ok := netip.AddrFromSlice(b)
+	switch {
+	case !ok:
+		return netip.Addr{}, fmt.Errorf("address of %d bytes", len(b))
+	case family == afInet && a.Is4(), family == afInet6 && a.Is6() && !a.Is4In6():
+		return a, nil
+	case family == afInet6 && a.Is4In6():
+		return a, nil
+	}
+	return netip.Addr{}, fmt.Errorf("address family %d with %d bytes", family, len(b))
+}
+
+func family(a netip.Addr) int32 {
+	if a.Is4() {
+		return afInet
+	}
+	return afInet6
+}
+
+// decodeServers decodes a server list property, plain (iiay)/(iay) or Ex; a bad entry is skipped
+// with an error the caller reports.
+func decodeServers(v dbus.Variant, ex, perLink bool, ifindex int) ([]DNSServer, error) {
+	var out []DNSServer
+	var errs []error
+	add := func(i, fam int32, b []byte, port uint16, name string) {
+		a, err := addrFrom(fam, b)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		out = append(out, DNSServer{IfIndex: int(i), Addr: a, Port: port, Name: name})
+	}
+	switch {
+	case ex && perLink:
+		var w []wireLinkEx
+		if err := v.Store(&w); err != nil {
+			return nil, err
+		}
+		for _, s := range w {
+			add(int32(ifindex), s.Family, s.Addr, s.Port, s.Name)
+		}
+	case ex:
+		var w []wireServerEx
+		if err := v.Store(&w); err != nil {
+			return nil, err
+		}
+		for _, s := range w {
+			add(s.IfIndex, s.Family, s.Addr, s.Port, s.Name)
+		}
+	case perLink:
+		var w []wireLinkSrv
+		if err := v.Store(&w); err != nil {
+			return nil, err
+		}
+		for _, s := range w {
+			add(int32(ifindex), s.Family, s.Addr, 0, "")
+		}
+	default:
+		var w []wireServer
+		if err := v.Store(&w); err != nil {
+			return nil, err
+		}
+		for _, s := range w {
+			add(s.IfIndex, s.Family, s.Addr, 0, "")
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func getAll(ctx context.Context, conn *dbus.Conn, path dbus.ObjectPath, iface string) (map[string]dbus.Variant, error) {
+	var props map[string]dbus.Variant
+	err := call(ctx, conn, path, propsIface+".GetAll", iface).Store(&props)
+	return props, err
+}
+
+// Manager reads the Manager object's DNS (DNSEx where present), FallbackDNS, Domains,
+// ResolvConfMode and CurrentDNSServer with one GetAll. Properties an older resolved lacks are
+// left empty.
+func (c *Resolved) Manager(ctx context.Context) (ManagerState, error) {
+	var m ManagerState
+	err := c.do(ctx, "read systemd-resolved's manager properties", func(ctx context.Context, conn *dbus.Conn) error {
+		props, err := getAll(ctx, conn, resolvedPath, managerIface)
+		if err != nil {
+			return err
+		}
+		m, err = decodeManager(props)
+		return err
+	})
+	return m, err
+}
+
+func decodeManager(props map[string]dbus.Variant) (ManagerState, error) {
+	var m ManagerState
+	var errs []error
+	if v, ok := props["DNSEx"]; ok {
+		m.HasDNSEx = true
+		s, err := decodeServers(v, true, false, 0)
+		m.DNS = s
+		errs = append(errs, err)
+	} else if v, ok := props["DNS"]; ok {
+		s, err := decodeServers(v, false, false, 0)
+		m.DNS = s
+		errs = append(errs, err)
+	}
+	if v, ok := props["FallbackDNSEx"]; ok {
+		s, err := decodeServers(v, true, false, 0)
+		m.FallbackDNS = s
+		errs = append(errs, err)
+	} else if v, ok := props["FallbackDNS"]; ok {
+		s, err := decodeServers(v, false, false, 0)
+		m.FallbackDNS = s
+		errs = append(errs, err)
+	}
+	if v, ok := props["Domains"]; ok {
+		var w []wireDomain
+		if err := v.Store(&w); err != nil {
+			errs = append(errs, fmt.Errorf("Domains: %w", err))
+		}
+		for _, d := range w {
+			m.Domains = append(m.Domains, LinkDomain{IfIndex: int(d.IfIndex), Domain: Domain{Name: d.Name, RoutingOnly: d.RoutingOnly}})
+		}
+	}
+	if v, ok := props["ResolvConfMode"]; ok {
+		_ = v.Store(&m.ResolvConfMode) // absent before 247: stays ""
+	}
+	if v, ok := props["CurrentDNSServer"]; ok {
+		var w wireServer
+		if err := v.Store(&w); err == nil && len(w.Addr) > 0 {
+			if a, err := addrFrom(w.Family, w.Addr); err == nil {
+				m.CurrentDNSServer = &DNSServer{IfIndex: int(w.IfIndex), Addr: a}
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return m, fmt.Errorf("decode manager properties: %w", err)
+	}
+	return m, nil
+}
+
+// LinkIndexes lists the ifindexes of the link objects resolved exports (it has no ListLinks: the
+// objects under /org/freedesktop/resolve1/link are introspected).
+func (c *Resolved) LinkIndexes(ctx context.Context) ([]int, error) {
+	var out []int
+	err := c.do(ctx, "list systemd-resolved's links", func(ctx context.Context, conn *dbus.Conn) error {
+		var data string
+		if err := call(ctx, conn, resolvedLinkPath, "org.freedesktop.DBus.Introspectable.Introspect").Store(&data); err != nil {
+			return err
+		}
+		var err error
+		out, err = linkIndexesFromIntrospection(data)
+		return err
+	})
+	return out, err
+}
+
+func linkIndexesFromIntrospection(data string) ([]int, error) {
+	var n introspect.Node
+	if err := xml.Unmarshal([]byte(data), &n); err != nil {
+		return nil, fmt.Errorf("parse introspection: %w", err)
+	}
+	var out []int
+	for _, child := range n.Children {
+		if i, ok := ParseLinkLabel(child.Name); ok {
+			out = append(out, i)
+		}
+	}
+	sort.Ints(out)
+	return out, nil
+}
+
+// ParseLinkLabel decodes the last component of a link object path: resolved escapes the ifindex
+// with sd-bus's bus_label_escape, so "2" is "_32" and "12" is "_312".
+func ParseLinkLabel(label string) (int, bool) {
+	var b strings.Builder
+	for i := 0; i < len(label); i++ {
+		ch := label[i]
+		if ch != '_' {
+			b.WriteByte(ch)
+			continue
+		}
+		if i+2 >= len(label) {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(label[i+1:i+3], 16, 8)
+		if err != nil {
+			return 0, false
+		}
+		b.WriteByte(byte(v))
+		i += 2
+	}
+	n, err := strconv.Atoi(b.String())
+	if err != nil || n <= 0 || strconv.Itoa(n) != b.String() {
+		return 0, false
+	}
+	return n, true
+}
+
+// Link reads one link's DNS (DNSEx where present), Domains and DefaultRoute.
+func (c *Resolved) Link(ctx context.Context, ifindex int) (LinkInfo, error) {
+	var li LinkInfo
+	err := c.do(ctx, fmt.Sprintf("read systemd-resolved's link %d", ifindex), func(ctx context.Context, conn *dbus.Conn) error {
+		var path dbus.ObjectPath
+		if err := call(ctx, conn, resolvedPath, managerIface+".GetLink", int32(ifindex)).Store(&path); err != nil {
+			return err
+		}
+		props, err := getAll(ctx, conn, path, linkIface)
+		if err != nil {
+			return err
+		}
+		li, err = decodeLink(ifindex, props)
+		return err
+	})
+	return li, err
+}
+
+func decodeLink(ifindex int, props map[string]dbus.Variant) (LinkInfo, error) {
+	li := LinkInfo{IfIndex: ifindex}
+	var errs []error
+	if v, ok := props["DNSEx"]; ok {
+		s, err := decodeServers(v, true, true, ifindex)
+		li.DNS = s
+		errs = append(errs, err)
+	} else if v, ok := props["DNS"]; ok {
+		s, err := decodeServers(v, false, true, ifindex)
+		li.DNS = s
+		errs = append(errs, err)
+	}
+	if v, ok := props["Domains"]; ok {
+		var w []wireLinkDom
+		if err := v.Store(&w); err != nil {
+			errs = append(errs, fmt.Errorf("Domains: %w", err))
+		}
+		for _, d := range w {
+			li.Domains = append(li.Domains, Domain{Name: d.Name, RoutingOnly: d.RoutingOnly})
+		}
+	}
+	if v, ok := props["DefaultRoute"]; ok {
+		if err := v.Store(&li.DefaultRoute); err == nil {
+			li.HasDefaultRoute = true
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return li, fmt.Errorf("decode link %d properties: %w", ifindex, err)
+	}
+	return li, nil
+}
+
+// State reads resolved's whole live view: the Manager, then every link it exports and every link
+// its Manager lists a server or domain for. A link that vanishes between listing and reading is
+// skipped.
+func (c *Resolved) State(ctx context.Context) (ResolvedState, error) {
+	m, err := c.Manager(ctx)
+	if err != nil {
+		return ResolvedState{}, err
+	}
+	st := ResolvedState{FallbackDNS: m.FallbackDNS, ResolvConfMode: m.ResolvConfMode, Current: m.CurrentDNSServer}
+	idx := map[int]bool{}
+	for _, s := range m.DNS {
+		if s.IfIndex == 0 {
+			st.DNS = append(st.DNS, s)
+		} else {
+			idx[s.IfIndex] = true
+		}
+	}
+	for _, d := range m.Domains {
+		if d.IfIndex == 0 {
+			st.Domains = append(st.Domains, d.Domain)
+		} else {
+			idx[d.IfIndex] = true
+		}
+	}
+	links, err := c.LinkIndexes(ctx)
+	if err != nil && !errors.Is(err, ErrLinkGone) {
+		return st, err
+	}
+	for _, i := range links {
+		idx[i] = true
+	}
+	order := make([]int, 0, len(idx))
+	for i := range idx {
+		order = append(order, i)
+	}
+	slices.Sort(order)
+	for _, i := range order {
+		li, err := c.Link(ctx, i)
+		if errors.Is(err, ErrLinkGone) {
+			continue
+		}
+		if err != nil {
+			return st, err
+		}
+		st.Links = append(st.Links, li)
+	}
+	return st, nil
+}
+
+// SetLinkDNS sets a link's DNS servers (SetLinkDNSEx, keeping ports and server names; on a resolved
+// older than 246, SetLinkDNS, which has neither). ErrLinkBusy: networkd manages the link.
+func (c *Resolved) SetLinkDNS(ctx context.Context, ifindex int, servers []DNSServer) error {
+	return c.do(ctx, fmt.Sprintf("set DNS on link %d", ifindex), func(ctx context.Context, conn *dbus.Conn) error {
+		ex := make([]wireLinkEx, 0, len(servers))
+		plain := make([]wireLinkSrv, 0, len(servers))
+		for _, s := range servers {
+			ex = append(ex, wireLinkEx{Family: family(s.Addr), Addr: s.Addr.AsSlice(), Port: s.Port, Name: s.Name})
+			plain = append(plain, wireLinkSrv{Family: family(s.Addr), Addr: s.Addr.AsSlice()})
+		}
+		err := call(ctx, conn, resolvedPath, managerIface+".SetLinkDNSEx", int32(ifindex), ex).Err
+		if errors.Is(busError(err), ErrUnknownMethod) {
+			err = call(ctx, conn, resolvedPath, managerIface+".SetLinkDNS", int32(ifindex), plain).Err
+		}
+		return err
+	})
+}
+
+// SetLinkDomains sets a link's search and routing domains. ErrLinkBusy: networkd manages the link.
+func (c *Resolved) SetLinkDomains(ctx context.Context, ifindex int, domains []Domain) error {
+	return c.do(ctx, fmt.Sprintf("set domains on link %d", ifindex), func(ctx context.Context, conn *dbus.Conn) error {
+		w := make([]wireLinkDom, 0, len(domains))
+		for _, d := range domains {
+			w = append(w, wireLinkDom{Name: d.Name, RoutingOnly: d.RoutingOnly})
+		}
+		return call(ctx, conn, resolvedPath, managerIface+".SetLinkDomains", int32(ifindex), w).Err
+	})
+}
+
+// RevertLink drops every per-link setting made over D-Bus on a link.
+func (c *Resolved) RevertLink(ctx context.Context, ifindex int) error {
+	return c.do(ctx, fmt.Sprintf("revert link %d", ifindex), func(ctx context.Context, conn *dbus.Conn) error {
+		return call(ctx, conn, resolvedPath, managerIface+".RevertLink", int32(ifindex)).Err
+	})
+}
+
+// FlushCaches empties resolved's caches.
+func (c *Resolved) FlushCaches(ctx context.Context) error {
+	return c.do(ctx, "flush systemd-resolved's caches", func(ctx context.Context, conn *dbus.Conn) error {
+		return call(ctx, conn, resolvedPath, managerIface+".FlushCaches").Err
+	})
+}
