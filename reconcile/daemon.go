@@ -69,6 +69,9 @@ type Daemon struct {
 	// old config and is reported in the log and STATUS.
 	Reloads <-chan struct{}
 	Reload  func() (config.Config, error)
+	// AfterPass, when set, is told what each pass did and which targets it newly stopped fighting
+	// over (for metrics).
+	AfterPass func(o Outcome, newBackoffs []string)
 
 	mu     sync.Mutex
 	status Status
@@ -388,6 +391,22 @@ func (d *Daemon) event(ev fsnotify.Event) string {
 		d.fights.foreignActivity(np, data, now)
 	}
 	ok, why := complete(data, err, k)
+	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+		// The file was deleted (dhclient-script deletes resolv.conf, then writes it line by line):
+		// whatever is there by the time this event is read may be its writer's first line, so the
+		// event, not the content read now, says it is young. (Seen under load: the REMOVE was read
+		// after the first line was already written.) An atomic rename into place is a Create and
+		// stays fast.
+		if d.young == nil {
+			d.young = map[string]bool{}
+		}
+		d.young[np] = true
+		if ok {
+			d.wait(now, d.quiet())
+			d.Node.log().Debug("file changed", "path", np, "op", ev.Op.String(), "complete", ok, "state", why, "just_recreated", true)
+			return ""
+		}
+	}
 	young := d.young[np]
 	d.Node.log().Debug("file changed", "path", np, "op", ev.Op.String(), "complete", ok, "state", why, "just_recreated", young && ok)
 	switch {
@@ -422,6 +441,7 @@ func (d *Daemon) pass(ctx context.Context, w *fsnotify.Watcher, trigger string) 
 	now := time.Now()
 	kept := p.Changes[:0]
 	var held []policy.Change
+	var started []string
 	planned := map[string]bool{}
 	for _, c := range p.Changes {
 		planned[c.Target] = true
@@ -432,6 +452,7 @@ func (d *Daemon) pass(ctx context.Context, w *fsnotify.Watcher, trigger string) 
 		v := d.fights.change(c.Target, c.Before, now)
 		switch {
 		case v.started:
+			started = append(started, c.Target)
 			log.Warn("another writer keeps rewriting a target: nodedns stops fighting over it", "path", c.Target,
 				"rewrites", v.count, "window", time.Duration(d.fights.window), "content_sha256", v.digest[:16],
 				"resume", "after the other writer leaves it alone for one window")
@@ -490,6 +511,9 @@ func (d *Daemon) pass(ctx context.Context, w *fsnotify.Watcher, trigger string) 
 		"pending", len(o.Pending), "held", len(held), "blocked", len(o.Blocked), "errors", len(o.Errors),
 		"took", time.Since(start).Round(time.Microsecond))
 	d.notify("STATUS=" + status.Line())
+	if d.AfterPass != nil {
+		d.AfterPass(o, started)
+	}
 }
 
 // syncWatches re-aims the watches: /etc/resolv.conf may point elsewhere now, a watched directory
