@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"runtime/debug"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/nodedns/nodedns/files"
 	"github.com/nodedns/nodedns/metrics"
 	"github.com/nodedns/nodedns/probes"
+	"github.com/nodedns/nodedns/reconcile"
 )
 
 // writeCheckMetrics exports one check run's per-check status to node_exporter's textfile collector
@@ -47,4 +49,28 @@ func versionString() string {
 		}
 	}
 	return version
+}
+
+// daemonMetrics sets up the daemon's reporting: one Recorder for the run, the optional /metrics
+// listener (only when metrics.listen is set: no socket otherwise), and a textfile rewritten after
+// every pass. It returns the hook the daemon calls after each pass.
+func daemonMetrics(ctx context.Context, g *globals) func(reconcile.Outcome, []string) {
+	rec := metrics.NewRecorder(metrics.SourceRun, versionString())
+	if addr, err := metrics.Serve(ctx, g.cfg.Metrics.Listen, rec, g.log); err != nil {
+		g.log.Warn("metrics listener not started", "listen", g.cfg.Metrics.Listen, "err", err)
+	} else if addr != nil {
+		g.log.Info("metrics listener started", "addr", addr.String())
+	}
+	st := &files.Store{Root: rootOr(g.root), FS: files.OS(), StateDir: config.StateDir}
+	return func(o reconcile.Outcome, newBackoffs []string) {
+		rec.Reconciled(len(o.Written)+len(o.Removed)+len(o.Done), o.Failed())
+		for _, t := range newBackoffs {
+			rec.WriterBackoff(t)
+		}
+		if path := g.cfg.Metrics.Textfile; path != "" {
+			if err := metrics.WriteTextfile(st, path, rec); err != nil && !errors.Is(err, metrics.ErrNoCollectorDir) {
+				g.log.Warn("metrics textfile not written", "path", path, "err", err)
+			}
+		}
+	}
 }

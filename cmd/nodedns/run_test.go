@@ -190,6 +190,10 @@ func TestRunBacksOffFromAWriterAndCheckSaysSo(t *testing.T) {
 	root := t.TempDir()
 	putFile(t, root, "/etc/resolv.conf", runGood)
 	putFile(t, root, "/etc/nodedns/config.yaml", "writers:\n  window: 2s\n")
+	// node_exporter's textfile collector directory: the daemon reports its passes and backoffs there.
+	if err := os.MkdirAll(filepath.Join(root, "/var/lib/node_exporter/textfile_collector"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	p := startRun(t, root)
 
 	checked := false
@@ -211,6 +215,12 @@ func TestRunBacksOffFromAWriterAndCheckSaysSo(t *testing.T) {
 	}
 	if n := strings.Count(p.log.String(), "nodedns stops fighting over it"); n != 1 {
 		t.Errorf("%d backoff lines, want 1 (one per distinct content)", n)
+	}
+	prom := getFile(root, "/var/lib/node_exporter/textfile_collector/nodedns.prom")
+	for _, want := range []string{`nodedns_writer_backoffs_total{target="/etc/resolv.conf"} 1`, "nodedns_reconciles_total{", "nodedns_changes_applied_total"} {
+		if !strings.Contains(prom, want) {
+			t.Errorf("daemon metrics textfile lacks %q:\n%s", want, prom)
+		}
 	}
 	waitUntil(t, "convergence after the writer stopped", func() bool {
 		return !strings.Contains(getFile(root, "/etc/resolv.conf"), "169.254.25.10") &&
