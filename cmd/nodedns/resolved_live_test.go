@@ -30,32 +30,7 @@ func TestSeed001RealResolved(t *testing.T) {
 	bin := nstest.Build(t)
 	sb := nstest.New(t)
 	sb.Isolate(t)
-	sb.Run(t, `set -e
-ip link add ndr1 type bridge && ip link set ndr1 up
-mkdir -p /etc/systemd/resolved.conf.d /var/lib/dhcp /var/lib/kubelet
-chmod 0755 /etc/systemd/resolved.conf.d
-printf '[Resolve]\nDNS=169.254.25.10\n' > /etc/systemd/resolved.conf.d/kubespray.conf
-rm -f /etc/resolv.conf && ln -s /run/systemd/resolve/stub-resolv.conf /etc/resolv.conf
-cat > /var/lib/dhcp/dhclient.ndr1.leases <<'EOF'
-lease {
-  interface "ndr1";
-  fixed-address 10.77.0.10;
-  option subnet-mask 255.255.255.0;
-  option routers 10.77.0.1;
-  option domain-name-servers 10.77.0.2;
-  renew 4 2099/01/01 00:00:00;
-  rebind 4 2099/01/01 00:00:00;
-  expire 4 2099/01/01 00:00:00;
-}
-EOF
-cat > /var/lib/kubelet/config.yaml <<'EOF'
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-clusterDNS: [169.254.25.10]
-clusterDomain: cluster.local
-resolvConf: /var/lib/nodedns/resolv.conf
-EOF
-`)
+	seed001Node(t, sb, "ndr1")
 	sb.SystemBus(t)
 	res := sb.StartResolved(t)
 	cfg := sb.Dir() + "/config.yaml"
@@ -165,4 +140,37 @@ func readSandboxFile(t *testing.T, sb *nstest.Sandbox, p string) string {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// seed001Node lays out incident 001's node inside sb: kubespray's drop-in DNS=169.254.25.10, the
+// stub symlink, a dhclient lease for link (a bridge it creates) whose server is 10.77.0.2 and which
+// hands out no domain, and a kubelet config pointed at nodedns's file.
+func seed001Node(t *testing.T, sb *nstest.Sandbox, link string) {
+	t.Helper()
+	sb.Run(t, strings.ReplaceAll(`set -e
+ip link add LINK type bridge && ip link set LINK up
+mkdir -p /etc/systemd/resolved.conf.d /var/lib/dhcp /var/lib/kubelet
+chmod 0755 /etc/systemd/resolved.conf.d
+printf '[Resolve]\nDNS=169.254.25.10\n' > /etc/systemd/resolved.conf.d/kubespray.conf
+rm -f /etc/resolv.conf && ln -s /run/systemd/resolve/stub-resolv.conf /etc/resolv.conf
+cat > /var/lib/dhcp/dhclient.LINK.leases <<'END'
+lease {
+  interface "LINK";
+  fixed-address 10.77.0.10;
+  option subnet-mask 255.255.255.0;
+  option routers 10.77.0.1;
+  option domain-name-servers 10.77.0.2;
+  renew 4 2099/01/01 00:00:00;
+  rebind 4 2099/01/01 00:00:00;
+  expire 4 2099/01/01 00:00:00;
+}
+END
+cat > /var/lib/kubelet/config.yaml <<'END'
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+clusterDNS: [169.254.25.10]
+clusterDomain: cluster.local
+resolvConf: /var/lib/nodedns/resolv.conf
+END
+`, "LINK", link))
 }

@@ -147,32 +147,7 @@ func TestRunLiveUnderFire(t *testing.T) {
 	bin := nstest.Build(t)
 	sb := nstest.New(t)
 	sb.Isolate(t)
-	sb.Run(t, `set -e
-ip link add ndf1 type bridge && ip link set ndf1 up
-mkdir -p /etc/systemd/resolved.conf.d /var/lib/dhcp /var/lib/kubelet
-chmod 0755 /etc/systemd/resolved.conf.d
-printf '[Resolve]\nDNS=169.254.25.10\n' > /etc/systemd/resolved.conf.d/kubespray.conf
-rm -f /etc/resolv.conf && ln -s /run/systemd/resolve/stub-resolv.conf /etc/resolv.conf
-cat > /var/lib/dhcp/dhclient.ndf1.leases <<'EOF'
-lease {
-  interface "ndf1";
-  fixed-address 10.77.0.10;
-  option subnet-mask 255.255.255.0;
-  option routers 10.77.0.1;
-  option domain-name-servers 10.77.0.2;
-  renew 4 2099/01/01 00:00:00;
-  rebind 4 2099/01/01 00:00:00;
-  expire 4 2099/01/01 00:00:00;
-}
-EOF
-cat > /var/lib/kubelet/config.yaml <<'EOF'
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-clusterDNS: [169.254.25.10]
-clusterDomain: cluster.local
-resolvConf: /var/lib/nodedns/resolv.conf
-EOF
-`)
+	seed001Node(t, sb, "ndf1")
 	bus := sb.SystemBus(t)
 	res := sb.StartResolved(t)
 	cfg := sb.Dir() + "/config.yaml"
