@@ -169,7 +169,32 @@ func (p *Plan) netplan(s *node.Snapshot, cfg config.Config) {
 	p.write(netplan.NodednsFile, netplan.NodednsFile, before, after, netplan.FileMode, "netplan ("+mode+"): "+strings.Join(reasons, "; "))
 	if len(p.Changes) > n {
 		p.netplanApplied(cfg, netplan.NodednsFile)
+		if pt := passThrough(others); pt != "" {
+			p.Notes = append(p.Notes, "netplan constructs nodedns does not touch (they pass through as they are): "+pt)
+		}
 	}
+}
+
+// passThrough names the netplan definitions other than plain ethernets (bonds, bridges, VLANs, wifis,
+// tunnels, ...): nodedns's file adds overrides beside them and changes none of them, and an operator
+// reading the plan should see that they were considered, not missed.
+func passThrough(c *netplan.Config) string {
+	byType := map[string][]string{}
+	var types []string
+	for _, i := range c.Interfaces {
+		if i.Type == "ethernets" {
+			continue
+		}
+		if _, ok := byType[i.Type]; !ok {
+			types = append(types, i.Type)
+		}
+		byType[i.Type] = append(byType[i.Type], i.ID)
+	}
+	var parts []string
+	for _, t := range types {
+		parts = append(parts, t+" "+strings.Join(byType[t], ", "))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // netplanApplied adds the action that makes a netplan change live, or says that none will run.

@@ -219,6 +219,7 @@ func TestNetplanFixtures(t *testing.T) {
 		{
 			name: "bond", fixture: "bond",
 			added: []string{nwBond0 + " [DHCP] UseDomains=false"},
+			notes: []string{"does not touch (they pass through as they are): bonds bond0"},
 		},
 		{
 			name: "vlan: use-domains route is already search-free", fixture: "vlan",
