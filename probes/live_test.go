@@ -63,6 +63,8 @@ type liveNode struct {
 	corefile string
 	cache    *exec.Cmd
 	upstream *exec.Cmd
+	bind     string // the cache's bind addresses; "" means cacheAddr only
+	resolv   string // the resolv.conf the cache forwards to
 }
 
 const (
@@ -110,6 +112,10 @@ ip addr add %[3]s/32 dev nodelocaldns
 
 func (n *liveNode) writeCorefile(t testing.TB, resolv string) {
 	t.Helper()
+	bind := n.bind
+	if bind == "" {
+		bind = cacheAddr
+	}
 	corefile := fmt.Sprintf(`cluster.local:53 {
     bind %[1]s
     hosts {
@@ -121,7 +127,8 @@ func (n *liveNode) writeCorefile(t testing.TB, resolv string) {
     errors
     forward . %[2]s
 }
-`, cacheAddr, resolv)
+`, bind, resolv)
+	n.resolv = resolv
 	if err := os.WriteFile(n.corefile, []byte(corefile), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +136,13 @@ func (n *liveNode) writeCorefile(t testing.TB, resolv string) {
 
 func (n *liveNode) addNotrack(t testing.TB) {
 	t.Helper()
-	n.nd.Run(t, `for c in PREROUTING OUTPUT; do for p in udp tcp; do iptables -t raw -A $c -d `+cacheAddr+`/32 -p $p --dport 53 -j NOTRACK; done; done`)
+	n.notrack(t, "-A", cacheAddr)
+}
+
+// notrack adds (-A) or deletes (-D) the raw-table NOTRACK rules node-cache installs for addr.
+func (n *liveNode) notrack(t testing.TB, op, addr string) {
+	t.Helper()
+	n.nd.Run(t, `for c in PREROUTING OUTPUT; do for p in udp tcp; do iptables -t raw `+op+` $c -d `+addr+`/32 -p $p --dport 53 -j NOTRACK; done; done`)
 }
 
 func (n *liveNode) startUpstream(t testing.TB, args ...string) {
@@ -400,8 +413,22 @@ chmod -R a+rX /etc/systemd`)
 		grace := "NODEDNS_PROBES_BOOTGRACE=1s"
 
 		// An address node-cache also binds (the cluster DNS IP) that did not come back: only the
-		// baseline knows it was there.
+		// baseline knows it was there. Every address on the interface is a cache address
+		// (design.md), so while it is there node-cache binds it and has NOTRACK rules for it, as
+		// the real node-cache does for both of its addresses.
 		n.nd.Run(t, "ip addr add 10.233.0.3/32 dev nodelocaldns")
+		n.notrack(t, "-A", "10.233.0.3")
+		n.bind = cacheAddr + " 10.233.0.3"
+		n.writeCorefile(t, n.resolv)
+		n.startCache(t)
+		t.Cleanup(func() {
+			// Back to the one-address node for the later cases (the address itself is deleted below).
+			n.bind = ""
+			_, _ = n.nd.Try("ip addr del 10.233.0.3/32 dev nodelocaldns")
+			n.writeCorefile(t, n.resolv)
+			n.startCache(t)
+			n.notrack(t, "-D", "10.233.0.3")
+		})
 		n.requireHealthy(t, "with the cluster DNS IP on the interface")
 		if data, _ := os.ReadFile(state); !bytes.Contains(data, []byte("10.233.0.3/32")) {
 			t.Fatalf("baseline lacks the new address:\n%s", data)
