@@ -25,51 +25,64 @@ var dirs = []string{"/lib/netplan", "/etc/netplan", "/run/netplan"}
 // is returned then. No netplan directory at all: empty Config, no error.
 // Files over 1 MiB are refused. Load never writes.
 func Load(root string) (*Config, error) {
-	files, shadowed, err := find(root)
-	if err != nil {
-		return nil, err
-	}
-	docs := make([]Doc, 0, len(files))
-	for _, f := range files {
-		data, err := readFile(root, f)
-		if err != nil {
-			return nil, err
-		}
-		docs = append(docs, Doc{Path: f, Data: data})
-	}
-	cfg, err := Parse(docs)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Shadowed = shadowed
-	return cfg, nil
+	all, err, _, _ := LoadSplit(root, "")
+	return all, err
 }
 
 // LoadExcept is Load without one node path (nodedns's own file): what the rest of the node asks
 // for. A file of the same name in another directory that the skipped one shadows stays shadowed,
 // as netplan would still not read it.
 func LoadExcept(root, skip string) (*Config, error) {
+	_, _, others, err := LoadSplit(root, skip)
+	return others, err
+}
+
+// LoadSplit reads the netplan files once and merges them twice: all of them (what netplan will run
+// with) and all but skip (what the rest of the node asks for). Each merge has its own error, so a
+// broken skip file spoils only the first. With skip "" both are the same merge.
+func LoadSplit(root, skip string) (all *Config, allErr error, others *Config, othersErr error) {
 	files, shadowed, err := find(root)
 	if err != nil {
-		return nil, err
+		return nil, err, nil, err
 	}
 	docs := make([]Doc, 0, len(files))
+	var skipErr error
 	for _, f := range files {
-		if f == skip {
-			continue
-		}
 		data, err := readFile(root, f)
 		if err != nil {
-			return nil, err
+			if f != skip {
+				return nil, err, nil, err
+			}
+			skipErr = err
+			continue
 		}
 		docs = append(docs, Doc{Path: f, Data: data})
 	}
-	cfg, err := Parse(docs)
-	if err != nil {
-		return nil, err
+	var rest []Doc
+	for _, d := range docs {
+		if d.Path != skip {
+			rest = append(rest, d)
+		}
 	}
-	cfg.Shadowed = shadowed
-	return cfg, nil
+	others, othersErr = Parse(rest)
+	if othersErr == nil {
+		others.Shadowed = shadowed
+	} else {
+		others = nil
+	}
+	if skipErr != nil {
+		return nil, skipErr, others, othersErr
+	}
+	if skip == "" || len(rest) == len(docs) {
+		return others, othersErr, others, othersErr
+	}
+	all, allErr = Parse(docs)
+	if allErr == nil {
+		all.Shadowed = shadowed
+	} else {
+		all = nil
+	}
+	return all, allErr, others, othersErr
 }
 
 // find lists the files netplan would read, as node paths in merge order,

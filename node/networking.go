@@ -43,9 +43,8 @@ type Uplink struct {
 // readNetworking fills the netplan and networkd parts of the snapshot that the netplan integration
 // needs beyond Netplan: the configuration without nodedns's own file, that file, and the networkd
 // DHCP networks.
-func (s *Snapshot) readNetworking(st *files.Store, root string) {
+func (s *Snapshot) readNetworking(st *files.Store, root string, others *netplan.Config, err error) {
 	s.NetplanOwn = readManaged(st, netplan.NodednsFile)
-	others, err := netplan.LoadExcept(root, netplan.NodednsFile)
 	if err != nil {
 		if s.Netplan != nil {
 			// Only nodedns's own file is broken: the rest of the tree still decides.

@@ -185,12 +185,14 @@ func Observe(root string, cfg config.Config, now time.Time) *Snapshot {
 		s.problem(p.Path, 0, p.Err.Error())
 	}
 
-	if np, err := netplan.Load(root); err != nil {
+	// One read of the netplan tree, merged with and without nodedns's own file.
+	np, err, others, othersErr := netplan.LoadSplit(root, netplan.NodednsFile)
+	if err != nil {
 		s.problem("", 0, err.Error())
 	} else {
 		s.Netplan = np
 	}
-	s.readNetworking(st, root)
+	s.readNetworking(st, root, others, othersErr)
 
 	if _, err := os.Lstat(filepath.Join(root, DhclientConf)); err == nil {
 		s.DhclientConf = true
