@@ -65,7 +65,9 @@ func NewNetlinkReader() NetReader { return netlinkReader{h: &netlink.Handle{}} }
 // routes churn that fast is reported as unreadable rather than judged on a torn view.
 const dumpRetries = 5
 
-func retry[T any](what string, f func() (T, error)) (T, error) {
+// RetryDump runs a netlink dump again while the kernel reports it interrupted, as cilium's
+// safenetlink does, and wraps a final error with what.
+func RetryDump[T any](what string, f func() (T, error)) (T, error) {
 	var v T
 	var err error
 	for range dumpRetries {
@@ -98,7 +100,7 @@ func (r netlinkReader) Link(name string) (*Link, error) {
 	}
 	a := l.Attrs()
 	out := &Link{Name: a.Name, Index: a.Index, Type: l.Type(), AdminUp: a.Flags&net.FlagUp != 0, OperState: a.OperState.String()}
-	addrs, err := retry("list addresses of "+name, func() ([]netlink.Addr, error) { return r.h.AddrList(l, netlink.FAMILY_ALL) })
+	addrs, err := RetryDump("list addresses of "+name, func() ([]netlink.Addr, error) { return r.h.AddrList(l, netlink.FAMILY_ALL) })
 	if err != nil {
 		return out, err
 	}
@@ -112,7 +114,7 @@ func (r netlinkReader) Link(name string) (*Link, error) {
 
 func (r netlinkReader) LocalRoutes(family int) ([]Route, error) {
 	filter := &netlink.Route{Table: tableLocal}
-	rs, err := retry(fmt.Sprintf("list local routes (IPv%d)", family), func() ([]netlink.Route, error) {
+	rs, err := RetryDump(fmt.Sprintf("list local routes (IPv%d)", family), func() ([]netlink.Route, error) {
 		return r.h.RouteListFiltered(nlFamily(family), filter, netlink.RT_FILTER_TABLE)
 	})
 	if err != nil {
@@ -131,7 +133,7 @@ func (r netlinkReader) LocalRoutes(family int) ([]Route, error) {
 }
 
 func (r netlinkReader) Rules(family int) ([]Rule, error) {
-	rs, err := retry(fmt.Sprintf("list rules (IPv%d)", family), func() ([]netlink.Rule, error) { return r.h.RuleList(nlFamily(family)) })
+	rs, err := RetryDump(fmt.Sprintf("list rules (IPv%d)", family), func() ([]netlink.Rule, error) { return r.h.RuleList(nlFamily(family)) })
 	if err != nil {
 		return nil, err
 	}

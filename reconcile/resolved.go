@@ -257,6 +257,24 @@ func busyError(op, link string, err error) error {
 	return fmt.Errorf("%s on %s: %w", op, link, err)
 }
 
+// currentLink finds a link by name and reads its current settings from resolved, for a setter that
+// changes only what it must and records the original first.
+func (r *Resolved) currentLink(ctx context.Context, name, op string) (int, *systemd.Resolved, systemd.LinkInfo, error) {
+	idx, err := r.linkIndex(name)
+	if err != nil {
+		return 0, nil, systemd.LinkInfo{}, err
+	}
+	c, err := r.Client(ctx)
+	if err != nil {
+		return 0, nil, systemd.LinkInfo{}, err
+	}
+	li, err := c.Link(ctx, idx)
+	if err != nil {
+		return 0, nil, systemd.LinkInfo{}, busyError(op, name, err)
+	}
+	return idx, c, li, nil
+}
+
 func (r *Resolved) setLinkDNS(ctx context.Context, a policy.Action) error {
 	drop, err := dropList(a.Detail)
 	if err != nil {
@@ -270,17 +288,9 @@ func (r *Resolved) setLinkDNS(ctx context.Context, a policy.Action) error {
 		}
 		bad[ad.Unmap()] = true
 	}
-	idx, err := r.linkIndex(a.Target)
+	idx, c, li, err := r.currentLink(ctx, a.Target, "read DNS")
 	if err != nil {
 		return err
-	}
-	c, err := r.Client(ctx)
-	if err != nil {
-		return err
-	}
-	li, err := c.Link(ctx, idx)
-	if err != nil {
-		return busyError("read DNS", a.Target, err)
 	}
 	var keep []systemd.DNSServer
 	for _, sv := range li.DNS {
@@ -309,17 +319,9 @@ func (r *Resolved) setLinkDomains(ctx context.Context, a policy.Action) error {
 	for _, d := range drop {
 		bad[resolvconf.CanonicalDomain(d)] = true
 	}
-	idx, err := r.linkIndex(a.Target)
+	idx, c, li, err := r.currentLink(ctx, a.Target, "read domains")
 	if err != nil {
 		return err
-	}
-	c, err := r.Client(ctx)
-	if err != nil {
-		return err
-	}
-	li, err := c.Link(ctx, idx)
-	if err != nil {
-		return busyError("read domains", a.Target, err)
 	}
 	var keep []systemd.Domain
 	for _, d := range li.Domains {

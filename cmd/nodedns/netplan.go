@@ -18,6 +18,7 @@ import (
 	"github.com/nodedns/nodedns/netplan"
 	"github.com/nodedns/nodedns/node"
 	"github.com/nodedns/nodedns/policy"
+	"github.com/nodedns/nodedns/probes"
 	"github.com/nodedns/nodedns/reconcile"
 )
 
@@ -90,26 +91,12 @@ func (uplinkSource) Observe(_ context.Context, s *node.Snapshot) error {
 	return nil
 }
 
-// retryDump retries a netlink dump the kernel interrupted (the table changed during the dump), as
-// cilium's safenetlink does; the results of an interrupted dump may be incomplete.
-func retryDump[T any](f func() (T, error)) (T, error) {
-	var v T
-	var err error
-	for range 5 {
-		v, err = f()
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
-			return v, err
-		}
-	}
-	return v, err
-}
-
 func readUplink() (*node.Uplink, error) {
-	routes, err := retryDump(func() ([]netlink.Route, error) {
+	routes, err := probes.RetryDump("list routes", func() ([]netlink.Route, error) {
 		return netlink.RouteListFiltered(unix.AF_INET, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list routes: %w", err)
+		return nil, err
 	}
 	var def *netlink.Route
 	for i := range routes {
@@ -137,9 +124,9 @@ func readUplink() (*node.Uplink, error) {
 	if gw, ok := netip.AddrFromSlice(def.Gw); ok {
 		u.Gateway = gw.Unmap()
 	}
-	addrs, err := retryDump(func() ([]netlink.Addr, error) { return netlink.AddrList(link, unix.AF_INET) })
+	addrs, err := probes.RetryDump("addresses of "+u.IfName, func() ([]netlink.Addr, error) { return netlink.AddrList(link, unix.AF_INET) })
 	if err != nil {
-		return nil, fmt.Errorf("addresses of %s: %w", u.IfName, err)
+		return nil, err
 	}
 	for _, a := range addrs {
 		ip, ok := netip.AddrFromSlice(a.IP)
