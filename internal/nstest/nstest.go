@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -41,8 +42,11 @@ func Require(t testing.TB) {
 type Sandbox struct {
 	// Name is the network namespace's name (ip netns).
 	Name string
-	// PID is the process holding the mount and network namespaces.
+	// PID is the process holding the sandbox's namespaces, as this machine's PID namespace numbers
+	// it (with Options.PIDNamespace, the sandbox's init: PID 1 inside).
 	PID int
+	// Opts are the namespaces it was made with.
+	Opts Options
 
 	t      testing.TB
 	dir    string
@@ -55,11 +59,27 @@ type Sandbox struct {
 
 var seq atomic.Int64
 
-// New makes a sandbox and removes it (and everything running in it) when the test ends.
-func New(t testing.TB) *Sandbox {
+// Options selects namespaces beyond the network and mount ones every sandbox has.
+type Options struct {
+	// PIDNamespace gives the sandbox its own PID namespace with its own /proc (unshare -p -f
+	// --mount-proc): a process in it sees only the sandbox's processes. Tests of anything that scans
+	// /proc (pod network namespaces, NetworkManager's children) need it, or they would see this
+	// machine's processes. The sandbox's init is a shell loop that reaps orphans.
+	PIDNamespace bool
+	// UTSNamespace gives the sandbox its own hostname (unshare -u), so a component that sets the
+	// hostname (NetworkManager) cannot change this machine's.
+	UTSNamespace bool
+}
+
+// New makes a sandbox with a network and a private mount namespace, and removes it (and everything
+// running in it) when the test ends.
+func New(t testing.TB) *Sandbox { return NewWith(t, Options{}) }
+
+// NewWith makes a sandbox with the namespaces o asks for besides the network and mount ones.
+func NewWith(t testing.TB, o Options) *Sandbox {
 	t.Helper()
 	Require(t)
-	sb := &Sandbox{t: t, dir: t.TempDir(), Name: fmt.Sprintf("ndt%d-%d", os.Getpid(), seq.Add(1))}
+	sb := &Sandbox{t: t, dir: t.TempDir(), Name: fmt.Sprintf("ndt%d-%d", os.Getpid(), seq.Add(1)), Opts: o}
 	if out, err := exec.Command("ip", "netns", "add", sb.Name).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add %s: %v: %s", sb.Name, err, out)
 	}
@@ -83,7 +103,18 @@ func New(t testing.TB) *Sandbox {
 		": > " + shq(ready),
 		"exec sleep infinity",
 	}, "\n")
-	sb.holder = exec.Command("ip", "netns", "exec", sb.Name, "unshare", "-m", "--propagation", "private", "sh", "-c", script)
+	unshare := []string{"netns", "exec", sb.Name, "unshare", "-m"}
+	if o.UTSNamespace {
+		unshare = append(unshare, "-u")
+	}
+	if o.PIDNamespace {
+		// The shell is PID 1 of the new namespace: it must reap the orphans the components leave
+		// (a daemon's double fork), so it waits in a loop instead of exec'ing sleep.
+		unshare = append(unshare, "-p", "-f", "--mount-proc")
+		script = strings.Replace(script, "exec sleep infinity", "trap 'exit 0' TERM\nwhile :; do sleep 3600 & wait; done", 1)
+	}
+	unshare = append(unshare, "--propagation", "private", "sh", "-c", script)
+	sb.holder = exec.Command("ip", unshare...)
 	out := &strings.Builder{}
 	sb.holder.Stdout, sb.holder.Stderr = out, out
 	if err := sb.holder.Start(); err != nil {
@@ -107,7 +138,32 @@ func New(t testing.TB) *Sandbox {
 		}
 	}
 	sb.exited = exited
+	if o.PIDNamespace {
+		// unshare -f forks the namespace's init: its host PID is the holder's only child.
+		pid, err := childPID(sb.PID)
+		if err != nil {
+			t.Fatalf("sandbox %s: find its init: %v", sb.Name, err)
+		}
+		sb.PID = pid
+	}
 	return sb
+}
+
+// childPID returns the only child of pid (from /proc/PID/task/PID/children).
+func childPID(pid int) (int, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(data))
+	if len(f) != 1 {
+		return 0, fmt.Errorf("process %d has children %q, want one", pid, f)
+	}
+	var child int
+	if _, err := fmt.Sscan(f[0], &child); err != nil {
+		return 0, err
+	}
+	return child, nil
 }
 
 func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
@@ -128,6 +184,10 @@ func (sb *Sandbox) cleanup() {
 			_ = exec.Command("kill", "-9", f).Run()
 		}
 	}
+	if sb.Opts.PIDNamespace && sb.PID > 0 {
+		// Killing a PID namespace's init kills every process in it.
+		_ = syscall.Kill(sb.PID, syscall.SIGKILL)
+	}
 	if sb.holder != nil && sb.holder.Process != nil {
 		_ = sb.holder.Process.Kill()
 		if sb.exited != nil {
@@ -137,9 +197,17 @@ func (sb *Sandbox) cleanup() {
 	_ = exec.Command("ip", "netns", "del", sb.Name).Run()
 }
 
-// Cmd returns a command that runs inside the sandbox's mount and network namespaces.
+// Cmd returns a command that runs inside the sandbox's namespaces (mount and network, and PID and
+// UTS when the sandbox has them).
 func (sb *Sandbox) Cmd(ctx context.Context, name string, args ...string) *exec.Cmd {
-	full := append([]string{"-t", fmt.Sprint(sb.PID), "-m", "-n", "--", name}, args...)
+	full := []string{"-t", fmt.Sprint(sb.PID), "-m", "-n"}
+	if sb.Opts.UTSNamespace {
+		full = append(full, "-u")
+	}
+	if sb.Opts.PIDNamespace {
+		full = append(full, "-p") // nsenter forks, so the command is in the namespace
+	}
+	full = append(append(full, "--", name), args...)
 	return exec.CommandContext(ctx, "nsenter", full...)
 }
 

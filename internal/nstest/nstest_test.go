@@ -45,3 +45,29 @@ func TestSandbox(t *testing.T) {
 		t.Errorf("private bus did not answer: %s", out)
 	}
 }
+
+// TestSandboxPIDNamespace proves a sandbox with its own PID and UTS namespaces sees only its own
+// processes (so a scan of /proc cannot take this machine's processes for the node's), keeps its
+// hostname to itself, and reaps orphans.
+func TestSandboxPIDNamespace(t *testing.T) {
+	sb := NewWith(t, Options{PIDNamespace: true, UTSNamespace: true})
+	if got := strings.TrimSpace(sb.Run(t, "cat /proc/1/comm")); got != "sh" {
+		t.Errorf("the sandbox's PID 1 is %q, want its init shell", got)
+	}
+	if out := sb.Run(t, "ls /proc | grep -c '^[0-9]'"); strings.TrimSpace(out) == "" || len(strings.TrimSpace(out)) > 1 {
+		t.Errorf("the sandbox sees %s processes, want a handful", strings.TrimSpace(out))
+	}
+	host, _ := os.Hostname()
+	sb.Run(t, "hostname nstest-node")
+	if got, _ := os.Hostname(); got != host {
+		t.Fatalf("setting the sandbox's hostname changed this machine's: %q", got)
+	}
+	if got := strings.TrimSpace(sb.Run(t, "hostname")); got != "nstest-node" {
+		t.Errorf("sandbox hostname %q", got)
+	}
+	// An orphan (a double fork) that exits must not stay a zombie.
+	sb.Run(t, "sh -c 'sleep 0.1 &' ; sleep 0.5")
+	if out := sb.Run(t, "grep -l '^State:.*Z' /proc/[0-9]*/status || true"); strings.TrimSpace(out) != "" {
+		t.Errorf("zombies in the sandbox: %s", out)
+	}
+}
