@@ -12,13 +12,6 @@ import (
 	"github.com/nodedns/nodedns/node"
 )
 
-// Action kinds of the netplan integration. They are carried out only on the live node, and only
-// with config netplan.apply: true (or `nodedns netplan pin --apply`): never by surprise.
-const (
-	ActionNetplanApply     = "netplan-apply"
-	ActionNetworkctlReload = "networkctl-reload"
-)
-
 // NetworkdDropInHeader starts nodedns's .network drop-in.
 const NetworkdDropInHeader = "Managed by nodedns: systemd-networkd must not take search domains from DHCP (they reach every pod's search list)."
 
@@ -200,7 +193,7 @@ func passThrough(c *netplan.Config) string {
 // netplanApplied adds the action that makes a netplan change live, or says that none will run.
 func (p *Plan) netplanApplied(cfg config.Config, path string) {
 	if cfg.Netplan.Apply {
-		p.Actions = append(p.Actions, Action{Kind: ActionNetplanApply, Target: path, Reason: "netplan.apply is true: `netplan apply` makes the change live"})
+		p.Actions = append(p.Actions, NetplanApply{File: path, Reason: "netplan.apply is true: `netplan apply` makes the change live"})
 		return
 	}
 	p.Notes = append(p.Notes, fmt.Sprintf("%s changes but `netplan apply` is not run (netplan.apply is false): it takes effect at the next `netplan apply` or boot", path))
@@ -471,7 +464,7 @@ func (p *Plan) networkdDropIns(s *node.Snapshot, cfg config.Config, mode string)
 		return
 	}
 	if cfg.Netplan.Apply {
-		p.Actions = append(p.Actions, Action{Kind: ActionNetworkctlReload, Target: "systemd-networkd", Reason: "netplan.apply is true: `networkctl reload` makes the drop-ins live"})
+		p.Actions = append(p.Actions, NetworkctlReload{Reason: "netplan.apply is true: `networkctl reload` makes the drop-ins live"})
 	} else {
 		p.Notes = append(p.Notes, "networkd drop-ins change but `networkctl reload` is not run (netplan.apply is false): they take effect at the next reload or boot")
 	}

@@ -493,7 +493,7 @@ func TestNetworkdDropIn(t *testing.T) {
 		if diff := cmp.Diff([]string{"/etc/systemd/network/20-wired.network.d/nodedns.conf"}, paths); diff != "" {
 			t.Errorf("drop-ins (-want +got):\n%s", diff)
 		}
-		reload := slices.ContainsFunc(p.Actions, func(a Action) bool { return a.Kind == ActionNetworkctlReload })
+		reload := slices.ContainsFunc(p.Actions, func(a Action) bool { return a.Kind() == NetworkctlReload{}.Kind() })
 		if reload != apply {
 			t.Errorf("netplan.apply=%v: networkctl reload planned = %v", apply, reload)
 		}

@@ -36,14 +36,6 @@ type Change struct {
 	Reason string
 }
 
-// Action is a step that is not a file write: restarting resolved, a per-link setting over D-Bus.
-type Action struct {
-	Kind   string // "restart-resolved", "set-link-dns", "set-link-domains"
-	Target string // the unit or the link
-	Detail string
-	Reason string
-}
-
 // Blocked is a target nodedns cannot fix safely; it is left exactly as it is.
 type Blocked struct {
 	Target string
@@ -228,7 +220,7 @@ func (p *Plan) resolved(s *node.Snapshot) {
 		// no longer needed and would pin servers nobody configures.
 		p.Changes = append(p.Changes, Change{Path: node.ResolvedDropIn, Target: node.ResolvedDropIn, Op: OpRemove, Before: cur.Data,
 			Reason: "no resolved.conf file lists a loop address any more"})
-		p.Actions = append(p.Actions, Action{Kind: "restart-resolved", Target: "systemd-resolved.service", Reason: "reload resolved.conf.d (SIGHUP kills resolved 252)"})
+		p.Actions = append(p.Actions, RestartResolved{Reason: "reload resolved.conf.d (SIGHUP kills resolved 252)"})
 	case len(loops) > 0 && s.Resolved != nil && s.Resolved.Halted != nil:
 		// resolved 252 stops reading at a fatal error (a bad section header, an unreadable drop-in):
 		// a drop-in sorted after it would be ignored, so writing one would only look like a fix.
@@ -253,21 +245,19 @@ func (p *Plan) resolved(s *node.Snapshot) {
 		n := len(p.Changes)
 		p.write(node.ResolvedDropIn, node.ResolvedDropIn, before, after, 0o644, fmt.Sprintf("resolved's global DNS= lists %s", strings.Join(loops, " ")))
 		if len(p.Changes) > n {
-			p.Actions = append(p.Actions, Action{Kind: "restart-resolved", Target: "systemd-resolved.service", Reason: "reload resolved.conf.d (SIGHUP kills resolved 252)"})
+			p.Actions = append(p.Actions, RestartResolved{Reason: "reload resolved.conf.d (SIGHUP kills resolved 252)"})
 		}
 	}
 
 	p.resolvedStale(s)
 
 	for _, l := range s.Links {
-		name := l.IfName
-		if name == "" {
-			name = fmt.Sprintf("ifindex %d", l.IfIndex)
-		}
-		var badDNS []string
+		link := Link{Index: l.IfIndex, Name: l.IfName}
+		name := link.String()
+		var badDNS []netip.Addr
 		for _, a := range l.DNS {
 			if f.IsLoop(a, false) {
-				badDNS = append(badDNS, a.String())
+				badDNS = append(badDNS, a)
 			}
 		}
 		var badDom []string
@@ -282,15 +272,19 @@ func (p *Plan) resolved(s *node.Snapshot) {
 		if l.NetworkdManaged {
 			// resolved answers SetLink* on networkd links with LinkBusy: only networkd's own config
 			// (netplan's dhcp4-overrides, or a .network drop-in) can change them.
+			var bad []string
+			for _, a := range badDNS {
+				bad = append(bad, a.String())
+			}
 			p.Notes = append(p.Notes, fmt.Sprintf("link %s is managed by systemd-networkd (%s): its DHCP settings (%s) can only be switched off in netplan or networkd (dhcp4-overrides use-domains/use-dns: false)",
-				name, l.NetworkFile, strings.Join(append(badDNS, badDom...), " ")))
+				name, l.NetworkFile, strings.Join(append(bad, badDom...), " ")))
 			continue
 		}
 		if len(badDNS) > 0 {
-			p.Actions = append(p.Actions, Action{Kind: "set-link-dns", Target: name, Detail: "drop " + strings.Join(badDNS, " "), Reason: "per-link DNS lists a loop address"})
+			p.Actions = append(p.Actions, SetLinkDNS{Link: link, Drop: badDNS, Reason: "per-link DNS lists a loop address"})
 		}
 		if len(badDom) > 0 {
-			p.Actions = append(p.Actions, Action{Kind: "set-link-domains", Target: name, Detail: "drop " + strings.Join(badDom, " "), Reason: "per-link search domains from DHCP"})
+			p.Actions = append(p.Actions, SetLinkDomains{Link: link, Drop: badDom, Reason: "per-link search domains from DHCP"})
 		}
 	}
 }
@@ -300,7 +294,7 @@ func (p *Plan) resolved(s *node.Snapshot) {
 // nobody restarted resolved for. resolved reads its configuration only at start (SIGHUP kills
 // resolved 252), so without a restart the fix would never reach it.
 func (p *Plan) resolvedStale(s *node.Snapshot) {
-	if s.ResolvedLive == nil || s.Resolved == nil || slices.ContainsFunc(p.Actions, func(a Action) bool { return a.Kind == "restart-resolved" }) {
+	if s.ResolvedLive == nil || s.Resolved == nil || p.HasAction(RestartResolved{}.Kind()) {
 		return
 	}
 	for _, sv := range s.Resolved.DNS {
@@ -315,7 +309,7 @@ func (p *Plan) resolvedStale(s *node.Snapshot) {
 		}
 	}
 	if len(stale) > 0 {
-		p.Actions = append(p.Actions, Action{Kind: "restart-resolved", Target: "systemd-resolved.service",
+		p.Actions = append(p.Actions, RestartResolved{
 			Reason: fmt.Sprintf("resolved still runs with global DNS %s, which its configuration no longer lists: restart it to reload (SIGHUP kills resolved 252)", strings.Join(stale, " "))})
 	}
 }

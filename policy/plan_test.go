@@ -346,7 +346,7 @@ func TestResolvedDropIn(t *testing.T) {
 			if isBlocked != tc.blocked {
 				t.Errorf("blocked = %v, want %v", isBlocked, tc.blocked)
 			}
-			if tc.want != "" && !slices.ContainsFunc(p.Actions, func(a Action) bool { return a.Kind == "restart-resolved" }) {
+			if tc.want != "" && !slices.ContainsFunc(p.Actions, func(a Action) bool { return a.Kind() == "restart-resolved" }) {
 				t.Errorf("drop-in written without a resolved restart: %+v", p.Actions)
 			}
 		})

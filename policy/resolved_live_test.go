@@ -51,7 +51,7 @@ func TestResolvedStaleRestart(t *testing.T) {
 			p := Compute(s, config.Default())
 			n := 0
 			for _, a := range p.Actions {
-				if a.Kind == "restart-resolved" {
+				if a.Kind() == "restart-resolved" {
 					n++
 				}
 			}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nodedns/nodedns/hostnet"
 )
 
 // Live is the running node as the live checks see it: netlink, nf_tables and iptables-legacy, DNS
@@ -23,7 +25,7 @@ import (
 // boot.persistence judge the same interface, routes and rules that nodelocaldns.interface and
 // nodelocaldns.routes reported.
 type Live struct {
-	Net      NetReader
+	Net      hostnet.Reader
 	Firewall func(ctx context.Context) []Backend
 	DNS      Exchanger
 	// DNSPort is the port probes send to (53; tests run their servers elsewhere).
@@ -50,7 +52,7 @@ type Live struct {
 // NewLive returns the real node's live seams. timeout bounds every DNS query (config probes.timeout).
 func NewLive(timeout time.Duration, state StateStore) *Live {
 	return &Live{
-		Net:      NewNetlinkReader(),
+		Net:      hostnet.New(),
 		Firewall: ReadFirewall,
 		DNS:      DNSClient{Timeout: timeout},
 		DNSPort:  53,
@@ -94,10 +96,10 @@ func randomLabel() string {
 
 // netView is the nodelocaldns interface, the local-table routes and the policy rules, read once.
 type netView struct {
-	link    *Link
+	link    *hostnet.Link
 	linkErr error
-	routes  []Route
-	rules   []Rule
+	routes  []hostnet.Route
+	rules   []hostnet.Rule
 	err     error // routes or rules could not be read
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/hostnet"
 	"github.com/nodedns/nodedns/node"
 	"github.com/nodedns/nodedns/policy"
 	"github.com/nodedns/nodedns/resolvconf"
@@ -21,30 +22,32 @@ import (
 
 var cache = netip.MustParseAddr("169.254.25.10")
 
-func localRuleAt(prio int) Rule { return Rule{Family: 4, Priority: prio, Table: tableLocal} }
+func localRuleAt(prio int) hostnet.Rule {
+	return hostnet.Rule{Family: 4, Priority: prio, Table: hostnet.TableLocal}
+}
 
 func TestRuleBypasses(t *testing.T) {
-	main := Rule{Family: 4, Priority: 32766, Table: tableMain}
+	main := hostnet.Rule{Family: 4, Priority: 32766, Table: hostnet.TableMain}
 	tests := []struct {
 		name    string
-		rules   []Rule
+		rules   []hostnet.Rule
 		want    []int // priorities of the bypassing rules
 		noLocal bool
 	}{
-		{"default rules", []Rule{localRuleAt(0), main}, nil, false},
-		{"seed 004: vlan rules ahead of the moved local rule", []Rule{
+		{"default rules", []hostnet.Rule{localRuleAt(0), main}, nil, false},
+		{"seed 004: vlan rules ahead of the moved local rule", []hostnet.Rule{
 			{Family: 4, Priority: 10, Table: 102, IIF: "vlan.eth.2"},
 			{Family: 4, Priority: 10, Table: 102, IIF: "vlanc6461fc2633"},
 			localRuleAt(20),
-			{Family: 4, Priority: 512, Table: tableMain, Dst: netip.MustParsePrefix("10.0.42.112/32")},
+			{Family: 4, Priority: 512, Table: hostnet.TableMain, Dst: netip.MustParsePrefix("10.0.42.112/32")},
 			main,
 		}, []int{10, 10}, false},
-		{"seed 004 after the fix: same rules behind local", []Rule{localRuleAt(20), {Family: 4, Priority: 1536, Table: 101, Src: netip.MustParsePrefix("10.0.62.182/32")}, main}, nil, false},
-		{"fwmark rules ahead of local (Cilium) catch only marked packets", []Rule{{Family: 4, Priority: 9, Table: 2004, Mark: 0x200, Mask: 0xf00}, localRuleAt(100), main}, nil, false},
-		{"a rule for another destination", []Rule{{Family: 4, Priority: 5, Table: 7, Dst: netip.MustParsePrefix("10.0.0.0/8")}, localRuleAt(20)}, nil, false},
-		{"a rule for the link-local range", []Rule{{Family: 4, Priority: 5, Table: 7, Dst: netip.MustParsePrefix("169.254.0.0/16")}, localRuleAt(20)}, []int{5}, false},
-		{"IPv6 rules do not count for an IPv4 address", []Rule{{Family: 6, Priority: 1, Table: 7}, localRuleAt(0)}, nil, false},
-		{"no local rule", []Rule{main}, nil, true},
+		{"seed 004 after the fix: same rules behind local", []hostnet.Rule{localRuleAt(20), {Family: 4, Priority: 1536, Table: 101, Src: netip.MustParsePrefix("10.0.62.182/32")}, main}, nil, false},
+		{"fwmark rules ahead of local (Cilium) catch only marked packets", []hostnet.Rule{{Family: 4, Priority: 9, Table: 2004, Mark: 0x200, Mask: 0xf00}, localRuleAt(100), main}, nil, false},
+		{"a rule for another destination", []hostnet.Rule{{Family: 4, Priority: 5, Table: 7, Dst: netip.MustParsePrefix("10.0.0.0/8")}, localRuleAt(20)}, nil, false},
+		{"a rule for the link-local range", []hostnet.Rule{{Family: 4, Priority: 5, Table: 7, Dst: netip.MustParsePrefix("169.254.0.0/16")}, localRuleAt(20)}, []int{5}, false},
+		{"IPv6 rules do not count for an IPv4 address", []hostnet.Rule{{Family: 6, Priority: 1, Table: 7}, localRuleAt(0)}, nil, false},
+		{"no local rule", []hostnet.Rule{main}, nil, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,7 +64,7 @@ func TestRuleBypasses(t *testing.T) {
 			}
 		})
 	}
-	if got, want := ruleString(Rule{Family: 4, Priority: 10, Table: 102, IIF: "vlan.eth.2"}), "10: from all iif vlan.eth.2 lookup 102"; got != want {
+	if got, want := ruleString(hostnet.Rule{Family: 4, Priority: 10, Table: 102, IIF: "vlan.eth.2"}), "10: from all iif vlan.eth.2 lookup 102"; got != want {
 		t.Errorf("ruleString = %q, want %q", got, want)
 	}
 }
@@ -224,27 +227,28 @@ func FuzzParseBaseline(f *testing.F) {
 	})
 }
 
-// fakeNet is a NetReader for the unprivileged tests: netlink needs a network namespace of our own
+// fakeNet is a hostnet.Reader for the unprivileged tests: netlink needs a network namespace of our own
 // (the privileged tests in live_test.go read the real one).
 type fakeNet struct {
-	link   *Link
-	routes []Route
-	rules  []Rule
+	link   *hostnet.Link
+	routes []hostnet.Route
+	rules  []hostnet.Rule
 }
 
-func (f fakeNet) Link(string) (*Link, error) { return f.link, nil }
-func (f fakeNet) LocalRoutes(fam int) ([]Route, error) {
+func (f fakeNet) Link(string) (*hostnet.Link, error) { return f.link, nil }
+func (f fakeNet) LocalRoutes(fam int) ([]hostnet.Route, error) {
 	if fam == 6 {
 		return nil, nil
 	}
 	return f.routes, nil
 }
-func (f fakeNet) Rules(fam int) ([]Rule, error) {
+func (f fakeNet) Rules(fam int) ([]hostnet.Rule, error) {
 	if fam == 6 {
 		return nil, nil
 	}
 	return f.rules, nil
 }
+func (f fakeNet) Uplink() (*hostnet.Uplink, error) { return nil, nil }
 
 type memState struct{ data []byte }
 
@@ -294,9 +298,9 @@ func testEnv(t *testing.T, h dns.HandlerFunc, search string) (*Env, *memState) {
 	st := &memState{}
 	host := &Live{
 		Net: fakeNet{
-			link:   &Link{Name: "nodelocaldns", Index: 7, Type: "bridge", OperState: "unknown", Addrs: []netip.Prefix{netip.MustParsePrefix("169.254.25.10/32")}},
-			routes: []Route{{Dst: netip.MustParsePrefix("169.254.25.10/32"), LinkIndex: 7}},
-			rules:  []Rule{localRuleAt(0)},
+			link:   &hostnet.Link{Name: "nodelocaldns", Index: 7, Type: "bridge", OperState: "unknown", Addrs: []netip.Prefix{netip.MustParsePrefix("169.254.25.10/32")}},
+			routes: []hostnet.Route{{Dst: netip.MustParsePrefix("169.254.25.10/32"), LinkIndex: 7}},
+			rules:  []hostnet.Rule{localRuleAt(0)},
 		},
 		Firewall: func(context.Context) []Backend { return nil },
 		DNS:      redirect{dnsServer(t, h)},
@@ -393,7 +397,7 @@ func TestBaseline(t *testing.T) {
 		e2.Host.State = st
 		e2.Host.BootID = func() (string, error) { return "boot-2", nil }
 		e2.Host.Uptime = func() (time.Duration, error) { return up, nil }
-		e2.Host.Net = fakeNet{link: &Link{Name: "nodelocaldns", Index: 3, Type: "bridge"}}
+		e2.Host.Net = fakeNet{link: &hostnet.Link{Name: "nodelocaldns", Index: 3, Type: "bridge"}}
 		return e2
 	}
 	got := reboot(time.Hour).checkBaseline(ctx)

@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/nodedns/nodedns/hostnet"
 )
 
 type nodelocalRoutes struct{}
 
 func (nodelocalRoutes) ID() string { return "nodelocaldns.routes" }
 
-func hasLocalRoute(rs []Route, a netip.Addr) bool {
+func hasLocalRoute(rs []hostnet.Route, a netip.Addr) bool {
 	for _, r := range rs {
 		if r.Dst.Contains(a) {
 			return true
@@ -21,7 +23,7 @@ func hasLocalRoute(rs []Route, a netip.Addr) bool {
 }
 
 // ruleString renders a rule as `ip rule` prints it.
-func ruleString(r Rule) string {
+func ruleString(r hostnet.Rule) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d: ", r.Priority)
 	if r.Invert {
@@ -48,9 +50,9 @@ func ruleString(r Rule) string {
 	switch {
 	case r.Goto > 0:
 		fmt.Fprintf(&b, " goto %d", r.Goto)
-	case r.Table == tableLocal:
+	case r.Table == hostnet.TableLocal:
 		b.WriteString(" lookup local")
-	case r.Table == tableMain:
+	case r.Table == hostnet.TableMain:
 		b.WriteString(" lookup main")
 	case r.Table == 0:
 		b.WriteString(" (no lookup: blackhole, unreachable or prohibit)")
@@ -62,9 +64,9 @@ func ruleString(r Rule) string {
 
 // localRule returns the index of the first plain `lookup local` rule of a family, or -1. The kernel
 // walks rules in the order it dumps them (by priority), so everything before it is consulted first.
-func localRule(rules []Rule, family int) int {
+func localRule(rules []hostnet.Rule, family int) int {
 	for i, r := range rules {
-		if r.Family == family && r.Table == tableLocal && r.Goto == 0 && !r.Src.IsValid() && !r.Dst.IsValid() && r.Mask == 0 && r.IIF == "" && r.OIF == "" && !r.Invert {
+		if r.Family == family && r.Table == hostnet.TableLocal && r.Goto == 0 && !r.Src.IsValid() && !r.Dst.IsValid() && r.Mask == 0 && r.IIF == "" && r.OIF == "" && !r.Invert {
 			return i
 		}
 	}
@@ -75,14 +77,14 @@ func localRule(rules []Rule, family int) int {
 // all iif vlan.eth.2 lookup 102` at priority 10, so pods behind that VLAN never reach the local route).
 type Bypass struct {
 	Addr netip.Addr
-	Rule Rule
+	Rule hostnet.Rule
 }
 
 // RuleBypasses finds, for each address, the rules consulted before `lookup local` that can catch
 // packets to it. Rules with a fwmark selector are left out: they catch only packets something marked
 // on purpose (Cilium's proxy and WireGuard rules sit there on every Cilium node). A family without a
 // plain local rule has every address bypassed (noLocal).
-func RuleBypasses(rules []Rule, addrs []netip.Addr) (out []Bypass, noLocal []netip.Addr) {
+func RuleBypasses(rules []hostnet.Rule, addrs []netip.Addr) (out []Bypass, noLocal []netip.Addr) {
 	for _, a := range addrs {
 		fam := 4
 		if a.Is6() {
@@ -94,7 +96,7 @@ func RuleBypasses(rules []Rule, addrs []netip.Addr) (out []Bypass, noLocal []net
 			continue
 		}
 		for _, r := range rules[:li] {
-			if r.Family != fam || r.Mask != 0 || r.Table == tableLocal && r.Goto == 0 {
+			if r.Family != fam || r.Mask != 0 || r.Table == hostnet.TableLocal && r.Goto == 0 {
 				continue
 			}
 			if r.Dst.IsValid() && !r.Dst.Contains(a) && !r.Invert {

@@ -25,9 +25,10 @@ type Source interface {
 }
 
 // Actor carries out plan actions that are not file writes (restarting resolved, per-link settings
-// over D-Bus). Actions no actor handles stay pending.
+// over D-Bus). It switches on the action's type (policy's action kinds are typed). Actions no actor
+// handles stay pending; the edges tests make sure every kind policy can emit has an actor.
 type Actor interface {
-	Handles(kind string) bool
+	Handles(a policy.Action) bool
 	Do(ctx context.Context, a policy.Action) error
 }
 
@@ -172,21 +173,21 @@ actions:
 	for _, a := range p.Actions {
 		if n.Live() {
 			for _, ac := range n.Actors {
-				if !ac.Handles(a.Kind) {
+				if !ac.Handles(a) {
 					continue
 				}
 				if err := ac.Do(ctx, a); err != nil {
-					o.Errors = append(o.Errors, fmt.Errorf("%s %s: %w", a.Kind, a.Target, err))
-					n.log().Error("action failed", "kind", a.Kind, "target", a.Target, "err", err)
+					o.Errors = append(o.Errors, fmt.Errorf("%s %s: %w", a.Kind(), a.Target(), err))
+					n.log().Error("action failed", "kind", a.Kind(), "target", a.Target(), "err", err)
 				} else {
 					o.Done = append(o.Done, a)
-					n.log().Info("action done", "kind", a.Kind, "target", a.Target, "detail", a.Detail, "reason", a.Reason)
+					n.log().Info("action done", "kind", a.Kind(), "target", a.Target(), "detail", a.Detail(), "reason", a.Why())
 				}
 				continue actions
 			}
 		}
 		o.Pending = append(o.Pending, a)
-		n.log().Info("action pending", "kind", a.Kind, "target", a.Target, "detail", a.Detail, "reason", a.Reason)
+		n.log().Info("action pending", "kind", a.Kind(), "target", a.Target(), "detail", a.Detail(), "reason", a.Why())
 	}
 	for _, b := range p.Blocked {
 		n.log().Warn("blocked", "target", b.Target, "reason", b.Reason)

@@ -59,13 +59,15 @@ func runCheck(ctx context.Context, g *globals, o checkOptions) error {
 	deadline := time.Now().Add(o.wait)
 	var rep probes.Report
 	for {
-		n := g.node()
+		e := g.edges()
+		n := e.Node
 		s, p := n.Observe(ctx)
 		env := &probes.Env{Snapshot: s, Config: g.cfg, Plan: p, Live: n.Live()}
 		if n.Live() {
 			env.Host = probes.NewLive(g.cfg.Probes.Timeout, probes.FileState{Store: &files.Store{Root: "/", FS: files.OS(), StateDir: config.StateDir}})
 		}
 		rep = probes.Run(ctx, env, probes.All())
+		_ = e.Close()
 		// The reboot baseline is recorded only from a passing check (probes.SaveBaseline).
 		if err := probes.SaveBaseline(ctx, env, rep); err != nil {
 			g.log.Warn("reboot baseline not saved", "path", probes.StatePath, "err", err)

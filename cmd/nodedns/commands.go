@@ -20,9 +20,17 @@ var version = "dev"
 // planJSON is the JSON shape of `nodedns plan -o json`.
 type planJSON struct {
 	Changes []changeJSON     `json:"changes"`
-	Actions []policy.Action  `json:"actions"`
+	Actions []actionJSON     `json:"actions"`
 	Blocked []policy.Blocked `json:"blocked"`
 	Notes   []string         `json:"notes"`
+}
+
+// actionJSON is one action of the plan, as people read it in the text output.
+type actionJSON struct {
+	Kind   string `json:"Kind"`
+	Target string `json:"Target"`
+	Detail string `json:"Detail"`
+	Reason string `json:"Reason"`
 }
 
 type changeJSON struct {
@@ -64,11 +72,13 @@ Exit codes: 0 (1 if something is blocked). With --detailed-exitcode: 0 nothing t
 			if output != "text" && output != "json" {
 				return &exitError{1, fmt.Errorf("-o %q: want text or json", output)}
 			}
-			_, p := g.node().Observe(cmd.Context())
+			e := g.edges()
+			defer e.Close()
+			_, p := e.Node.Observe(cmd.Context())
 			if output == "json" {
-				out := planJSON{Changes: []changeJSON{}, Actions: p.Actions, Blocked: p.Blocked, Notes: p.Notes}
-				if out.Actions == nil {
-					out.Actions = []policy.Action{}
+				out := planJSON{Changes: []changeJSON{}, Actions: []actionJSON{}, Blocked: p.Blocked, Notes: p.Notes}
+				for _, a := range p.Actions {
+					out.Actions = append(out.Actions, actionJSON{Kind: a.Kind(), Target: a.Target(), Detail: a.Detail(), Reason: a.Why()})
 				}
 				if out.Blocked == nil {
 					out.Blocked = []policy.Blocked{}
@@ -118,11 +128,11 @@ func writePlanText(w io.Writer, p policy.Plan) {
 		fmt.Fprint(w, unifiedDiff(c))
 	}
 	for _, a := range p.Actions {
-		line := fmt.Sprintf("# action %s %s", a.Kind, a.Target)
-		if a.Detail != "" {
-			line += ": " + a.Detail
+		line := fmt.Sprintf("# action %s %s", a.Kind(), a.Target())
+		if d := a.Detail(); d != "" {
+			line += ": " + d
 		}
-		fmt.Fprintf(w, "%s (%s)\n", line, a.Reason)
+		fmt.Fprintf(w, "%s (%s)\n", line, a.Why())
 	}
 	for _, b := range p.Blocked {
 		fmt.Fprintf(w, "# blocked %s: %s\n", b.Target, b.Reason)
@@ -147,7 +157,9 @@ and reported; apply then exits 1 after making every other safe change.`,
   nodedns --root /tmp/node-copy apply && nodedns --root /tmp/node-copy plan   # second plan is empty`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			n := g.node()
+			e := g.edges()
+			defer e.Close()
+			n := e.Node
 			_, p := n.Observe(cmd.Context())
 			o := n.Apply(cmd.Context(), p)
 			for _, w := range o.Written {
@@ -161,7 +173,7 @@ and reported; apply then exits 1 after making every other safe change.`,
 				if !n.Live() {
 					why = "not carried out under --root"
 				}
-				fmt.Fprintf(g.stdout, "pending %s %s %s (%s)\n", a.Kind, a.Target, a.Detail, why)
+				fmt.Fprintf(g.stdout, "pending %s %s %s (%s)\n", a.Kind(), a.Target(), a.Detail(), why)
 			}
 			for _, b := range o.Blocked {
 				fmt.Fprintf(g.stdout, "blocked %s: %s\n", b.Target, b.Reason)
@@ -195,7 +207,9 @@ nothing.`,
 		Example: `  nodedns restore`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := g.node().RestoreContext(cmd.Context())
+			e := g.edges()
+			defer e.Close()
+			res, err := e.Node.RestoreContext(cmd.Context())
 			for _, r := range res {
 				line := r.Action + " " + r.Path
 				if r.Reason != "" {

@@ -4,140 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
-	"os/exec"
 	"strings"
-	"time"
 
 	"github.com/aymanbagabas/go-udiff"
 	"github.com/spf13/cobra"
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/nodedns/nodedns/config"
 	"github.com/nodedns/nodedns/netplan"
-	"github.com/nodedns/nodedns/node"
 	"github.com/nodedns/nodedns/policy"
-	"github.com/nodedns/nodedns/probes"
-	"github.com/nodedns/nodedns/reconcile"
 )
-
-// The netplan integration: netplan's own `netplan generate` judges every netplan file nodedns
-// would keep (everywhere, --root included); `netplan apply` and `networkctl reload` run only on the
-// live node and only when asked; netlink tells the pin which interface carries the default route.
-func init() {
-	validatorFactories = append(validatorFactories, func(*globals) reconcile.Validator {
-		return netplanValidator{}
-	})
-	actorFactories = append(actorFactories, func(*globals) reconcile.Actor { return commandActor{} })
-	sourceFactories = append(sourceFactories, func(*globals) reconcile.Source { return uplinkSource{} })
-}
-
-// netplanValidator runs `netplan generate --root-dir` on a copy of the node's netplan files with
-// the planned file in place. A rejection keeps the change from being written and carries netplan's
-// own file:line:col message.
-type netplanValidator struct{ runner netplan.Runner }
-
-func (v netplanValidator) Validate(ctx context.Context, root string, c policy.Change) error {
-	if c.Path != netplan.NodednsFile {
-		return nil
-	}
-	var data []byte
-	if c.Op == policy.OpWrite {
-		data = c.After
-	}
-	if err := v.runner.Validate(ctx, root, c.Path, data); err != nil {
-		return fmt.Errorf("validate %s: %w", c.Path, err)
-	}
-	return nil
-}
-
-// commandActor runs the commands that make a netplan or networkd change live.
-type commandActor struct{}
-
-// actorTimeout bounds `netplan apply`, which restarts networkd and waits for udev.
-const actorTimeout = 2 * time.Minute
-
-func (commandActor) Handles(kind string) bool {
-	return kind == policy.ActionNetplanApply || kind == policy.ActionNetworkctlReload
-}
-
-func (commandActor) Do(ctx context.Context, a policy.Action) error {
-	argv := []string{"netplan", "apply"}
-	if a.Kind == policy.ActionNetworkctlReload {
-		argv = []string{"networkctl", "reload"}
-	}
-	ctx, cancel := context.WithTimeout(ctx, actorTimeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
-// uplinkSource reads the default-route interface and its IPv4 addresses over netlink, so a pin
-// takes the addressing the node really has (a lease file can be stale).
-type uplinkSource struct{}
-
-func (uplinkSource) Name() string { return "netlink uplink" }
-
-func (uplinkSource) Observe(_ context.Context, s *node.Snapshot) error {
-	u, err := readUplink()
-	if err != nil {
-		return err
-	}
-	s.Uplink = u
-	return nil
-}
-
-func readUplink() (*node.Uplink, error) {
-	routes, err := probes.RetryDump("list routes", func() ([]netlink.Route, error) {
-		return netlink.RouteListFiltered(unix.AF_INET, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
-	})
-	if err != nil {
-		return nil, err
-	}
-	var def *netlink.Route
-	for i := range routes {
-		r := &routes[i]
-		if r.Dst != nil && r.Dst.IP != nil {
-			if ones, _ := r.Dst.Mask.Size(); ones != 0 {
-				continue
-			}
-		}
-		if r.LinkIndex == 0 {
-			continue
-		}
-		if def == nil || r.Priority < def.Priority {
-			def = r
-		}
-	}
-	if def == nil {
-		return nil, nil // no IPv4 default route: nothing to pin
-	}
-	link, err := netlink.LinkByIndex(def.LinkIndex)
-	if err != nil {
-		return nil, fmt.Errorf("link %d of the default route: %w", def.LinkIndex, err)
-	}
-	u := &node.Uplink{IfName: link.Attrs().Name, IfIndex: def.LinkIndex}
-	if gw, ok := netip.AddrFromSlice(def.Gw); ok {
-		u.Gateway = gw.Unmap()
-	}
-	addrs, err := probes.RetryDump("addresses of "+u.IfName, func() ([]netlink.Addr, error) { return netlink.AddrList(link, unix.AF_INET) })
-	if err != nil {
-		return nil, err
-	}
-	for _, a := range addrs {
-		ip, ok := netip.AddrFromSlice(a.IP)
-		if !ok {
-			continue
-		}
-		ones, _ := a.Mask.Size()
-		u.Addrs = append(u.Addrs, netip.PrefixFrom(ip.Unmap(), ones))
-	}
-	return u, nil
-}
 
 func newNetplanCmd(g *globals) *cobra.Command {
 	nc := &cobra.Command{Use: "netplan", Short: "netplan integration", Args: cobra.NoArgs}
@@ -172,7 +47,9 @@ bond or bridge member, or the lease disagrees with the live link. The file is va
 func runPin(ctx context.Context, g *globals, dryRun, apply bool) error {
 	g.cfg.Netplan.Mode = config.NetplanPin
 	g.cfg.Netplan.Apply = g.cfg.Netplan.Apply || apply
-	n := g.node()
+	e := g.edges()
+	defer e.Close()
+	n := e.Node
 	_, p := n.Observe(ctx)
 
 	var blocked []policy.Blocked
@@ -216,7 +93,7 @@ func runPin(ctx context.Context, g *globals, dryRun, apply bool) error {
 
 	only := policy.Plan{Facts: p.Facts, Changes: []policy.Change{*change}}
 	for _, a := range p.Actions {
-		if a.Kind == policy.ActionNetplanApply {
+		if _, ok := a.(policy.NetplanApply); ok {
 			only.Actions = append(only.Actions, a)
 		}
 	}
@@ -225,10 +102,10 @@ func runPin(ctx context.Context, g *globals, dryRun, apply bool) error {
 		fmt.Fprintf(g.stdout, "wrote %s\n", w.Path)
 	}
 	for _, a := range o.Done {
-		fmt.Fprintf(g.stdout, "ran %s\n", a.Kind)
+		fmt.Fprintf(g.stdout, "ran %s\n", a.Kind())
 	}
 	for _, a := range o.Pending {
-		fmt.Fprintf(g.stdout, "pending %s (not carried out under --root)\n", a.Kind)
+		fmt.Fprintf(g.stdout, "pending %s (not carried out under --root)\n", a.Kind())
 	}
 	if len(only.Actions) == 0 {
 		fmt.Fprintln(g.stdout, "netplan apply not run: the pin takes effect at the next `netplan apply` or boot (use --apply)")

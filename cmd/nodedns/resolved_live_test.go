@@ -14,6 +14,7 @@ import (
 	"github.com/nodedns/nodedns/internal/nstest"
 	"github.com/nodedns/nodedns/probes"
 	"github.com/nodedns/nodedns/systemd"
+	"github.com/nodedns/nodedns/systemd/bus"
 )
 
 // TestSeed001RealResolved is incident 001 on a real systemd-resolved 252 in a sandbox: kubespray's
@@ -38,7 +39,7 @@ func TestSeed001RealResolved(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := systemd.DialResolved(ctx, systemd.ResolvedOptions{Address: sb.BusAddress()})
+	c, err := bus.DialResolved(ctx, bus.ResolvedOptions{Address: sb.BusAddress()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/edges"
 )
 
 // globals are the flags every command shares.
@@ -161,6 +162,9 @@ func readConfigFile(path string) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// edges builds this run's node with its integrations (edges.New); the caller closes it.
+func (g *globals) edges() *edges.Edges { return edges.New(g.root, g.cfg, g.log) }
 
 func rootOr(r string) string {
 	if r == "" {

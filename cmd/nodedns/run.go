@@ -5,8 +5,6 @@ import (
 	"errors"
 	"os"
 	"os/signal"
-	"reflect"
-	"slices"
 	"syscall"
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
@@ -15,12 +13,6 @@ import (
 	"github.com/nodedns/nodedns/config"
 	"github.com/nodedns/nodedns/reconcile"
 )
-
-// eventSourceFactories are live change notices the daemon reacts to besides inotify (the resolved
-// D-Bus client's signals). Integrations register them from an init() in a file of their own, like the
-// factories in live.go. A registered Source or Actor that also implements reconcile.EventSource is
-// used as one without registering it here. Live only: under --root none is used.
-var eventSourceFactories []func(g *globals) reconcile.EventSource
 
 func newRunCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
@@ -55,8 +47,13 @@ With --root DIR it watches and writes only files under DIR (how tests and benchm
 func runDaemon(cmd *cobra.Command, g *globals) error {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	n := g.node()
-	defer closeLive(g, n)
+	e := g.edges()
+	n := e.Node
+	defer func() {
+		if err := e.Close(); err != nil {
+			g.log.Warn("closing a live connection failed", "err", err)
+		}
+	}()
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
@@ -84,7 +81,7 @@ func runDaemon(cmd *cobra.Command, g *globals) error {
 
 	d := &reconcile.Daemon{
 		Node:    n,
-		Events:  eventSources(g, n),
+		Events:  e.Events,
 		Reloads: reloads,
 		Reload: func() (config.Config, error) {
 			if err := g.load(cmd); err != nil {
@@ -110,40 +107,4 @@ func runDaemon(cmd *cobra.Command, g *globals) error {
 		return &exitError{1, err}
 	}
 	return nil
-}
-
-// eventSources collects the live event sources: the registered ones, and every Source or Actor that
-// also emits events. Under --root there are none (no D-Bus).
-func eventSources(g *globals, n *reconcile.Node) []reconcile.EventSource {
-	if !n.Live() {
-		return nil
-	}
-	var out []reconcile.EventSource
-	var seen []any
-	add := func(x any) {
-		es, ok := x.(reconcile.EventSource)
-		if !ok {
-			return
-		}
-		// One client registered as Source, Actor and EventSource is one source of events.
-		if t := reflect.TypeOf(x); t.Comparable() {
-			if slices.Contains(seen, x) {
-				return
-			}
-			seen = append(seen, x)
-		}
-		out = append(out, es)
-	}
-	for _, f := range eventSourceFactories {
-		if es := f(g); es != nil {
-			add(es)
-		}
-	}
-	for _, s := range n.Sources {
-		add(s)
-	}
-	for _, a := range n.Actors {
-		add(a)
-	}
-	return out
 }

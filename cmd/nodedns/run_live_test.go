@@ -17,6 +17,7 @@ import (
 	"github.com/nodedns/nodedns/internal/nstest"
 	"github.com/nodedns/nodedns/resolvconf"
 	"github.com/nodedns/nodedns/systemd"
+	"github.com/nodedns/nodedns/systemd/bus"
 )
 
 // These tests run the real binary as `nodedns run` on a live node: inside an nstest sandbox, with a
@@ -148,7 +149,7 @@ func TestRunLiveUnderFire(t *testing.T) {
 	sb := nstest.New(t)
 	sb.Isolate(t)
 	seed001Node(t, sb, "ndf1")
-	bus := sb.SystemBus(t)
+	sysbus := sb.SystemBus(t)
 	res := sb.StartResolved(t)
 	cfg := sb.Dir() + "/config.yaml"
 	must(t, os.WriteFile(cfg, []byte("resolved:\n  restartCommand: ["+strconv.Quote(res.RestartScript)+"]\nnetplan:\n  mode: \"off\"\n"), 0o644))
@@ -158,7 +159,7 @@ func TestRunLiveUnderFire(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// The test's own client plays the pusher and the observer; it reconnects by itself.
-	c, err := systemd.DialResolved(ctx, systemd.ResolvedOptions{Address: sb.BusAddress(), MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+	c, err := bus.DialResolved(ctx, bus.ResolvedOptions{Address: sb.BusAddress(), MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
 	must(t, err)
 	defer c.Close()
 	push := func() {
@@ -249,9 +250,9 @@ func TestRunLiveUnderFire(t *testing.T) {
 	for i := range 2 {
 		t0 := time.Now()
 		// Only this sandbox's dbus-daemon, by its process: the sandbox shares the host's PID namespace.
-		must(t, bus.Process.Kill())
-		_ = bus.Wait()
-		bus = sb.SystemBus(t)
+		must(t, sysbus.Process.Kill())
+		_ = sysbus.Wait()
+		sysbus = sb.SystemBus(t)
 		res.Restart(t)
 		push()
 		t1 := time.Now()

@@ -1,4 +1,4 @@
-package systemd
+package bus
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/nodedns/nodedns/systemd"
 )
 
 // systemdPrivateSocket is PID 1's private D-Bus socket: it answers even while dbus-daemon is down,
@@ -46,7 +47,7 @@ func (r *Restarter) Restart(ctx context.Context) error {
 	defer cancel()
 	unit := r.Unit
 	if unit == "" {
-		unit = ResolvedUnit
+		unit = systemd.ResolvedUnit
 	}
 	old := ""
 	if r.Client != nil {

@@ -1,9 +1,9 @@
-package reconcile
+package edges
 
 import (
 	"strings"
 
-	"github.com/nodedns/nodedns/systemd"
+	"github.com/nodedns/nodedns/systemd/bus"
 )
 
 // Events implements EventSource: the change notices of the shared D-Bus client, for Daemon.Run. The
@@ -43,7 +43,7 @@ func (r *Resolved) noticesLocked() chan string {
 }
 
 // forward turns one client's events into notices until the client is closed (its channel closes).
-func (r *Resolved) forward(events <-chan systemd.Event, out chan<- string) {
+func (r *Resolved) forward(events <-chan bus.Event, out chan<- string) {
 	for e := range events {
 		what := ResolvedNotice(e)
 		r.logEvent(e, what)
@@ -59,13 +59,13 @@ func (r *Resolved) forward(events <-chan systemd.Event, out chan<- string) {
 
 // ResolvedNotice is the daemon's notice for a resolved client event: "" when the event needs no
 // pass (see Events).
-func ResolvedNotice(e systemd.Event) string {
+func ResolvedNotice(e bus.Event) string {
 	switch e.Kind {
-	case systemd.EventResolvedStarted:
+	case bus.EventResolvedStarted:
 		return "systemd-resolved started (NameOwnerChanged)"
-	case systemd.EventBusReconnected:
+	case bus.EventBusReconnected:
 		return "system bus reconnected"
-	case systemd.EventPropertiesChanged:
+	case bus.EventPropertiesChanged:
 		var relevant []string
 		for _, p := range e.Properties {
 			if p != "CurrentDNSServer" && p != "CurrentDNSServerEx" {
@@ -84,18 +84,18 @@ func ResolvedNotice(e systemd.Event) string {
 	return ""
 }
 
-func (r *Resolved) logEvent(e systemd.Event, what string) {
+func (r *Resolved) logEvent(e bus.Event, what string) {
 	log := r.log()
 	switch e.Kind {
-	case systemd.EventResolvedStarted:
+	case bus.EventResolvedStarted:
 		log.Info("systemd-resolved is on the bus: re-reading it and re-applying", "owner", e.Owner)
-	case systemd.EventResolvedStopped:
+	case bus.EventResolvedStopped:
 		log.Info("systemd-resolved left the bus: waiting for it to come back")
-	case systemd.EventBusLost:
+	case bus.EventBusLost:
 		log.Warn("system bus connection lost: reconnecting with backoff", "err", e.Err)
-	case systemd.EventBusReconnected:
+	case bus.EventBusReconnected:
 		log.Info("system bus reconnected: re-reading systemd-resolved and re-applying")
-	case systemd.EventPropertiesChanged:
+	case bus.EventPropertiesChanged:
 		log.Debug("systemd-resolved PropertiesChanged", "path", e.Path, "properties", strings.Join(e.Properties, ","), "reconcile", what != "")
 	}
 }

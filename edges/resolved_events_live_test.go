@@ -1,4 +1,4 @@
-package reconcile
+package edges
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/nodedns/nodedns/internal/nstest"
-	"github.com/nodedns/nodedns/systemd"
+	"github.com/nodedns/nodedns/systemd/bus"
 )
 
 // TestResolvedEventsLive runs the glue between the D-Bus client and the daemon against a real
@@ -21,11 +21,11 @@ func TestResolvedEventsLive(t *testing.T) {
 	nstest.ResolvedDir(t)
 	sb := nstest.New(t)
 	sb.Isolate(t)
-	bus := sb.SystemBus(t)
+	sysbus := sb.SystemBus(t)
 	res := sb.StartResolved(t)
 
 	before := runtime.NumGoroutine()
-	r := &Resolved{Options: systemd.ResolvedOptions{Address: sb.BusAddress(), MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}}
+	r := &Resolved{Options: bus.ResolvedOptions{Address: sb.BusAddress(), MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}}
 	notices := r.Events()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -53,11 +53,11 @@ func TestResolvedEventsLive(t *testing.T) {
 		wait("systemd-resolved started")
 
 		// Only this sandbox's dbus-daemon, by its process: the sandbox shares the host's PID namespace.
-		if err := bus.Process.Kill(); err != nil {
+		if err := sysbus.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}
-		_ = bus.Wait()
-		bus = sb.SystemBus(t)
+		_ = sysbus.Wait()
+		sysbus = sb.SystemBus(t)
 		wait("system bus reconnected")
 		res.Restart(t)
 		wait("systemd-resolved started")

@@ -1,7 +1,9 @@
-package reconcile
+package edges
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -12,7 +14,9 @@ import (
 
 	"github.com/nodedns/nodedns/files"
 	"github.com/nodedns/nodedns/node"
+	"github.com/nodedns/nodedns/policy"
 	"github.com/nodedns/nodedns/systemd"
+	"github.com/nodedns/nodedns/systemd/bus"
 )
 
 var addrCmp = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
@@ -44,28 +48,128 @@ func TestMergeLiveLinks(t *testing.T) {
 	}
 }
 
-func TestDropList(t *testing.T) {
-	got, err := dropList("drop 169.254.25.10 10.96.0.10")
-	if err != nil || !cmp.Equal(got, []string{"169.254.25.10", "10.96.0.10"}) {
-		t.Errorf("dropList = %v, %v", got, err)
+// fakeBus is systemd-resolved as the integration sees it, in memory: links by ifindex, and every
+// set call recorded. busy links answer LinkBusy as resolved 252 does for networkd's links.
+type fakeBus struct {
+	links map[int]systemd.LinkInfo
+	busy  map[int]bool
+	calls []string
+}
+
+func (f *fakeBus) State(context.Context) (systemd.ResolvedState, error) {
+	var st systemd.ResolvedState
+	for _, l := range f.links {
+		st.Links = append(st.Links, l)
 	}
-	for _, bad := range []string{"", "drop ", "keep 1.2.3.4"} {
-		if _, err := dropList(bad); err == nil {
-			t.Errorf("dropList(%q) accepted", bad)
+	return st, nil
+}
+
+func (f *fakeBus) Link(_ context.Context, i int) (systemd.LinkInfo, error) {
+	l, ok := f.links[i]
+	if !ok {
+		return l, &bus.BusError{Name: bus.ErrNameNoSuchLink}
+	}
+	return l, nil
+}
+
+func (f *fakeBus) SetLinkDNS(_ context.Context, i int, s []systemd.DNSServer) error {
+	if f.busy[i] {
+		return &bus.BusError{Name: bus.ErrNameLinkBusy}
+	}
+	var out []string
+	for _, x := range s {
+		out = append(out, x.String())
+	}
+	f.calls = append(f.calls, fmt.Sprintf("dns %d %v", i, out))
+	l := f.links[i]
+	l.DNS = s
+	f.links[i] = l
+	return nil
+}
+
+func (f *fakeBus) SetLinkDomains(_ context.Context, i int, d []systemd.Domain) error {
+	if f.busy[i] {
+		return &bus.BusError{Name: bus.ErrNameLinkBusy}
+	}
+	f.calls = append(f.calls, fmt.Sprintf("domains %d %v", i, d))
+	l := f.links[i]
+	l.Domains = d
+	f.links[i] = l
+	return nil
+}
+
+// TestResolvedActorDecisions drives the resolved actor through the ResolvedBus seam: it drops only
+// what the action names (other servers keep their port and name, routing-only domains stay),
+// records the original before its first change, does nothing when the setting is already right,
+// turns LinkBusy into an error that names netplan, and on restore sets the recorded originals back.
+func TestResolvedActorDecisions(t *testing.T) {
+	a := netip.MustParseAddr
+	fb := &fakeBus{
+		links: map[int]systemd.LinkInfo{
+			3: {IfIndex: 3,
+				DNS:     []systemd.DNSServer{{IfIndex: 3, Addr: a("169.254.25.10")}, {IfIndex: 3, Addr: a("10.0.0.2"), Port: 5353, Name: "dns.example"}},
+				Domains: []systemd.Domain{{Name: "example.org"}, {Name: "corp", RoutingOnly: true}}},
+			4: {IfIndex: 4, DNS: []systemd.DNSServer{{IfIndex: 4, Addr: a("169.254.25.10")}}},
+		},
+		busy: map[int]bool{4: true},
+	}
+	root := t.TempDir()
+	r := &Resolved{Root: root, Bus: fb, IfName: func(i int) string { return map[int]string{3: "eth1", 4: "eth2"}[i] }}
+	ctx := context.Background()
+	eth1 := policy.Link{Index: 3, Name: "eth1"}
+	for _, act := range []policy.Action{
+		policy.SetLinkDNS{Link: eth1, Drop: []netip.Addr{a("169.254.25.10")}},
+		policy.SetLinkDomains{Link: eth1, Drop: []string{"Example.org."}},
+		// The same actions again: the settings are right already, nothing is set.
+		policy.SetLinkDNS{Link: eth1, Drop: []netip.Addr{a("169.254.25.10")}},
+		policy.SetLinkDomains{Link: eth1, Drop: []string{"example.org"}},
+	} {
+		if !r.Handles(act) {
+			t.Fatalf("Resolved does not handle %s", act.Kind())
 		}
+		if err := r.Do(ctx, act); err != nil {
+			t.Fatalf("%s: %v", act.Kind(), err)
+		}
+	}
+	want := []string{"dns 3 [10.0.0.2:5353#dns.example]", "domains 3 [{corp true}]"}
+	if diff := cmp.Diff(want, fb.calls); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	err := r.Do(ctx, policy.SetLinkDNS{Link: policy.Link{Index: 4, Name: "eth2"}, Drop: []netip.Addr{a("169.254.25.10")}})
+	if err == nil || !errors.Is(err, bus.ErrLinkBusy) || !strings.Contains(err.Error(), "netplan") {
+		t.Errorf("a networkd link: %v, want LinkBusy naming netplan", err)
+	}
+	if err := r.Do(ctx, policy.SetLinkDNS{Link: eth1}); err == nil {
+		t.Error("an action that drops nothing was accepted")
+	}
+	if r.Handles(policy.NetplanApply{}) {
+		t.Error("Resolved claims netplan apply")
+	}
+
+	fb.calls = nil
+	res, err := r.BeforeRestore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"dns 3 [169.254.25.10 10.0.0.2:5353#dns.example]", "domains 3 [{example.org false} {corp true}]"}
+	if diff := cmp.Diff(want, fb.calls); diff != "" {
+		t.Errorf("restore calls (-want +got):\n%s", diff)
+	}
+	if len(res) != 1 || res[0].Action != files.ActionRestored {
+		t.Errorf("restore results %+v", res)
 	}
 }
 
 // TestBusyErrorNamesTheWay: a LinkBusy answer becomes an error that names netplan and networkd.
 func TestBusyErrorNamesTheWay(t *testing.T) {
-	err := busyError("set domains", "eth0", &systemd.BusError{Name: systemd.ErrNameLinkBusy, Message: "Link eth0 is managed."})
+	err := busyError("set domains", "eth0", &bus.BusError{Name: bus.ErrNameLinkBusy, Message: "Link eth0 is managed."})
 	for _, want := range []string{"eth0", "systemd-networkd", "netplan", "use-domains: false", "UseDomains=no"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q lacks %q", err, want)
 		}
 	}
-	other := busyError("set domains", "eth0", &systemd.BusError{Name: systemd.ErrNameNoSuchLink})
-	if !errors.Is(other, systemd.ErrLinkGone) || strings.Contains(other.Error(), "netplan") {
+	other := busyError("set domains", "eth0", &bus.BusError{Name: bus.ErrNameNoSuchLink})
+	if !errors.Is(other, bus.ErrLinkGone) || strings.Contains(other.Error(), "netplan") {
 		t.Errorf("a gone link: %v", other)
 	}
 }
@@ -78,12 +182,12 @@ func TestLinkRecordKeepsFirstOriginal(t *testing.T) {
 	r := &Resolved{Root: root}
 	a := netip.MustParseAddr
 	orig := []systemd.DNSServer{{Addr: a("169.254.25.10")}, {Addr: a("10.0.0.2"), Port: 5353, Name: "dns.example"}}
-	if err := r.record(3, "eth1", &orig, nil); err != nil {
+	if _, err := r.record(3, "eth1", &orig, nil); err != nil {
 		t.Fatal(err)
 	}
 	later := []systemd.DNSServer{{Addr: a("10.0.0.2")}}
 	doms := []systemd.Domain{{Name: "example.org"}, {Name: "corp", RoutingOnly: true}}
-	if err := r.record(3, "eth1", &later, &doms); err != nil {
+	if _, err := r.record(3, "eth1", &later, &doms); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(filepath.Join(root, LinkRecordPath))

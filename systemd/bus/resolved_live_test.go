@@ -1,4 +1,4 @@
-package systemd_test
+package bus_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodedns/nodedns/internal/nstest"
 	"github.com/nodedns/nodedns/systemd"
+	"github.com/nodedns/nodedns/systemd/bus"
 )
 
 // liveResolved is a sandbox with a private system bus, a real systemd-resolved 252 on it and a
@@ -22,31 +23,31 @@ import (
 // test process on that bus.
 type liveResolved struct {
 	sb       *nstest.Sandbox
-	bus      *exec.Cmd
+	sysbus   *exec.Cmd
 	resolved *nstest.Resolved
-	client   *systemd.Resolved
+	client   *bus.Resolved
 	ifindex  int
 }
 
-func newLiveResolved(t *testing.T, opts systemd.ResolvedOptions) *liveResolved {
+func newLiveResolved(t *testing.T, opts bus.ResolvedOptions) *liveResolved {
 	t.Helper()
 	nstest.Require(t)
 	nstest.ResolvedDir(t)
 	sb := nstest.New(t)
 	sb.Isolate(t)
 	sb.Run(t, "ip link add ndr0 type bridge && ip link set ndr0 up")
-	bus := sb.SystemBus(t)
+	sysbus := sb.SystemBus(t)
 	r := sb.StartResolved(t)
 	idx := strings.TrimSpace(sb.Run(t, "cat /sys/class/net/ndr0/ifindex"))
 	opts.Address = sb.BusAddress()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := systemd.DialResolved(ctx, opts)
+	c, err := bus.DialResolved(ctx, opts)
 	if err != nil {
 		t.Fatalf("DialResolved: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
-	lr := &liveResolved{sb: sb, bus: bus, resolved: r, client: c}
+	lr := &liveResolved{sb: sb, sysbus: sysbus, resolved: r, client: c}
 	if lr.ifindex, err = strconv.Atoi(idx); err != nil {
 		t.Fatalf("ifindex %q: %v", idx, err)
 	}
@@ -56,7 +57,7 @@ func newLiveResolved(t *testing.T, opts systemd.ResolvedOptions) *liveResolved {
 // TestResolvedLinkSettingsLive sets a link's DNS and domains on a real resolved, reads them back
 // through the Link object and the Manager, sees them in resolved's own resolv.conf, and reverts.
 func TestResolvedLinkSettingsLive(t *testing.T) {
-	lr := newLiveResolved(t, systemd.ResolvedOptions{})
+	lr := newLiveResolved(t, bus.ResolvedOptions{})
 	ctx := context.Background()
 	c := lr.client
 
@@ -113,15 +114,15 @@ func TestResolvedLinkSettingsLive(t *testing.T) {
 // networkd manages (LinkBusy; networkd's state file is written by the test, as networkd 252 writes
 // it, since resolved only reads that file through sd-network), and resolved gone (ErrNotRunning).
 func TestResolvedErrorsLive(t *testing.T) {
-	lr := newLiveResolved(t, systemd.ResolvedOptions{})
+	lr := newLiveResolved(t, bus.ResolvedOptions{})
 	ctx := context.Background()
 
-	if _, err := lr.client.Link(ctx, 99999); !errors.Is(err, systemd.ErrLinkGone) {
+	if _, err := lr.client.Link(ctx, 99999); !errors.Is(err, bus.ErrLinkGone) {
 		t.Errorf("Link(99999) = %v, want ErrLinkGone", err)
 	}
-	var be *systemd.BusError
-	if err := lr.client.SetLinkDomains(ctx, 99999, nil); !errors.As(err, &be) || be.Name != systemd.ErrNameNoSuchLink {
-		t.Errorf("SetLinkDomains(99999) = %v, want %s", err, systemd.ErrNameNoSuchLink)
+	var be *bus.BusError
+	if err := lr.client.SetLinkDomains(ctx, 99999, nil); !errors.As(err, &be) || be.Name != bus.ErrNameNoSuchLink {
+		t.Errorf("SetLinkDomains(99999) = %v, want %s", err, bus.ErrNameNoSuchLink)
 	}
 
 	// networkd's per-link state file makes the link managed for resolved (link_is_managed).
@@ -130,12 +131,12 @@ func TestResolvedErrorsLive(t *testing.T) {
 	// created after it started; a resolved started now reads the state file at once.
 	lr.resolved.Restart(t)
 	err := lr.client.SetLinkDomains(ctx, lr.ifindex, []systemd.Domain{{Name: "example.org"}})
-	if !errors.Is(err, systemd.ErrLinkBusy) {
+	if !errors.Is(err, bus.ErrLinkBusy) {
 		t.Errorf("SetLinkDomains on a networkd link = %v, want ErrLinkBusy", err)
 	}
 
 	lr.resolved.Stop(t)
-	if err := lr.client.Ping(ctx); !errors.Is(err, systemd.ErrNotRunning) {
+	if err := lr.client.Ping(ctx); !errors.Is(err, bus.ErrNotRunning) {
 		t.Errorf("Ping with resolved stopped = %v, want ErrNotRunning", err)
 	}
 	if owner, err := lr.client.NameOwner(ctx); err != nil || owner != "" {
@@ -146,7 +147,7 @@ func TestResolvedErrorsLive(t *testing.T) {
 // TestResolvedTimeoutLive stops a real resolved with SIGSTOP: it keeps its bus name but never
 // answers, so every call must end at the call timeout instead of hanging.
 func TestResolvedTimeoutLive(t *testing.T) {
-	lr := newLiveResolved(t, systemd.ResolvedOptions{CallTimeout: 300 * time.Millisecond})
+	lr := newLiveResolved(t, bus.ResolvedOptions{CallTimeout: 300 * time.Millisecond})
 	pid := lr.resolved.PID(t)
 	lr.sb.Run(t, "kill -STOP "+pid)
 	t.Cleanup(func() { _, _ = lr.sb.Try("kill -CONT " + pid) })
@@ -174,18 +175,18 @@ func TestResolvedTimeoutLive(t *testing.T) {
 // the Manager's DNS (the only property resolved 252 signals), and reconnects after dbus-daemon is
 // restarted in the sandbox.
 func TestResolvedEventsLive(t *testing.T) {
-	lr := newLiveResolved(t, systemd.ResolvedOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	lr := newLiveResolved(t, bus.ResolvedOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	ctx := context.Background()
 	ev := lr.client.Events()
 
 	lr.resolved.Restart(t)
-	waitEvent(t, ev, systemd.EventResolvedStopped)
-	waitEvent(t, ev, systemd.EventResolvedStarted)
+	waitEvent(t, ev, bus.EventResolvedStopped)
+	waitEvent(t, ev, bus.EventResolvedStarted)
 
 	if err := lr.client.SetLinkDNS(ctx, lr.ifindex, []systemd.DNSServer{{Addr: netip.MustParseAddr("10.77.0.9")}}); err != nil {
 		t.Fatal(err)
 	}
-	e := waitEvent(t, ev, systemd.EventPropertiesChanged)
+	e := waitEvent(t, ev, bus.EventPropertiesChanged)
 	if e.Path != "/org/freedesktop/resolve1" {
 		t.Errorf("PropertiesChanged on %s", e.Path)
 	}
@@ -193,16 +194,16 @@ func TestResolvedEventsLive(t *testing.T) {
 	// dbus-daemon goes away and comes back; resolved 252 exits with its bus, so it is started
 	// again as a service manager would.
 	// Only this sandbox's dbus-daemon, by its process: the sandbox shares the host's PID namespace.
-	if err := lr.bus.Process.Kill(); err != nil {
+	if err := lr.sysbus.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	_ = lr.bus.Wait()
-	waitEvent(t, ev, systemd.EventBusLost)
-	if err := lr.client.Ping(ctx); !errors.Is(err, systemd.ErrDisconnected) {
+	_ = lr.sysbus.Wait()
+	waitEvent(t, ev, bus.EventBusLost)
+	if err := lr.client.Ping(ctx); !errors.Is(err, bus.ErrDisconnected) {
 		t.Errorf("Ping while the bus is down = %v, want ErrDisconnected", err)
 	}
 	lr.sb.SystemBus(t)
-	waitEvent(t, ev, systemd.EventBusReconnected)
+	waitEvent(t, ev, bus.EventBusReconnected)
 	lr.resolved.Restart(t)
 	if err := lr.client.WaitReady(ctx, ""); err != nil {
 		t.Fatalf("WaitReady after the bus came back: %v", err)
@@ -212,7 +213,7 @@ func TestResolvedEventsLive(t *testing.T) {
 	}
 }
 
-func waitEvent(t *testing.T, ev <-chan systemd.Event, kind systemd.EventKind) systemd.Event {
+func waitEvent(t *testing.T, ev <-chan bus.Event, kind bus.EventKind) bus.Event {
 	t.Helper()
 	timeout := time.After(10 * time.Second)
 	var seen []string

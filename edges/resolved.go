@@ -1,4 +1,4 @@
-package reconcile
+package edges
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -21,13 +20,7 @@ import (
 	"github.com/nodedns/nodedns/policy"
 	"github.com/nodedns/nodedns/resolvconf"
 	"github.com/nodedns/nodedns/systemd"
-)
-
-// Action kinds the live resolved integration carries out (policy.Action.Kind).
-const (
-	ActionRestartResolved = "restart-resolved"
-	ActionSetLinkDNS      = "set-link-dns"
-	ActionSetLinkDomains  = "set-link-domains"
+	"github.com/nodedns/nodedns/systemd/bus"
 )
 
 // LinkRecordPath is the node path where the per-link settings nodedns changed over D-Bus are
@@ -35,13 +28,24 @@ const (
 // 4). It is written through files.Store, so restore removes it after the links are reverted.
 const LinkRecordPath = config.StateDir + "/resolved-links.json"
 
+// ResolvedBus is what the resolved integration needs from systemd-resolved: its live view, one
+// link's settings, and the two per-link setters. *bus.Resolved implements it over D-Bus; tests give
+// a fake, so the integration's decisions (what it sets, what it records, what it refuses) are
+// tested without privileges.
+type ResolvedBus interface {
+	State(ctx context.Context) (systemd.ResolvedState, error)
+	Link(ctx context.Context, ifindex int) (systemd.LinkInfo, error)
+	SetLinkDNS(ctx context.Context, ifindex int, servers []systemd.DNSServer) error
+	SetLinkDomains(ctx context.Context, ifindex int, domains []systemd.Domain) error
+}
+
 // Resolved is the live systemd-resolved integration: a Source (resolved's live view into the
-// snapshot), an Actor (restart-resolved, set-link-dns, set-link-domains) and a Reverter (puts the
-// per-link settings back and restarts resolved after its drop-in is restored). All three share one
-// lazily dialled systemd.Resolved client, whose events reach the daemon through Events (an EventSource).
+// snapshot), an Actor (RestartResolved, SetLinkDNS, SetLinkDomains), a Reverter (puts the per-link
+// settings back and restarts resolved after its drop-in is restored) and an EventSource. All share
+// one lazily dialled bus.Resolved client: one D-Bus connection per run.
 type Resolved struct {
 	// Options configure the D-Bus client.
-	Options systemd.ResolvedOptions
+	Options bus.ResolvedOptions
 	// RestartCommand is config resolved.restartCommand: when set it replaces the restart over
 	// systemd's D-Bus API.
 	RestartCommand []string
@@ -51,32 +55,42 @@ type Resolved struct {
 	FS  files.FS
 	Log *slog.Logger
 
-	// Restart, when set, replaces systemd.Restarter (tests).
+	// Bus, when set, replaces the D-Bus client (tests).
+	Bus ResolvedBus
+	// Restart, when set, replaces bus.Restarter (tests).
 	Restart func(ctx context.Context) error
 	// IfIndex and IfName map link names (nil: the host's interfaces through net.Interface*).
 	IfIndex func(name string) (int, error)
 	IfName  func(index int) string
 
 	mu     sync.Mutex
-	client *systemd.Resolved
+	client *bus.Resolved
 	// notices is the daemon's view of the client's events (resolved_events.go).
 	notices chan string
 }
 
 // Client returns the shared D-Bus client, connecting on first use.
-func (r *Resolved) Client(ctx context.Context) (*systemd.Resolved, error) {
+func (r *Resolved) Client(ctx context.Context) (*bus.Resolved, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.client != nil {
 		return r.client, nil
 	}
-	c, err := systemd.DialResolved(ctx, r.Options)
+	c, err := bus.DialResolved(ctx, r.Options)
 	if err != nil {
 		return nil, err
 	}
 	r.client = c
 	go r.forward(c.Events(), r.noticesLocked())
 	return c, nil
+}
+
+// api is the bus the integration talks to: the test seam, else the shared client.
+func (r *Resolved) api(ctx context.Context) (ResolvedBus, error) {
+	if r.Bus != nil {
+		return r.Bus, nil
+	}
+	return r.Client(ctx)
 }
 
 // Close closes the client if one was made.
@@ -120,21 +134,18 @@ func (r *Resolved) ifName(i int) string {
 	return ""
 }
 
-// linkIndex maps an action's target ("eth1" or "ifindex 3", as policy names links) to an ifindex.
-func (r *Resolved) linkIndex(target string) (int, error) {
-	if rest, ok := strings.CutPrefix(target, "ifindex "); ok {
-		i, err := strconv.Atoi(rest)
-		if err != nil || i <= 0 {
-			return 0, fmt.Errorf("bad link %q", target)
-		}
-		return i, nil
+// linkIndex is the ifindex of an action's link: the one policy took from the snapshot, else the
+// named interface's.
+func (r *Resolved) linkIndex(l policy.Link) (int, error) {
+	if l.Index > 0 {
+		return l.Index, nil
 	}
 	if r.IfIndex != nil {
-		return r.IfIndex(target)
+		return r.IfIndex(l.Name)
 	}
-	ifi, err := net.InterfaceByName(target)
+	ifi, err := net.InterfaceByName(l.Name)
 	if err != nil {
-		return 0, fmt.Errorf("link %s: %w", target, err)
+		return 0, fmt.Errorf("link %s: %w", l.Name, err)
 	}
 	return ifi.Index, nil
 }
@@ -150,7 +161,7 @@ func (r *Resolved) Observe(ctx context.Context, s *node.Snapshot) error {
 	if !s.ResolvedInUse() {
 		return nil
 	}
-	c, err := r.Client(ctx)
+	c, err := r.api(ctx)
 	if err != nil {
 		return err
 	}
@@ -197,9 +208,9 @@ func MergeLiveLinks(s *node.Snapshot, st systemd.ResolvedState, ifName func(int)
 }
 
 // Handles implements Actor.
-func (r *Resolved) Handles(kind string) bool {
-	switch kind {
-	case ActionRestartResolved, ActionSetLinkDNS, ActionSetLinkDomains:
+func (r *Resolved) Handles(a policy.Action) bool {
+	switch a.(type) {
+	case policy.RestartResolved, policy.SetLinkDNS, policy.SetLinkDomains:
 		return true
 	}
 	return false
@@ -207,15 +218,15 @@ func (r *Resolved) Handles(kind string) bool {
 
 // Do implements Actor.
 func (r *Resolved) Do(ctx context.Context, a policy.Action) error {
-	switch a.Kind {
-	case ActionRestartResolved:
+	switch a := a.(type) {
+	case policy.RestartResolved:
 		return r.restart(ctx)
-	case ActionSetLinkDNS:
+	case policy.SetLinkDNS:
 		return r.setLinkDNS(ctx, a)
-	case ActionSetLinkDomains:
+	case policy.SetLinkDomains:
 		return r.setLinkDomains(ctx, a)
 	}
-	return fmt.Errorf("unknown action %q", a.Kind)
+	return fmt.Errorf("%s: not a systemd-resolved action", a.Kind())
 }
 
 func (r *Resolved) restart(ctx context.Context) error {
@@ -226,7 +237,7 @@ func (r *Resolved) restart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rs := &systemd.Restarter{Command: r.RestartCommand, Client: c}
+	rs := &bus.Restarter{Command: r.RestartCommand, Client: c}
 	if err := rs.Restart(ctx); err != nil {
 		return err
 	}
@@ -241,54 +252,40 @@ func restartHow(cmd []string) string {
 	return "systemd D-Bus RestartUnit"
 }
 
-// dropList reads the "drop A B" detail policy writes on set-link-* actions.
-func dropList(detail string) ([]string, error) {
-	rest, ok := strings.CutPrefix(detail, "drop ")
-	if !ok || strings.TrimSpace(rest) == "" {
-		return nil, fmt.Errorf("action detail %q does not say what to drop", detail)
-	}
-	return strings.Fields(rest), nil
-}
-
 func busyError(op, link string, err error) error {
-	if errors.Is(err, systemd.ErrLinkBusy) {
-		return fmt.Errorf("%s on %s: systemd-networkd manages this link, so systemd-resolved refuses (LinkBusy): switch it off in netplan (dhcp4-overrides/dhcp6-overrides use-dns/use-domains: false, netplan.mode: override) or in a networkd .network drop-in (UseDNS=no, UseDomains=no), then `networkctl reload`", op, link)
+	if errors.Is(err, bus.ErrLinkBusy) {
+		return fmt.Errorf("%s on %s: systemd-networkd manages this link, so systemd-resolved refuses (LinkBusy): switch it off in netplan (dhcp4-overrides/dhcp6-overrides use-dns/use-domains: false, netplan.mode: override) or in a networkd .network drop-in (UseDNS=no, UseDomains=no), then `networkctl reload` (%w)", op, link, err)
 	}
 	return fmt.Errorf("%s on %s: %w", op, link, err)
 }
 
-// currentLink finds a link by name and reads its current settings from resolved, for a setter that
-// changes only what it must and records the original first.
-func (r *Resolved) currentLink(ctx context.Context, name, op string) (int, *systemd.Resolved, systemd.LinkInfo, error) {
-	idx, err := r.linkIndex(name)
+// currentLink finds a link and reads its current settings from resolved, for a setter that changes
+// only what it must and records the original first.
+func (r *Resolved) currentLink(ctx context.Context, l policy.Link, op string) (int, ResolvedBus, systemd.LinkInfo, error) {
+	idx, err := r.linkIndex(l)
 	if err != nil {
 		return 0, nil, systemd.LinkInfo{}, err
 	}
-	c, err := r.Client(ctx)
+	c, err := r.api(ctx)
 	if err != nil {
 		return 0, nil, systemd.LinkInfo{}, err
 	}
 	li, err := c.Link(ctx, idx)
 	if err != nil {
-		return 0, nil, systemd.LinkInfo{}, busyError(op, name, err)
+		return 0, nil, systemd.LinkInfo{}, busyError(op, l.String(), err)
 	}
 	return idx, c, li, nil
 }
 
-func (r *Resolved) setLinkDNS(ctx context.Context, a policy.Action) error {
-	drop, err := dropList(a.Detail)
-	if err != nil {
-		return err
-	}
+func (r *Resolved) setLinkDNS(ctx context.Context, a policy.SetLinkDNS) error {
 	bad := map[netip.Addr]bool{}
-	for _, d := range drop {
-		ad, err := netip.ParseAddr(d)
-		if err != nil {
-			return fmt.Errorf("action detail %q: %w", a.Detail, err)
-		}
-		bad[ad.Unmap()] = true
+	for _, d := range a.Drop {
+		bad[d.WithZone("").Unmap()] = true
 	}
-	idx, c, li, err := r.currentLink(ctx, a.Target, "read DNS")
+	if len(bad) == 0 {
+		return fmt.Errorf("set DNS on %s: the action names nothing to drop", a.Link)
+	}
+	idx, c, li, err := r.currentLink(ctx, a.Link, "read DNS")
 	if err != nil {
 		return err
 	}
@@ -301,25 +298,28 @@ func (r *Resolved) setLinkDNS(ctx context.Context, a policy.Action) error {
 	if len(keep) == len(li.DNS) {
 		return nil // already gone (another writer or a previous pass)
 	}
-	if err := r.record(idx, a.Target, &li.DNS, nil); err != nil {
+	added, err := r.record(idx, a.Link.String(), &li.DNS, nil)
+	if err != nil {
 		return err
 	}
 	if err := c.SetLinkDNS(ctx, idx, keep); err != nil {
-		return busyError("set DNS", a.Target, err)
+		if added {
+			r.unrecord(idx, true)
+		}
+		return busyError("set DNS", a.Link.String(), err)
 	}
 	return nil
 }
 
-func (r *Resolved) setLinkDomains(ctx context.Context, a policy.Action) error {
-	drop, err := dropList(a.Detail)
-	if err != nil {
-		return err
-	}
+func (r *Resolved) setLinkDomains(ctx context.Context, a policy.SetLinkDomains) error {
 	bad := map[string]bool{}
-	for _, d := range drop {
+	for _, d := range a.Drop {
 		bad[resolvconf.CanonicalDomain(d)] = true
 	}
-	idx, c, li, err := r.currentLink(ctx, a.Target, "read domains")
+	if len(bad) == 0 {
+		return fmt.Errorf("set domains on %s: the action names nothing to drop", a.Link)
+	}
+	idx, c, li, err := r.currentLink(ctx, a.Link, "read domains")
 	if err != nil {
 		return err
 	}
@@ -333,11 +333,15 @@ func (r *Resolved) setLinkDomains(ctx context.Context, a policy.Action) error {
 	if len(keep) == len(li.Domains) {
 		return nil
 	}
-	if err := r.record(idx, a.Target, nil, &li.Domains); err != nil {
+	added, err := r.record(idx, a.Link.String(), nil, &li.Domains)
+	if err != nil {
 		return err
 	}
 	if err := c.SetLinkDomains(ctx, idx, keep); err != nil {
-		return busyError("set domains", a.Target, err)
+		if added {
+			r.unrecord(idx, false)
+		}
+		return busyError("set domains", a.Link.String(), err)
 	}
 	return nil
 }
@@ -404,12 +408,13 @@ func (r *Resolved) loadRecords(st *files.Store) ([]LinkRecord, error) {
 }
 
 // record keeps the original DNS or domains of a link before nodedns's first change to them; a
-// later change to the same setting keeps the first original.
-func (r *Resolved) record(idx int, name string, dns *[]systemd.DNSServer, doms *[]systemd.Domain) error {
+// later change to the same setting keeps the first original. It reports whether this call added the
+// original (so a change that then fails can take it back: nodedns changed nothing).
+func (r *Resolved) record(idx int, name string, dns *[]systemd.DNSServer, doms *[]systemd.Domain) (bool, error) {
 	st := r.store()
 	recs, err := r.loadRecords(st)
 	if err != nil {
-		return fmt.Errorf("record the original settings of link %s: %w", name, err)
+		return false, fmt.Errorf("record the original settings of link %s: %w", name, err)
 	}
 	i := slices.IndexFunc(recs, func(l LinkRecord) bool { return l.IfIndex == idx })
 	if i < 0 {
@@ -432,16 +437,42 @@ func (r *Resolved) record(idx int, name string, dns *[]systemd.DNSServer, doms *
 		recs[i].Domains, changed = &out, true
 	}
 	if !changed {
-		return nil
+		return false, nil
 	}
+	if err := r.saveRecords(st, recs); err != nil {
+		return false, fmt.Errorf("record the original settings of link %s: %w", name, err)
+	}
+	return true, nil
+}
+
+// unrecord takes back an original that record just added, after the change it was for failed.
+func (r *Resolved) unrecord(idx int, dns bool) {
+	st := r.store()
+	recs, err := r.loadRecords(st)
+	i := slices.IndexFunc(recs, func(l LinkRecord) bool { return l.IfIndex == idx })
+	if err != nil || i < 0 {
+		return
+	}
+	if dns {
+		recs[i].DNS = nil
+	} else {
+		recs[i].Domains = nil
+	}
+	if recs[i].DNS == nil && recs[i].Domains == nil {
+		recs = slices.Delete(recs, i, i+1)
+	}
+	if err := r.saveRecords(st, recs); err != nil {
+		r.log().Warn("could not take back a link record", "ifindex", idx, "err", err)
+	}
+}
+
+func (r *Resolved) saveRecords(st *files.Store, recs []LinkRecord) error {
 	data, err := json.MarshalIndent(linkRecordFile{Comment: recordComment, Links: recs}, "", "  ")
 	if err != nil {
 		return err
 	}
-	if _, err := st.Write(LinkRecordPath, append(data, '\n'), 0o600); err != nil {
-		return fmt.Errorf("record the original settings of link %s: %w", name, err)
-	}
-	return nil
+	_, err = st.Write(LinkRecordPath, append(data, '\n'), 0o600)
+	return err
 }
 
 // BeforeRestore implements Reverter: it puts back the recorded original DNS and domains of every
@@ -453,7 +484,7 @@ func (r *Resolved) BeforeRestore(ctx context.Context) ([]files.RestoreResult, er
 	if err != nil || len(recs) == 0 {
 		return nil, err
 	}
-	c, err := r.Client(ctx)
+	c, err := r.api(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("revert per-link settings: %w", err)
 	}
@@ -475,7 +506,7 @@ func (r *Resolved) BeforeRestore(ctx context.Context) ([]files.RestoreResult, er
 				servers = append(servers, systemd.DNSServer{IfIndex: l.IfIndex, Addr: a, Port: d.Port, Name: d.Name})
 			}
 			if err := c.SetLinkDNS(ctx, l.IfIndex, servers); err != nil {
-				if errors.Is(err, systemd.ErrLinkGone) {
+				if errors.Is(err, bus.ErrLinkGone) {
 					res = append(res, files.RestoreResult{Path: where, Action: files.ActionKept, Reason: "the link is gone: nothing to revert"})
 					continue
 				}
@@ -490,7 +521,7 @@ func (r *Resolved) BeforeRestore(ctx context.Context) ([]files.RestoreResult, er
 				doms = append(doms, systemd.Domain{Name: d.Name, RoutingOnly: d.RoutingOnly})
 			}
 			if err := c.SetLinkDomains(ctx, l.IfIndex, doms); err != nil {
-				if errors.Is(err, systemd.ErrLinkGone) {
+				if errors.Is(err, bus.ErrLinkGone) {
 					res = append(res, files.RestoreResult{Path: where, Action: files.ActionKept, Reason: "the link is gone: nothing to revert"})
 					continue
 				}
@@ -522,7 +553,7 @@ func (r *Resolved) AfterRestore(ctx context.Context, restored []files.RestoreRes
 	if err := r.restart(ctx); err != nil {
 		return nil, fmt.Errorf("restart systemd-resolved after restoring its configuration: %w", err)
 	}
-	return []files.RestoreResult{{Path: systemd.ResolvedUnit, Action: ActionRestartResolved, Reason: "reload the restored resolved.conf.d"}}, nil
+	return []files.RestoreResult{{Path: systemd.ResolvedUnit, Action: policy.RestartResolved{}.Kind(), Reason: "reload the restored resolved.conf.d"}}, nil
 }
 
 func isResolvedConfig(p string) bool {

@@ -1,4 +1,4 @@
-package systemd
+package bus
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodedns/nodedns/systemd"
 )
 
 // TestBusErrorMatchesByName: D-Bus error replies are told apart by their name alone, whatever the
@@ -111,7 +112,7 @@ func TestDecodeManager(t *testing.T) {
 	tests := []struct {
 		name  string
 		props map[string]dbus.Variant
-		want  ManagerState
+		want  systemd.ManagerState
 	}{
 		{
 			name: "systemd 252",
@@ -123,13 +124,13 @@ func TestDecodeManager(t *testing.T) {
 				"ResolvConfMode":   dbus.MakeVariant("stub"),
 				"CurrentDNSServer": dbus.MakeVariant(wireServer{0, afInet, v4}),
 			},
-			want: ManagerState{
-				DNS: []DNSServer{{Addr: netip.MustParseAddr("169.254.25.10")},
+			want: systemd.ManagerState{
+				DNS: []systemd.DNSServer{{Addr: netip.MustParseAddr("169.254.25.10")},
 					{IfIndex: 3, Addr: netip.MustParseAddr("fd00::1"), Port: 853, Name: "dns.example"}},
-				FallbackDNS:      []DNSServer{{Addr: netip.MustParseAddr("1.1.1.1")}},
-				Domains:          []LinkDomain{{3, Domain{"example.org", false}}, {0, Domain{"corp", true}}},
+				FallbackDNS:      []systemd.DNSServer{{Addr: netip.MustParseAddr("1.1.1.1")}},
+				Domains:          []systemd.LinkDomain{{IfIndex: 3, Domain: systemd.Domain{Name: "example.org"}}, {IfIndex: 0, Domain: systemd.Domain{Name: "corp", RoutingOnly: true}}},
 				ResolvConfMode:   "stub",
-				CurrentDNSServer: &DNSServer{Addr: netip.MustParseAddr("169.254.25.10")},
+				CurrentDNSServer: &systemd.DNSServer{Addr: netip.MustParseAddr("169.254.25.10")},
 				HasDNSEx:         true,
 			},
 		},
@@ -140,7 +141,7 @@ func TestDecodeManager(t *testing.T) {
 				"FallbackDNS": dbus.MakeVariant([]wireServer{}),
 				"Domains":     dbus.MakeVariant([]wireDomain{}),
 			},
-			want: ManagerState{DNS: []DNSServer{{IfIndex: 2, Addr: netip.MustParseAddr("10.0.0.2")}}},
+			want: systemd.ManagerState{DNS: []systemd.DNSServer{{IfIndex: 2, Addr: netip.MustParseAddr("10.0.0.2")}}},
 		},
 	}
 	for _, tt := range tests {
@@ -170,8 +171,8 @@ func TestDecodeLink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := LinkInfo{IfIndex: 4, DNS: []DNSServer{{IfIndex: 4, Addr: netip.MustParseAddr("10.0.0.1")}},
-		Domains: []Domain{{Name: "example.org"}}, DefaultRoute: true, HasDefaultRoute: true}
+	want := systemd.LinkInfo{IfIndex: 4, DNS: []systemd.DNSServer{{IfIndex: 4, Addr: netip.MustParseAddr("10.0.0.1")}},
+		Domains: []systemd.Domain{{Name: "example.org"}}, DefaultRoute: true, HasDefaultRoute: true}
 	if diff := cmp.Diff(want, got, addrCmp); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

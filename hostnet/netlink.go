@@ -1,4 +1,8 @@
-package probes
+// Package hostnet reads the host's network state from the kernel over rtnetlink: an interface with
+// its addresses, the local routing table, the policy routing rules and the default-route uplink.
+// Every dump is retried while the kernel reports it interrupted (as cilium's safenetlink does), so
+// no caller judges a torn view. It only reads.
+package hostnet
 
 import (
 	"errors"
@@ -41,24 +45,35 @@ type Rule struct {
 
 // The routing table ids of rtnetlink(7).
 const (
-	tableLocal = unix.RT_TABLE_LOCAL
-	tableMain  = unix.RT_TABLE_MAIN
+	TableLocal = unix.RT_TABLE_LOCAL
+	TableMain  = unix.RT_TABLE_MAIN
 )
 
-// NetReader reads the kernel's view of interfaces, routes and rules.
-type NetReader interface {
+// Uplink is the interface that carries the IPv4 default route, with its IPv4 addresses.
+type Uplink struct {
+	IfName  string
+	IfIndex int
+	Gateway netip.Addr
+	Addrs   []netip.Prefix
+}
+
+// Reader reads the kernel's view of interfaces, routes and rules.
+type Reader interface {
 	// Link returns the named interface with its addresses; nil and no error when it does not exist.
 	Link(name string) (*Link, error)
 	// LocalRoutes returns the routes of the local table for family 4 or 6.
 	LocalRoutes(family int) ([]Route, error)
 	// Rules returns the policy routing rules for family 4 or 6.
 	Rules(family int) ([]Rule, error)
+	// Uplink returns the interface of the IPv4 default route (the main table's, lowest metric);
+	// nil and no error when there is none.
+	Uplink() (*Uplink, error)
 }
 
 type netlinkReader struct{ h *netlink.Handle }
 
-// NewNetlinkReader reads over rtnetlink in the caller's network namespace.
-func NewNetlinkReader() NetReader { return netlinkReader{h: &netlink.Handle{}} }
+// New returns a Reader over rtnetlink in the caller's network namespace.
+func New() Reader { return netlinkReader{h: &netlink.Handle{}} }
 
 // dumpRetries bounds how often a dump is repeated when the kernel says it changed under us
 // (NLM_F_DUMP_INTR: netlink v1.3 returns partial results with ErrDumpInterrupted); a node whose
@@ -113,7 +128,7 @@ func (r netlinkReader) Link(name string) (*Link, error) {
 }
 
 func (r netlinkReader) LocalRoutes(family int) ([]Route, error) {
-	filter := &netlink.Route{Table: tableLocal}
+	filter := &netlink.Route{Table: TableLocal}
 	rs, err := RetryDump(fmt.Sprintf("list local routes (IPv%d)", family), func() ([]netlink.Route, error) {
 		return r.h.RouteListFiltered(nlFamily(family), filter, netlink.RT_FILTER_TABLE)
 	})
@@ -165,4 +180,49 @@ func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
 	}
 	ones, _ := n.Mask.Size()
 	return netip.PrefixFrom(a.Unmap(), ones), true
+}
+
+func (r netlinkReader) Uplink() (*Uplink, error) {
+	routes, err := RetryDump("list routes", func() ([]netlink.Route, error) {
+		return r.h.RouteListFiltered(unix.AF_INET, &netlink.Route{Table: TableMain}, netlink.RT_FILTER_TABLE)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var def *netlink.Route
+	for i := range routes {
+		rt := &routes[i]
+		if rt.Dst != nil && rt.Dst.IP != nil {
+			if ones, _ := rt.Dst.Mask.Size(); ones != 0 {
+				continue
+			}
+		}
+		if rt.LinkIndex == 0 {
+			continue
+		}
+		if def == nil || rt.Priority < def.Priority {
+			def = rt
+		}
+	}
+	if def == nil {
+		return nil, nil // no IPv4 default route
+	}
+	link, err := r.h.LinkByIndex(def.LinkIndex)
+	if err != nil {
+		return nil, fmt.Errorf("link %d of the default route: %w", def.LinkIndex, err)
+	}
+	u := &Uplink{IfName: link.Attrs().Name, IfIndex: def.LinkIndex}
+	if gw, ok := netip.AddrFromSlice(def.Gw); ok {
+		u.Gateway = gw.Unmap()
+	}
+	addrs, err := RetryDump("list addresses of "+u.IfName, func() ([]netlink.Addr, error) { return r.h.AddrList(link, unix.AF_INET) })
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range addrs {
+		if p, ok := prefixOf(a.IPNet); ok {
+			u.Addrs = append(u.Addrs, p)
+		}
+	}
+	return u, nil
 }

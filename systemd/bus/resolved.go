@@ -1,4 +1,8 @@
-package systemd
+// Package bus is nodedns's client of systemd over D-Bus: systemd-resolved (org.freedesktop.resolve1)
+// on one private connection, and restarting units through systemd's manager. The data it returns
+// (servers, domains, link state) are the pure types of package systemd, so the readers and the
+// policy never link a D-Bus library.
+package bus
 
 import (
 	"context"
@@ -15,15 +19,11 @@ import (
 
 	"github.com/godbus/dbus/v5"
 	"github.com/godbus/dbus/v5/introspect"
+	"github.com/nodedns/nodedns/systemd"
 )
 
 // systemd-resolved's D-Bus names (org.freedesktop.resolve1(5), systemd 252).
 const (
-	// ResolvedBusName is the well-known name systemd-resolved owns on the system bus.
-	ResolvedBusName = "org.freedesktop.resolve1"
-	// ResolvedUnit is the unit that runs systemd-resolved.
-	ResolvedUnit = "systemd-resolved.service"
-
 	resolvedPath     = dbus.ObjectPath("/org/freedesktop/resolve1")
 	resolvedLinkPath = dbus.ObjectPath("/org/freedesktop/resolve1/link")
 	managerIface     = "org.freedesktop.resolve1.Manager"
@@ -115,76 +115,6 @@ func busError(err error) error {
 		}
 	}
 	return &BusError{Name: de.Name, Message: msg}
-}
-
-// DNSServer is one DNS server as resolved lists it.
-type DNSServer struct {
-	IfIndex int // 0: global
-	Addr    netip.Addr
-	Port    uint16 // 0: the default (53)
-	Name    string // server name for DNS-over-TLS ("" when none)
-}
-
-func (s DNSServer) String() string {
-	out := s.Addr.String()
-	if s.Port != 0 && s.Port != 53 {
-		out = netip.AddrPortFrom(s.Addr, s.Port).String()
-	}
-	if s.Name != "" {
-		out += "#" + s.Name
-	}
-	return out
-}
-
-// LinkDomain is a search or routing domain resolved uses, with its link (0: global).
-type LinkDomain struct {
-	IfIndex int
-	Domain
-}
-
-// ManagerState is what resolved's Manager object says: every server and domain, global (IfIndex
-// 0) and per link.
-type ManagerState struct {
-	DNS         []DNSServer
-	FallbackDNS []DNSServer
-	Domains     []LinkDomain
-	// ResolvConfMode is "stub", "static", "uplink", "foreign" or "missing"; "" before systemd 247,
-	// which has no such property (callers degrade: the mode is simply unknown).
-	ResolvConfMode   string
-	CurrentDNSServer *DNSServer
-	// HasDNSEx reports whether the Ex properties (ports, server names; systemd 246+) were there.
-	HasDNSEx bool
-}
-
-// LinkInfo is what resolved's Link object says about one link.
-type LinkInfo struct {
-	IfIndex int
-	DNS     []DNSServer
-	Domains []Domain
-	// DefaultRoute reports whether the link's servers take queries outside its routing domains;
-	// HasDefaultRoute is false before systemd 240, which has no such property.
-	DefaultRoute    bool
-	HasDefaultRoute bool
-}
-
-// ResolvedState is resolved's whole live view: the global settings and every link it knows.
-type ResolvedState struct {
-	DNS            []DNSServer // global servers only (IfIndex 0)
-	Domains        []Domain    // global domains only
-	FallbackDNS    []DNSServer
-	ResolvConfMode string
-	Current        *DNSServer
-	Links          []LinkInfo // by ifindex
-}
-
-// Link returns the live link with ifindex i.
-func (s *ResolvedState) Link(i int) (LinkInfo, bool) {
-	for _, l := range s.Links {
-		if l.IfIndex == i {
-			return l, true
-		}
-	}
-	return LinkInfo{}, false
 }
 
 // EventKind says what an Event is about.
@@ -344,11 +274,11 @@ func dialBus(ctx context.Context, opts ResolvedOptions) (*dbus.Conn, chan *dbus.
 		dbus.WithMatchSender("org.freedesktop.DBus"),
 		dbus.WithMatchInterface("org.freedesktop.DBus"),
 		dbus.WithMatchMember("NameOwnerChanged"),
-		dbus.WithMatchArg(0, ResolvedBusName)); err != nil {
+		dbus.WithMatchArg(0, systemd.ResolvedBusName)); err != nil {
 		return fail("subscribe to NameOwnerChanged", busError(err))
 	}
 	if err := conn.AddMatchSignalContext(ctx,
-		dbus.WithMatchSender(ResolvedBusName),
+		dbus.WithMatchSender(systemd.ResolvedBusName),
 		dbus.WithMatchInterface(propsIface),
 		dbus.WithMatchMember("PropertiesChanged"),
 		dbus.WithMatchPathNamespace(resolvedPath)); err != nil {
@@ -429,7 +359,7 @@ func (c *Resolved) signal(s *dbus.Signal) {
 		}
 		name, _ := s.Body[0].(string)
 		newOwner, _ := s.Body[2].(string)
-		if name != ResolvedBusName {
+		if name != systemd.ResolvedBusName {
 			return
 		}
 		if newOwner == "" {
@@ -498,14 +428,14 @@ func (c *Resolved) do(ctx context.Context, op string, fn func(ctx context.Contex
 }
 
 func call(ctx context.Context, conn *dbus.Conn, path dbus.ObjectPath, method string, args ...any) *dbus.Call {
-	return conn.Object(ResolvedBusName, path).CallWithContext(ctx, method, 0, args...)
+	return conn.Object(systemd.ResolvedBusName, path).CallWithContext(ctx, method, 0, args...)
 }
 
 // NameOwner returns the unique bus name that owns org.freedesktop.resolve1, "" when none does.
 func (c *Resolved) NameOwner(ctx context.Context) (string, error) {
 	var owner string
-	err := c.do(ctx, "get the owner of "+ResolvedBusName, func(ctx context.Context, conn *dbus.Conn) error {
-		err := conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetNameOwner", 0, ResolvedBusName).Store(&owner)
+	err := c.do(ctx, "get the owner of "+systemd.ResolvedBusName, func(ctx context.Context, conn *dbus.Conn) error {
+		err := conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetNameOwner", 0, systemd.ResolvedBusName).Store(&owner)
 		if errors.Is(busError(err), ErrNotRunning) {
 			owner = ""
 			return nil
@@ -537,7 +467,7 @@ func (c *Resolved) WaitReady(ctx context.Context, old string) error {
 		case owner == "":
 			last = ErrNotRunning
 		case owner == old:
-			last = fmt.Errorf("the old systemd-resolved (%s) still owns %s", old, ResolvedBusName)
+			last = fmt.Errorf("the old systemd-resolved (%s) still owns %s", old, systemd.ResolvedBusName)
 		default:
 			if err := c.Ping(ctx); err != nil {
 				last = err
@@ -613,8 +543,8 @@ func family(a netip.Addr) int32 {
 
 // decodeServers decodes a server list property, plain (iiay)/(iay) or Ex; a bad entry is skipped
 // with an error the caller reports.
-func decodeServers(v dbus.Variant, ex, perLink bool, ifindex int) ([]DNSServer, error) {
-	var out []DNSServer
+func decodeServers(v dbus.Variant, ex, perLink bool, ifindex int) ([]systemd.DNSServer, error) {
+	var out []systemd.DNSServer
 	var errs []error
 	add := func(i, fam int32, b []byte, port uint16, name string) {
 		a, err := addrFrom(fam, b)
@@ -622,7 +552,7 @@ func decodeServers(v dbus.Variant, ex, perLink bool, ifindex int) ([]DNSServer, 
 			errs = append(errs, err)
 			return
 		}
-		out = append(out, DNSServer{IfIndex: int(i), Addr: a, Port: port, Name: name})
+		out = append(out, systemd.DNSServer{IfIndex: int(i), Addr: a, Port: port, Name: name})
 	}
 	switch {
 	case ex && perLink:
@@ -670,8 +600,8 @@ func getAll(ctx context.Context, conn *dbus.Conn, path dbus.ObjectPath, iface st
 // Manager reads the Manager object's DNS (DNSEx where present), FallbackDNS, Domains,
 // ResolvConfMode and CurrentDNSServer with one GetAll. Properties an older resolved lacks are
 // left empty.
-func (c *Resolved) Manager(ctx context.Context) (ManagerState, error) {
-	var m ManagerState
+func (c *Resolved) Manager(ctx context.Context) (systemd.ManagerState, error) {
+	var m systemd.ManagerState
 	err := c.do(ctx, "read systemd-resolved's manager properties", func(ctx context.Context, conn *dbus.Conn) error {
 		props, err := getAll(ctx, conn, resolvedPath, managerIface)
 		if err != nil {
@@ -683,8 +613,8 @@ func (c *Resolved) Manager(ctx context.Context) (ManagerState, error) {
 	return m, err
 }
 
-func decodeManager(props map[string]dbus.Variant) (ManagerState, error) {
-	var m ManagerState
+func decodeManager(props map[string]dbus.Variant) (systemd.ManagerState, error) {
+	var m systemd.ManagerState
 	var errs []error
 	if v, ok := props["DNSEx"]; ok {
 		m.HasDNSEx = true
@@ -711,7 +641,7 @@ func decodeManager(props map[string]dbus.Variant) (ManagerState, error) {
 			errs = append(errs, fmt.Errorf("Domains: %w", err))
 		}
 		for _, d := range w {
-			m.Domains = append(m.Domains, LinkDomain{IfIndex: int(d.IfIndex), Domain: Domain{Name: d.Name, RoutingOnly: d.RoutingOnly}})
+			m.Domains = append(m.Domains, systemd.LinkDomain{IfIndex: int(d.IfIndex), Domain: systemd.Domain{Name: d.Name, RoutingOnly: d.RoutingOnly}})
 		}
 	}
 	if v, ok := props["ResolvConfMode"]; ok {
@@ -721,7 +651,7 @@ func decodeManager(props map[string]dbus.Variant) (ManagerState, error) {
 		var w wireServer
 		if err := v.Store(&w); err == nil && len(w.Addr) > 0 {
 			if a, err := addrFrom(w.Family, w.Addr); err == nil {
-				m.CurrentDNSServer = &DNSServer{IfIndex: int(w.IfIndex), Addr: a}
+				m.CurrentDNSServer = &systemd.DNSServer{IfIndex: int(w.IfIndex), Addr: a}
 			}
 		}
 	}
@@ -790,8 +720,8 @@ func ParseLinkLabel(label string) (int, bool) {
 }
 
 // Link reads one link's DNS (DNSEx where present), Domains and DefaultRoute.
-func (c *Resolved) Link(ctx context.Context, ifindex int) (LinkInfo, error) {
-	var li LinkInfo
+func (c *Resolved) Link(ctx context.Context, ifindex int) (systemd.LinkInfo, error) {
+	var li systemd.LinkInfo
 	err := c.do(ctx, fmt.Sprintf("read systemd-resolved's link %d", ifindex), func(ctx context.Context, conn *dbus.Conn) error {
 		var path dbus.ObjectPath
 		if err := call(ctx, conn, resolvedPath, managerIface+".GetLink", int32(ifindex)).Store(&path); err != nil {
@@ -807,8 +737,8 @@ func (c *Resolved) Link(ctx context.Context, ifindex int) (LinkInfo, error) {
 	return li, err
 }
 
-func decodeLink(ifindex int, props map[string]dbus.Variant) (LinkInfo, error) {
-	li := LinkInfo{IfIndex: ifindex}
+func decodeLink(ifindex int, props map[string]dbus.Variant) (systemd.LinkInfo, error) {
+	li := systemd.LinkInfo{IfIndex: ifindex}
 	var errs []error
 	if v, ok := props["DNSEx"]; ok {
 		s, err := decodeServers(v, true, true, ifindex)
@@ -825,7 +755,7 @@ func decodeLink(ifindex int, props map[string]dbus.Variant) (LinkInfo, error) {
 			errs = append(errs, fmt.Errorf("Domains: %w", err))
 		}
 		for _, d := range w {
-			li.Domains = append(li.Domains, Domain{Name: d.Name, RoutingOnly: d.RoutingOnly})
+			li.Domains = append(li.Domains, systemd.Domain{Name: d.Name, RoutingOnly: d.RoutingOnly})
 		}
 	}
 	if v, ok := props["DefaultRoute"]; ok {
@@ -842,12 +772,12 @@ func decodeLink(ifindex int, props map[string]dbus.Variant) (LinkInfo, error) {
 // State reads resolved's whole live view: the Manager, then every link it exports and every link
 // its Manager lists a server or domain for. A link that vanishes between listing and reading is
 // skipped.
-func (c *Resolved) State(ctx context.Context) (ResolvedState, error) {
+func (c *Resolved) State(ctx context.Context) (systemd.ResolvedState, error) {
 	m, err := c.Manager(ctx)
 	if err != nil {
-		return ResolvedState{}, err
+		return systemd.ResolvedState{}, err
 	}
-	st := ResolvedState{FallbackDNS: m.FallbackDNS, ResolvConfMode: m.ResolvConfMode, Current: m.CurrentDNSServer}
+	st := systemd.ResolvedState{FallbackDNS: m.FallbackDNS, ResolvConfMode: m.ResolvConfMode, Current: m.CurrentDNSServer}
 	idx := map[int]bool{}
 	for _, s := range m.DNS {
 		if s.IfIndex == 0 {
@@ -890,7 +820,7 @@ func (c *Resolved) State(ctx context.Context) (ResolvedState, error) {
 
 // SetLinkDNS sets a link's DNS servers (SetLinkDNSEx, keeping ports and server names; on a resolved
 // older than 246, SetLinkDNS, which has neither). ErrLinkBusy: networkd manages the link.
-func (c *Resolved) SetLinkDNS(ctx context.Context, ifindex int, servers []DNSServer) error {
+func (c *Resolved) SetLinkDNS(ctx context.Context, ifindex int, servers []systemd.DNSServer) error {
 	return c.do(ctx, fmt.Sprintf("set DNS on link %d", ifindex), func(ctx context.Context, conn *dbus.Conn) error {
 		ex := make([]wireLinkEx, 0, len(servers))
 		plain := make([]wireLinkSrv, 0, len(servers))
@@ -907,7 +837,7 @@ func (c *Resolved) SetLinkDNS(ctx context.Context, ifindex int, servers []DNSSer
 }
 
 // SetLinkDomains sets a link's search and routing domains. ErrLinkBusy: networkd manages the link.
-func (c *Resolved) SetLinkDomains(ctx context.Context, ifindex int, domains []Domain) error {
+func (c *Resolved) SetLinkDomains(ctx context.Context, ifindex int, domains []systemd.Domain) error {
 	return c.do(ctx, fmt.Sprintf("set domains on link %d", ifindex), func(ctx context.Context, conn *dbus.Conn) error {
 		w := make([]wireLinkDom, 0, len(domains))
 		for _, d := range domains {

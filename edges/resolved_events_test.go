@@ -1,4 +1,4 @@
-package reconcile
+package edges
 
 import (
 	"errors"
@@ -7,27 +7,27 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nodedns/nodedns/systemd"
+	"github.com/nodedns/nodedns/systemd/bus"
 )
 
 // TestResolvedNotice: which client events make the daemon re-read and re-apply.
 func TestResolvedNotice(t *testing.T) {
 	tests := []struct {
 		name string
-		e    systemd.Event
+		e    bus.Event
 		want string
 	}{
-		{"resolved restarted", systemd.Event{Kind: systemd.EventResolvedStarted, Owner: ":1.7"}, "systemd-resolved started (NameOwnerChanged)"},
-		{"bus back", systemd.Event{Kind: systemd.EventBusReconnected}, "system bus reconnected"},
-		{"global DNS changed", systemd.Event{Kind: systemd.EventPropertiesChanged, Properties: []string{"CurrentDNSServer", "DNS"}}, "systemd-resolved PropertiesChanged DNS"},
-		{"undecodable properties", systemd.Event{Kind: systemd.EventPropertiesChanged}, "systemd-resolved PropertiesChanged"},
+		{"resolved restarted", bus.Event{Kind: bus.EventResolvedStarted, Owner: ":1.7"}, "systemd-resolved started (NameOwnerChanged)"},
+		{"bus back", bus.Event{Kind: bus.EventBusReconnected}, "system bus reconnected"},
+		{"global DNS changed", bus.Event{Kind: bus.EventPropertiesChanged, Properties: []string{"CurrentDNSServer", "DNS"}}, "systemd-resolved PropertiesChanged DNS"},
+		{"undecodable properties", bus.Event{Kind: bus.EventPropertiesChanged}, "systemd-resolved PropertiesChanged"},
 		// resolved switching between servers it already has: nothing nodedns reads changes.
-		{"current server only", systemd.Event{Kind: systemd.EventPropertiesChanged, Properties: []string{"CurrentDNSServer"}}, ""},
-		{"current server ex only", systemd.Event{Kind: systemd.EventPropertiesChanged, Properties: []string{"CurrentDNSServer", "CurrentDNSServerEx"}}, ""},
+		{"current server only", bus.Event{Kind: bus.EventPropertiesChanged, Properties: []string{"CurrentDNSServer"}}, ""},
+		{"current server ex only", bus.Event{Kind: bus.EventPropertiesChanged, Properties: []string{"CurrentDNSServer", "CurrentDNSServerEx"}}, ""},
 		// Nothing can be read until resolved or the bus is back, and that return is an event.
-		{"resolved gone", systemd.Event{Kind: systemd.EventResolvedStopped}, ""},
-		{"bus gone", systemd.Event{Kind: systemd.EventBusLost, Err: errors.New("EOF")}, ""},
-		{"unknown kind", systemd.Event{}, ""},
+		{"resolved gone", bus.Event{Kind: bus.EventResolvedStopped}, ""},
+		{"bus gone", bus.Event{Kind: bus.EventBusLost, Err: errors.New("EOF")}, ""},
+		{"unknown kind", bus.Event{}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -47,18 +47,18 @@ func TestResolvedEventsCoalesce(t *testing.T) {
 	if r.Events() != ch {
 		t.Fatal("Events returned a different channel on the second call")
 	}
-	events := make(chan systemd.Event, 8)
+	events := make(chan bus.Event, 8)
 	done := make(chan struct{})
 	go func() {
 		r.forward(events, r.notices)
 		close(done)
 	}()
-	for _, e := range []systemd.Event{
-		{Kind: systemd.EventResolvedStopped},
-		{Kind: systemd.EventBusLost},
-		{Kind: systemd.EventBusReconnected},
-		{Kind: systemd.EventResolvedStarted},
-		{Kind: systemd.EventPropertiesChanged, Properties: []string{"DNS"}},
+	for _, e := range []bus.Event{
+		{Kind: bus.EventResolvedStopped},
+		{Kind: bus.EventBusLost},
+		{Kind: bus.EventBusReconnected},
+		{Kind: bus.EventResolvedStarted},
+		{Kind: bus.EventPropertiesChanged, Properties: []string{"DNS"}},
 	} {
 		events <- e
 	}

@@ -1,0 +1,65 @@
+package edges
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/nodedns/nodedns/netplan"
+	"github.com/nodedns/nodedns/policy"
+)
+
+// netplanValidator runs `netplan generate --root-dir` on a copy of the node's netplan files with
+// the planned file in place. A rejection keeps the change from being written and carries netplan's
+// own file:line:col message.
+type netplanValidator struct{ runner netplan.Runner }
+
+func (v netplanValidator) Validate(ctx context.Context, root string, c policy.Change) error {
+	if c.Path != netplan.NodednsFile {
+		return nil
+	}
+	var data []byte
+	if c.Op == policy.OpWrite {
+		data = c.After
+	}
+	if err := v.runner.Validate(ctx, root, c.Path, data); err != nil {
+		return fmt.Errorf("validate %s: %w", c.Path, err)
+	}
+	return nil
+}
+
+// commands runs the commands that make a netplan or networkd change live (policy.NetplanApply,
+// policy.NetworkctlReload). Policy plans them only with netplan.apply: true.
+type commands struct{}
+
+// commandTimeout bounds `netplan apply`, which restarts networkd and waits for udev.
+const commandTimeout = 2 * time.Minute
+
+func (commands) Handles(a policy.Action) bool {
+	switch a.(type) {
+	case policy.NetplanApply, policy.NetworkctlReload:
+		return true
+	}
+	return false
+}
+
+func (commands) Do(ctx context.Context, a policy.Action) error {
+	var argv []string
+	switch a.(type) {
+	case policy.NetplanApply:
+		argv = []string{"netplan", "apply"}
+	case policy.NetworkctlReload:
+		argv = []string{"networkctl", "reload"}
+	default:
+		return fmt.Errorf("%s: not a command action", a.Kind())
+	}
+	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}

@@ -1,0 +1,130 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/nodedns/nodedns/systemd"
+)
+
+// Action is a step of a plan that is not a file write: restarting a service, a per-link setting over
+// D-Bus, a command that makes a networking change live. Every kind is its own type with a typed
+// payload, so an actor switches on the type and never parses a string back; the set is closed (the
+// unexported method), and AllActions lists one value of each kind for the test that every kind has
+// an actor.
+type Action interface {
+	// Kind is the action's stable name in `plan` and `apply` output ("restart-resolved", ...).
+	Kind() string
+	// Target names what the action acts on, for people ("systemd-resolved.service", "eth1").
+	Target() string
+	// Detail is the payload, for people ("drop 169.254.25.10"); "" when there is none.
+	Detail() string
+	// Why says why the plan needs it.
+	Why() string
+
+	action()
+}
+
+// Link names a network interface an action is about: its index (what the kernel and D-Bus use) and,
+// when known, its name (what people read).
+type Link struct {
+	Index int
+	Name  string
+}
+
+// String is the name, or "ifindex N" for a link nobody named.
+func (l Link) String() string {
+	if l.Name != "" {
+		return l.Name
+	}
+	return fmt.Sprintf("ifindex %d", l.Index)
+}
+
+// RestartResolved restarts systemd-resolved so that it reads resolved.conf.d again: resolved reads its
+// configuration only at start, and SIGHUP kills resolved 252 instead of reloading it.
+type RestartResolved struct {
+	Reason string
+}
+
+// SetLinkDNS removes loop addresses from a link's DNS servers in systemd-resolved (SetLinkDNS over
+// D-Bus), keeping every other server in its order.
+type SetLinkDNS struct {
+	Link   Link
+	Drop   []netip.Addr
+	Reason string
+}
+
+// SetLinkDomains removes DHCP search domains from a link's domains in systemd-resolved
+// (SetLinkDomains over D-Bus); routing-only domains and every other domain stay.
+type SetLinkDomains struct {
+	Link   Link
+	Drop   []string
+	Reason string
+}
+
+// NetplanApply runs `netplan apply` so that a changed netplan file takes effect now rather than at
+// the next boot. Like NetworkctlReload it is planned only with config netplan.apply: true (or
+// `nodedns netplan pin --apply`) and carried out only on the live node: never by surprise.
+type NetplanApply struct {
+	File   string
+	Reason string
+}
+
+// NetworkctlReload runs `networkctl reload` so that changed networkd drop-ins take effect now
+// (config netplan.apply).
+type NetworkctlReload struct {
+	Reason string
+}
+
+// AllActions has one value of every action kind policy can put into a plan, for the tests that
+// every kind has an actor (edges) and that this list is complete (policy).
+func AllActions() []Action {
+	return []Action{RestartResolved{}, SetLinkDNS{}, SetLinkDomains{}, NetplanApply{}, NetworkctlReload{}}
+}
+
+func (RestartResolved) Kind() string   { return "restart-resolved" }
+func (RestartResolved) Target() string { return systemd.ResolvedUnit }
+func (RestartResolved) Detail() string { return "" }
+func (a RestartResolved) Why() string  { return a.Reason }
+func (RestartResolved) action()        {}
+
+func (SetLinkDNS) Kind() string     { return "set-link-dns" }
+func (a SetLinkDNS) Target() string { return a.Link.String() }
+func (a SetLinkDNS) Detail() string {
+	s := make([]string, len(a.Drop))
+	for i, d := range a.Drop {
+		s[i] = d.String()
+	}
+	return "drop " + strings.Join(s, " ")
+}
+func (a SetLinkDNS) Why() string { return a.Reason }
+func (SetLinkDNS) action()       {}
+
+func (SetLinkDomains) Kind() string     { return "set-link-domains" }
+func (a SetLinkDomains) Target() string { return a.Link.String() }
+func (a SetLinkDomains) Detail() string { return "drop " + strings.Join(a.Drop, " ") }
+func (a SetLinkDomains) Why() string    { return a.Reason }
+func (SetLinkDomains) action()          {}
+
+func (NetplanApply) Kind() string     { return "netplan-apply" }
+func (a NetplanApply) Target() string { return a.File }
+func (NetplanApply) Detail() string   { return "" }
+func (a NetplanApply) Why() string    { return a.Reason }
+func (NetplanApply) action()          {}
+
+func (NetworkctlReload) Kind() string   { return "networkctl-reload" }
+func (NetworkctlReload) Target() string { return "systemd-networkd" }
+func (NetworkctlReload) Detail() string { return "" }
+func (a NetworkctlReload) Why() string  { return a.Reason }
+func (NetworkctlReload) action()        {}
+
+// HasAction reports whether the plan already holds an action of the same kind as a.
+func (p *Plan) HasAction(kind string) bool {
+	for _, x := range p.Actions {
+		if x.Kind() == kind {
+			return true
+		}
+	}
+	return false
+}
