@@ -275,7 +275,7 @@ func (s *Store) lock() (dir string, unlock func(), err error) {
 // loadManifest reads the manifest in the host directory dir; a missing one means no entries.
 func (s *Store) loadManifest(dir string) ([]Entry, error) {
 	name := filepath.Join(dir, ManifestName)
-	data, err := s.fsys().ReadFile(name)
+	data, err := s.readHost(name, manifestKind)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -367,7 +367,7 @@ func (s *Store) capture(p string) (Entry, []byte, error) {
 		if fi.Size() > maxBackupSize {
 			return Entry{}, nil, fmt.Errorf("file is %d bytes, over the backup limit of %d bytes", fi.Size(), maxBackupSize)
 		}
-		data, err := fsys.ReadFile(hp)
+		data, err := s.readHost(hp, backupKind)
 		if err != nil {
 			return Entry{}, nil, err
 		}
@@ -512,7 +512,7 @@ func (s *Store) restoreEntry(dir string, e Entry) (string, error) {
 		return ActionRestored, s.replaceWithSymlink(hp, e)
 
 	case KindFile:
-		data, err := fsys.ReadFile(filepath.Join(dir, e.SHA256))
+		data, err := s.readHost(filepath.Join(dir, e.SHA256), backupKind)
 		if err != nil {
 			return "", fmt.Errorf("read backup copy: %w", err)
 		}
@@ -521,7 +521,7 @@ func (s *Store) restoreEntry(dir string, e Entry) (string, error) {
 		}
 		if fi != nil && fi.Mode().IsRegular() && fi.Mode()&keepModeBits == e.Mode && fi.Size() == int64(len(data)) {
 			if u, g := owner(fi); u == e.UID && g == e.GID {
-				if cur, err := fsys.ReadFile(hp); err == nil && bytes.Equal(cur, data) {
+				if cur, err := s.readHost(hp, backupKind); err == nil && bytes.Equal(cur, data) {
 					return ActionRestored, nil
 				}
 			}

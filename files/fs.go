@@ -26,8 +26,8 @@ type FS interface {
 	Lstat(name string) (fs.FileInfo, error)
 	// Stat describes name, following symlinks.
 	Stat(name string) (fs.FileInfo, error)
-	// ReadFile reads the whole file.
-	ReadFile(name string) ([]byte, error)
+	// ReadDir lists a directory, sorted by name.
+	ReadDir(name string) ([]fs.DirEntry, error)
 	// Readlink returns a symlink's target as stored.
 	Readlink(name string) (string, error)
 	// OpenFile opens name as os.OpenFile does.
@@ -73,15 +73,15 @@ func OS() FS { return osFS{} }
 
 type osFS struct{}
 
-func (osFS) Lstat(name string) (fs.FileInfo, error)    { return os.Lstat(name) }
-func (osFS) Stat(name string) (fs.FileInfo, error)     { return os.Stat(name) }
-func (osFS) ReadFile(name string) ([]byte, error)      { return os.ReadFile(name) }
-func (osFS) Readlink(name string) (string, error)      { return os.Readlink(name) }
-func (osFS) Rename(oldpath, newpath string) error      { return os.Rename(oldpath, newpath) }
-func (osFS) Remove(name string) error                  { return os.Remove(name) }
-func (osFS) Symlink(oldname, newname string) error     { return os.Symlink(oldname, newname) }
-func (osFS) Chmod(name string, mode fs.FileMode) error { return os.Chmod(name, mode) }
-func (osFS) Lchown(name string, uid, gid int) error    { return os.Lchown(name, uid, gid) }
+func (osFS) Lstat(name string) (fs.FileInfo, error)     { return os.Lstat(name) }
+func (osFS) Stat(name string) (fs.FileInfo, error)      { return os.Stat(name) }
+func (osFS) ReadDir(name string) ([]fs.DirEntry, error) { return os.ReadDir(name) }
+func (osFS) Readlink(name string) (string, error)       { return os.Readlink(name) }
+func (osFS) Rename(oldpath, newpath string) error       { return os.Rename(oldpath, newpath) }
+func (osFS) Remove(name string) error                   { return os.Remove(name) }
+func (osFS) Symlink(oldname, newname string) error      { return os.Symlink(oldname, newname) }
+func (osFS) Chmod(name string, mode fs.FileMode) error  { return os.Chmod(name, mode) }
+func (osFS) Lchown(name string, uid, gid int) error     { return os.Lchown(name, uid, gid) }
 func (osFS) MkdirAll(name string, perm fs.FileMode) error {
 	return os.MkdirAll(name, perm)
 }

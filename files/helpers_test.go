@@ -153,8 +153,8 @@ func inode(t *testing.T, s *Store, node string) uint64 {
 }
 
 // faultFS wraps an FS and fails chosen operations: fail(op, name) returns the errno to fail with,
-// or 0 to let the call through. Ops: lstat, stat, readfile, readlink, open, createtemp, rename
-// (name is the new path), remove, symlink, chmod, lchown, mkdirall, syncdir, lock, and on files
+// or 0 to let the call through. Ops: lstat, stat, readlink, open, createtemp, rename
+// (name is the new path), readdir, remove, symlink, chmod, lchown, mkdirall, syncdir, lock, and on files
 // opened through it write, writeat, truncate, sync.
 type faultFS struct {
 	FS
@@ -185,11 +185,11 @@ func (f faultFS) Stat(name string) (fs.FileInfo, error) {
 	return f.FS.Stat(name)
 }
 
-func (f faultFS) ReadFile(name string) ([]byte, error) {
-	if err := f.err("readfile", name); err != nil {
+func (f faultFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	if err := f.err("readdir", name); err != nil {
 		return nil, err
 	}
-	return f.FS.ReadFile(name)
+	return f.FS.ReadDir(name)
 }
 
 func (f faultFS) Readlink(name string) (string, error) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -25,6 +24,13 @@ const MaxSymlinks = 40
 // maxBackupSize bounds the bytes kept for one backed-up file. The files nodedns manages are a few
 // KiB; anything near this is not a resolver config and is refused rather than copied.
 const maxBackupSize = 16 << 20
+
+// backupKind bounds a file nodedns backs up, rewrites in place or restores; manifestKind its
+// manifest (a JSON list of a few entries per managed file).
+var (
+	backupKind   = Kind{Name: "managed file", Max: maxBackupSize}
+	manifestKind = Kind{Name: "backup manifest", Max: 1 << 20}
+)
 
 // keepModeBits are the mode bits a replaced file keeps: permissions plus setuid, setgid and sticky
 // (what chmod(2) can set).
@@ -210,49 +216,6 @@ func (s *Store) lstatNode(p string) (node, hostPath string, fi fs.FileInfo, err 
 	return node, hostPath, fi, nil
 }
 
-// Read reads a file at a node path (following symlinks inside Root), refusing files over limit bytes
-// with an error naming the path and size. A missing file gives an error matching fs.ErrNotExist.
-func (s *Store) Read(p string, limit int64) ([]byte, error) {
-	p, err := nodePath(p)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
-	}
-	if limit <= 0 {
-		return nil, fmt.Errorf("read %s: invalid size limit %d", p, limit)
-	}
-	final, err := s.resolve(p, true)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
-	}
-	fsys := s.fsys()
-	hp := s.host(final)
-	fi, err := fsys.Stat(hp)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("read %s: not a regular file but a %s", p, fileType(fi.Mode()))
-	}
-	if fi.Size() > limit {
-		return nil, fmt.Errorf("read %s: file is %d bytes, over the limit of %d bytes", p, fi.Size(), limit)
-	}
-	// O_NONBLOCK: if a FIFO is swapped in after the Stat above, open(2) must not hang the daemon.
-	f, err := fsys.OpenFile(hp, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
-	}
-	defer f.Close()
-	// The file may grow between Stat and read: never read more than limit+1 bytes.
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("read %s: file is more than the limit of %d bytes", p, limit)
-	}
-	return data, nil
-}
-
 // Write replaces the content of the file at a node path atomically: temp file in the same directory,
 // write, fsync, keep the mode/uid/gid of the file it replaces (or mode for a new file; 0 means
 // 0644), rename, fsync the directory. If path is a symlink, the final target is written and the
@@ -292,7 +255,7 @@ func (s *Store) Write(p string, data []byte, mode fs.FileMode) (WriteResult, err
 			return WriteResult{}, fmt.Errorf("write %s: not a regular file but a %s", name, fileType(fi.Mode()))
 		}
 		if fi.Size() == int64(len(data)) {
-			if cur, err := fsys.ReadFile(hp); err == nil && bytes.Equal(cur, data) {
+			if cur, err := s.readHost(hp, Kind{Name: "managed file", Max: int64(len(data))}); err == nil && bytes.Equal(cur, data) {
 				res.Unchanged = true
 				return res, nil
 			}
@@ -451,7 +414,7 @@ func (s *Store) replace(hostPath string, data []byte, mode fs.FileMode, uid, gid
 // the original bytes are written back.
 func (s *Store) writeInPlace(hostPath string, data []byte) error {
 	fsys := s.fsys()
-	orig, err := fsys.ReadFile(hostPath)
+	orig, err := s.readHost(hostPath, backupKind)
 	if err != nil {
 		return err
 	}

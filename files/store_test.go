@@ -417,49 +417,110 @@ func TestWriteErrors(t *testing.T) {
 	}
 }
 
-func TestRead(t *testing.T) {
+func TestReadFile(t *testing.T) {
 	s := newStore(t)
 	mkfile(t, s, "/run/systemd/resolve/resolv.conf", "nameserver 10.0.0.1\n", 0o644)
 	mklink(t, s, "/etc/resolv.conf", "../run/systemd/resolve/resolv.conf")
+	mklink(t, s, "/etc/systemd/resolved.conf.d/masked.conf", "/dev/null")
 	if err := os.MkdirAll(s.host("/etc/netplan"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := syscall.Mkfifo(s.host("/etc/netplan/60-fifo.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A sparse 1 GiB file costs no disk and must cost no memory either.
+	big, err := os.Create(s.host("/etc/netplan/70-big.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := big.Truncate(1 << 30); err != nil {
+		t.Fatal(err)
+	}
+	big.Close()
+	kind := func(max int64) Kind { return Kind{Name: "test file", Max: max} }
 	tests := []struct {
 		name    string
 		path    string
-		limit   int64
+		kind    Kind
 		want    string
 		wantErr string
-		notExit bool
+		is      error
 	}{
-		{name: "through a symlink", path: "/etc/resolv.conf", limit: 1024, want: "nameserver 10.0.0.1\n"},
-		{name: "exactly at the limit", path: "/etc/resolv.conf", limit: 20, want: "nameserver 10.0.0.1\n"},
-		{name: "over the limit", path: "/etc/resolv.conf", limit: 19, wantErr: "read /etc/resolv.conf: file is 20 bytes, over the limit of 19 bytes"},
-		{name: "directory", path: "/etc/netplan", limit: 10, wantErr: "read /etc/netplan: not a regular file but a directory"},
-		{name: "bad limit", path: "/etc/resolv.conf", limit: 0, wantErr: "read /etc/resolv.conf: invalid size limit 0"},
-		{name: "missing", path: "/etc/nope", limit: 10, notExit: true},
+		{name: "through a symlink", path: "/etc/resolv.conf", kind: kind(1024), want: "nameserver 10.0.0.1\n"},
+		{name: "exactly at the limit", path: "/etc/resolv.conf", kind: kind(20), want: "nameserver 10.0.0.1\n"},
+		{name: "over the limit", path: "/etc/resolv.conf", kind: kind(19), is: ErrTooLarge,
+			wantErr: "read /etc/resolv.conf: file too large: 20 bytes, over the 19-byte limit of a test file"},
+		{name: "sparse 1 GiB", path: "/etc/netplan/70-big.yaml", kind: Config, is: ErrTooLarge,
+			wantErr: "read /etc/netplan/70-big.yaml: file too large: 1073741824 bytes, over the 1 MiB limit of a configuration file"},
+		{name: "directory", path: "/etc/netplan", kind: kind(10), is: ErrNotRegular,
+			wantErr: "read /etc/netplan: not a regular file but a directory"},
+		{name: "FIFO, refused without blocking", path: "/etc/netplan/60-fifo.yaml", kind: Config, is: ErrNotRegular,
+			wantErr: "read /etc/netplan/60-fifo.yaml: not a regular file but a named pipe"},
+		{name: "systemd mask", path: "/etc/systemd/resolved.conf.d/masked.conf", kind: Config, want: ""},
+		{name: "bad limit", path: "/etc/resolv.conf", kind: kind(0), wantErr: "read /etc/resolv.conf: invalid size limit 0 for a test file"},
+		{name: "missing", path: "/etc/nope", kind: kind(10), is: fs.ErrNotExist},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := s.Read(tt.path, tt.limit)
+			got, err := s.ReadFile(tt.path, tt.kind)
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Fatalf("ReadFile(%q) error = %v, want one matching %v", tt.path, err, tt.is)
+			}
 			switch {
-			case tt.notExit:
-				if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), tt.path) {
-					t.Fatalf("Read(%q) error = %v, want a not-exist error naming the path", tt.path, err)
-				}
 			case tt.wantErr != "":
 				if err == nil || err.Error() != tt.wantErr {
-					t.Fatalf("Read(%q) = %q, %v; want error %q", tt.path, got, err, tt.wantErr)
+					t.Fatalf("ReadFile(%q) = %q, %v; want error %q", tt.path, got, err, tt.wantErr)
+				}
+			case tt.is != nil:
+				if !strings.Contains(err.Error(), tt.path) {
+					t.Errorf("error %v does not name %s", err, tt.path)
 				}
 			default:
 				if err != nil {
-					t.Fatalf("Read(%q): %v", tt.path, err)
+					t.Fatalf("ReadFile(%q): %v", tt.path, err)
 				}
 				if string(got) != tt.want {
-					t.Errorf("Read(%q) = %q, want %q", tt.path, got, tt.want)
+					t.Errorf("ReadFile(%q) = %q, want %q", tt.path, got, tt.want)
 				}
 			}
 		})
+	}
+}
+
+// TestReadsGoThroughTheFS: reads use the FS seam, so a fault injected there reaches the reader
+// (and the error names the node path, not the host one).
+func TestReadsGoThroughTheFS(t *testing.T) {
+	s := newStore(t)
+	mkfile(t, s, "/etc/resolv.conf", "nameserver 10.0.0.1\n", 0o644)
+	s.FS = faultFS{FS: OS(), fail: func(op, name string) syscall.Errno {
+		if (op == "open" || op == "readdir") && strings.HasPrefix(name, s.Root) {
+			return syscall.EIO
+		}
+		return 0
+	}}
+	if _, err := s.ReadFile("/etc/resolv.conf", Config); !errors.Is(err, syscall.EIO) || err.Error() != "read /etc/resolv.conf: input/output error" {
+		t.Errorf("ReadFile with a failing open: %v", err)
+	}
+	if _, err := s.ReadDir("/etc"); !errors.Is(err, syscall.EIO) || err.Error() != "list /etc: input/output error" {
+		t.Errorf("ReadDir with a failing readdir: %v", err)
+	}
+}
+
+// TestDropIns: systemd's order for configuration directories: sorted by file name across
+// directories, an earlier directory's file shadowing a later one's of the same name, hidden and
+// other-suffix files skipped, a missing directory fine.
+func TestDropIns(t *testing.T) {
+	s := newStore(t)
+	mkfile(t, s, "/etc/x.d/50-b.conf", "etc", 0o644)
+	mkfile(t, s, "/run/x.d/50-b.conf", "run", 0o644)
+	mkfile(t, s, "/run/x.d/10-a.conf", "run", 0o644)
+	mkfile(t, s, "/lib/x.d/90-c.conf", "lib", 0o644)
+	mkfile(t, s, "/lib/x.d/.90-c.conf.nodedns-1.tmp", "tmp", 0o644)
+	mkfile(t, s, "/lib/x.d/README", "doc", 0o644)
+	got, errs := DropIns(s, []string{"/etc/x.d", "/run/x.d", "/missing/x.d", "/lib/x.d"}, ".conf")
+	want := []DropIn{{"10-a.conf", "/run/x.d/10-a.conf"}, {"50-b.conf", "/etc/x.d/50-b.conf"}, {"90-c.conf", "/lib/x.d/90-c.conf"}}
+	if diff := cmp.Diff(want, got); diff != "" || len(errs) != 0 {
+		t.Errorf("DropIns (-want +got):\n%s\nerrors: %v", diff, errs)
 	}
 }
 

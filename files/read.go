@@ -1,0 +1,265 @@
+package files
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// Kind is a kind of node file and the most bytes nodedns reads of one. No legitimate file of the
+// kind is larger; a bigger one (a sparse 1 GiB file, /dev/zero swapped in) is refused before it is
+// read, so it costs nothing but the error. The name goes into that error.
+type Kind struct {
+	Name string // "netplan file", "lease file", ...
+	Max  int64
+}
+
+// Kinds every reader shares. Leaf packages define their own where their format says more (a lease,
+// resolv.conf).
+var (
+	// Config is a configuration file a person or a tool writes (YAML, INI, unit files).
+	Config = Kind{Name: "configuration file", Max: 1 << 20}
+	// State is a file nodedns or another daemon keeps its state in (JSON, KEY=VALUE).
+	State = Kind{Name: "state file", Max: 1 << 20}
+	// Attribute is a one-line kernel attribute (/sys/class/net/NAME/ifindex).
+	Attribute = Kind{Name: "sysfs attribute", Max: 64}
+)
+
+// ErrNotRegular is returned for a FIFO, socket, device or directory where nodedns expects a file:
+// opening a FIFO blocks until a writer comes, and a device can be endless.
+var ErrNotRegular = errors.New("not a regular file")
+
+// ErrTooLarge is returned for a file over its kind's limit.
+var ErrTooLarge = errors.New("file too large")
+
+// Reader is the read side of a node's filesystem. Every read nodedns makes of a node path goes
+// through one (a *Store): under the node's root, through the FS seam (so fault injection covers reads
+// as well as writes), bounded by the file's Kind, and never a blocking open. Paths are node paths;
+// symlinks are followed inside the root. The leaf readers (leases, netplan, systemd, node) take a
+// Reader instead of a root directory.
+type Reader interface {
+	// ReadFile reads a regular file of kind k. A missing file gives an error matching
+	// fs.ErrNotExist; a FIFO, socket, device or directory ErrNotRegular; a file over k.Max
+	// ErrTooLarge. A symlink to /dev/null (systemd's mask) reads as empty. Errors name p.
+	ReadFile(p string, k Kind) ([]byte, error)
+	// ReadDir lists a directory, sorted by name.
+	ReadDir(p string) ([]fs.DirEntry, error)
+	// Stat describes p, following symlinks inside the root.
+	Stat(p string) (fs.FileInfo, error)
+	// Lstat describes p without following a final symlink.
+	Lstat(p string) (fs.FileInfo, error)
+	// Readlink returns the target a symlink at p stores, as written.
+	Readlink(p string) (string, error)
+	// ResolveLink follows the symlinks of p inside the root and returns the final node path.
+	ResolveLink(p string) (string, error)
+}
+
+// NewReader returns a Reader of the node whose / is root on this machine's filesystem.
+func NewReader(root string) *Store {
+	if root == "" {
+		root = "/"
+	}
+	return &Store{Root: root, FS: OS()}
+}
+
+// ReadFile implements Reader.
+func (s *Store) ReadFile(p string, k Kind) ([]byte, error) {
+	p, err := nodePath(p)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	final, err := s.resolve(p, true)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	if final == os.DevNull {
+		return nil, nil // a mask: roots built for tests rarely have /dev/null
+	}
+	data, err := s.readHost(s.host(final), k)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	return data, nil
+}
+
+// readHost reads a host path through the FS seam, refusing what is not a regular file before it is
+// opened and again on the open file (the path may be swapped between the two), and anything over
+// k.Max without reading it.
+func (s *Store) readHost(hp string, k Kind) ([]byte, error) {
+	if k.Max <= 0 {
+		return nil, fmt.Errorf("invalid size limit %d for a %s", k.Max, k.Name)
+	}
+	fsys := s.fsys()
+	fi, err := fsys.Stat(hp)
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if err := regular(fi, k); err != nil {
+		return nil, err
+	}
+	// O_NONBLOCK: if a FIFO is swapped in after the Stat above, open(2) must not hang the daemon.
+	f, err := fsys.OpenFile(hp, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	defer f.Close()
+	if st, ok := f.(interface{ Stat() (fs.FileInfo, error) }); ok {
+		fi, err := st.Stat()
+		if err != nil {
+			return nil, unwrapPath(err)
+		}
+		if err := regular(fi, k); err != nil {
+			return nil, err
+		}
+	}
+	// The file may grow between Stat and read: never read more than Max+1 bytes.
+	data, err := io.ReadAll(io.LimitReader(f, k.Max+1))
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if int64(len(data)) > k.Max {
+		return nil, fmt.Errorf("%w: more than the %s limit of a %s", ErrTooLarge, sizeString(k.Max), k.Name)
+	}
+	return data, nil
+}
+
+func regular(fi fs.FileInfo, k Kind) error {
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w but a %s", ErrNotRegular, fileType(fi.Mode()))
+	}
+	if fi.Size() > k.Max {
+		return fmt.Errorf("%w: %d bytes, over the %s limit of a %s", ErrTooLarge, fi.Size(), sizeString(k.Max), k.Name)
+	}
+	return nil
+}
+
+func sizeString(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d-byte", n)
+}
+
+// ReadDir implements Reader.
+func (s *Store) ReadDir(p string) ([]fs.DirEntry, error) {
+	p, err := nodePath(p)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", p, err)
+	}
+	final, err := s.resolve(p, true)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", p, err)
+	}
+	es, err := s.fsys().ReadDir(s.host(final))
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", p, unwrapPath(err))
+	}
+	return es, nil
+}
+
+// Stat implements Reader.
+func (s *Store) Stat(p string) (fs.FileInfo, error) {
+	p, err := nodePath(p)
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", p, err)
+	}
+	final, err := s.resolve(p, true)
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", p, err)
+	}
+	fi, err := s.fsys().Stat(s.host(final))
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", p, unwrapPath(err))
+	}
+	return fi, nil
+}
+
+// Lstat implements Reader.
+func (s *Store) Lstat(p string) (fs.FileInfo, error) {
+	p, err := nodePath(p)
+	if err != nil {
+		return nil, fmt.Errorf("lstat %s: %w", p, err)
+	}
+	_, _, fi, err := s.lstatNode(p)
+	if err != nil {
+		return nil, fmt.Errorf("lstat %s: %w", p, unwrapPath(err))
+	}
+	if fi == nil {
+		return nil, fmt.Errorf("lstat %s: %w", p, fs.ErrNotExist)
+	}
+	return fi, nil
+}
+
+// Readlink implements Reader.
+func (s *Store) Readlink(p string) (string, error) {
+	p, err := nodePath(p)
+	if err != nil {
+		return "", fmt.Errorf("readlink %s: %w", p, err)
+	}
+	_, hp, _, err := s.lstatNode(p)
+	if err != nil {
+		return "", fmt.Errorf("readlink %s: %w", p, unwrapPath(err))
+	}
+	t, err := s.fsys().Readlink(hp)
+	if err != nil {
+		return "", fmt.Errorf("readlink %s: %w", p, unwrapPath(err))
+	}
+	return t, nil
+}
+
+// unwrapPath drops the host path from an *fs.PathError, so that messages name node paths only.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// DropIn is one configuration file found by DropIns.
+type DropIn struct {
+	Name string // the file name, which orders it
+	Path string // its node path
+}
+
+// DropIns lists the files whose names end in suffix in dirs (node paths, highest priority first) as
+// systemd orders configuration (systemd.unit(5), resolved.conf(5); netplan(5) follows the same rule):
+// a name found in an earlier directory shadows the same name in later ones (so an empty file or a
+// /dev/null symlink masks it), and the survivors are sorted by file name alone, whatever their
+// directory. Hidden files (a leading dot: editors' and nodedns's own temp files) are skipped. A
+// directory that is missing is skipped; one that cannot be listed is reported in errs and skipped.
+func DropIns(r Reader, dirs []string, suffix string) (out []DropIn, errs []error) {
+	byName := map[string]string{}
+	for _, dir := range dirs {
+		es, err := r.ReadDir(dir)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		for _, e := range es {
+			name := e.Name()
+			if !strings.HasSuffix(name, suffix) || strings.HasPrefix(name, ".") {
+				continue
+			}
+			if _, seen := byName[name]; !seen {
+				byName[name] = path.Join(dir, name)
+			}
+		}
+	}
+	for name, p := range byName {
+		out = append(out, DropIn{Name: name, Path: p})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, errs
+}
