@@ -397,7 +397,7 @@ func ParseLinkRecords(name string, data []byte) ([]LinkRecord, error) {
 }
 
 func (r *Resolved) loadRecords(st *files.Store) ([]LinkRecord, error) {
-	data, err := st.Read(LinkRecordPath, 1<<20)
+	data, err := st.ReadFile(LinkRecordPath, files.State)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -27,8 +28,9 @@ var (
 	Config = Kind{Name: "configuration file", Max: 1 << 20}
 	// State is a file nodedns or another daemon keeps its state in (JSON, KEY=VALUE).
 	State = Kind{Name: "state file", Max: 1 << 20}
-	// Attribute is a one-line kernel attribute (/sys/class/net/NAME/ifindex).
-	Attribute = Kind{Name: "sysfs attribute", Max: 64}
+	// Attribute is a kernel attribute (/sys/class/net/NAME/ifindex): sysfs serves at most one page
+	// and reports every attribute as 4096 bytes long.
+	Attribute = Kind{Name: "sysfs attribute", Max: 4096}
 )
 
 // ErrNotRegular is returned for a FIFO, socket, device or directory where nodedns expects a file:
@@ -124,7 +126,7 @@ func (s *Store) readHost(hp string, k Kind) ([]byte, error) {
 		return nil, unwrapPath(err)
 	}
 	if int64(len(data)) > k.Max {
-		return nil, fmt.Errorf("%w: more than the %s limit of a %s", ErrTooLarge, sizeString(k.Max), k.Name)
+		return nil, &tooLarge{size: -1, k: k} // it grew after the Stat
 	}
 	return data, nil
 }
@@ -134,10 +136,25 @@ func regular(fi fs.FileInfo, k Kind) error {
 		return fmt.Errorf("%w but a %s", ErrNotRegular, fileType(fi.Mode()))
 	}
 	if fi.Size() > k.Max {
-		return fmt.Errorf("%w: %d bytes, over the %s limit of a %s", ErrTooLarge, fi.Size(), sizeString(k.Max), k.Name)
+		return &tooLarge{size: fi.Size(), k: k}
 	}
 	return nil
 }
+
+// tooLarge is ErrTooLarge with the size and the limit of the kind.
+type tooLarge struct {
+	size int64 // -1: more than the limit, size unknown
+	k    Kind
+}
+
+func (e *tooLarge) Error() string {
+	if e.size < 0 {
+		return fmt.Sprintf("more than the %s limit of a %s", sizeString(e.k.Max), e.k.Name)
+	}
+	return fmt.Sprintf("%d bytes, over the %s limit of a %s", e.size, sizeString(e.k.Max), e.k.Name)
+}
+
+func (e *tooLarge) Is(target error) bool { return target == ErrTooLarge }
 
 func sizeString(n int64) string {
 	switch {
@@ -229,6 +246,9 @@ func unwrapPath(err error) error {
 type DropIn struct {
 	Name string // the file name, which orders it
 	Path string // its node path
+	// Shadowed are the node paths of files of the same name in lower-priority directories, which
+	// this one hides, highest priority first.
+	Shadowed []string
 }
 
 // DropIns lists the files whose names end in suffix in dirs (node paths, highest priority first) as
@@ -236,9 +256,11 @@ type DropIn struct {
 // a name found in an earlier directory shadows the same name in later ones (so an empty file or a
 // /dev/null symlink masks it), and the survivors are sorted by file name alone, whatever their
 // directory. Hidden files (a leading dot: editors' and nodedns's own temp files) are skipped. A
-// directory that is missing is skipped; one that cannot be listed is reported in errs and skipped.
+// directory named like a file is listed like one (resolved 252 and netplan both fail on it when they
+// read it, measured). A missing directory is skipped; one that cannot be listed is reported in errs
+// and skipped.
 func DropIns(r Reader, dirs []string, suffix string) (out []DropIn, errs []error) {
-	byName := map[string]string{}
+	byName := map[string]int{}
 	for _, dir := range dirs {
 		es, err := r.ReadDir(dir)
 		if err != nil {
@@ -252,14 +274,45 @@ func DropIns(r Reader, dirs []string, suffix string) (out []DropIn, errs []error
 			if !strings.HasSuffix(name, suffix) || strings.HasPrefix(name, ".") {
 				continue
 			}
-			if _, seen := byName[name]; !seen {
-				byName[name] = path.Join(dir, name)
+			p := path.Join(dir, name)
+			if i, seen := byName[name]; seen {
+				out[i].Shadowed = append(out[i].Shadowed, p)
+				continue
 			}
+			byName[name] = len(out)
+			out = append(out, DropIn{Name: name, Path: p})
 		}
-	}
-	for name, p := range byName {
-		out = append(out, DropIn{Name: name, Path: p})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, errs
+}
+
+// SysClassNet is where the kernel names interfaces (NAME/ifindex). Under --root it is how a file
+// named by interface index (a networkd lease, a link state file) maps to its interface.
+const SysClassNet = "/sys/class/net"
+
+// IfNames maps interface indexes to names from /sys/class/net/NAME/ifindex. Unreadable entries are
+// skipped: links come and go, and a file whose index has no name still counts. When two names claim
+// one index the first in name order wins.
+func IfNames(r Reader) map[int]string {
+	names := map[int]string{}
+	entries, err := r.ReadDir(SysClassNet)
+	if err != nil {
+		return names
+	}
+	for _, e := range entries {
+		// Real sysfs entries are relative symlinks into /sys/devices: followed inside the root.
+		data, err := r.ReadFile(path.Join(SysClassNet, e.Name(), "ifindex"), Attribute)
+		if err != nil {
+			continue
+		}
+		i, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err != nil || i <= 0 {
+			continue
+		}
+		if _, dup := names[i]; !dup {
+			names[i] = e.Name()
+		}
+	}
+	return names
 }

@@ -449,9 +449,9 @@ func TestReadFile(t *testing.T) {
 		{name: "through a symlink", path: "/etc/resolv.conf", kind: kind(1024), want: "nameserver 10.0.0.1\n"},
 		{name: "exactly at the limit", path: "/etc/resolv.conf", kind: kind(20), want: "nameserver 10.0.0.1\n"},
 		{name: "over the limit", path: "/etc/resolv.conf", kind: kind(19), is: ErrTooLarge,
-			wantErr: "read /etc/resolv.conf: file too large: 20 bytes, over the 19-byte limit of a test file"},
+			wantErr: "read /etc/resolv.conf: 20 bytes, over the 19-byte limit of a test file"},
 		{name: "sparse 1 GiB", path: "/etc/netplan/70-big.yaml", kind: Config, is: ErrTooLarge,
-			wantErr: "read /etc/netplan/70-big.yaml: file too large: 1073741824 bytes, over the 1 MiB limit of a configuration file"},
+			wantErr: "read /etc/netplan/70-big.yaml: 1073741824 bytes, over the 1 MiB limit of a configuration file"},
 		{name: "directory", path: "/etc/netplan", kind: kind(10), is: ErrNotRegular,
 			wantErr: "read /etc/netplan: not a regular file but a directory"},
 		{name: "FIFO, refused without blocking", path: "/etc/netplan/60-fifo.yaml", kind: Config, is: ErrNotRegular,
@@ -518,7 +518,11 @@ func TestDropIns(t *testing.T) {
 	mkfile(t, s, "/lib/x.d/.90-c.conf.nodedns-1.tmp", "tmp", 0o644)
 	mkfile(t, s, "/lib/x.d/README", "doc", 0o644)
 	got, errs := DropIns(s, []string{"/etc/x.d", "/run/x.d", "/missing/x.d", "/lib/x.d"}, ".conf")
-	want := []DropIn{{"10-a.conf", "/run/x.d/10-a.conf"}, {"50-b.conf", "/etc/x.d/50-b.conf"}, {"90-c.conf", "/lib/x.d/90-c.conf"}}
+	want := []DropIn{
+		{Name: "10-a.conf", Path: "/run/x.d/10-a.conf"},
+		{Name: "50-b.conf", Path: "/etc/x.d/50-b.conf", Shadowed: []string{"/run/x.d/50-b.conf"}},
+		{Name: "90-c.conf", Path: "/lib/x.d/90-c.conf"},
+	}
 	if diff := cmp.Diff(want, got); diff != "" || len(errs) != 0 {
 		t.Errorf("DropIns (-want +got):\n%s\nerrors: %v", diff, errs)
 	}
@@ -562,5 +566,34 @@ func TestSyncDirUnsupportedIsFine(t *testing.T) {
 	}}
 	if _, err := s.Write("/etc/resolv.conf", []byte("nameserver 10.0.0.1\n"), 0o644); err != nil {
 		t.Errorf("Write with a directory fsync answering EINVAL: %v", err)
+	}
+}
+
+func TestIfNames(t *testing.T) {
+	s := newStore(t)
+	for name, idx := range map[string]string{"lo": "1", "eth0": "2", "nodelocaldns": "12", "weird": "x", "zero": "0"} {
+		mkfile(t, s, "/sys/devices/virtual/net/"+name+"/ifindex", idx+"\n", 0o444)
+		mklink(t, s, "/sys/class/net/"+name, "../../devices/virtual/net/"+name)
+	}
+	mkfile(t, s, "/sys/class/net/bonding_masters", "bond0\n", 0o644) // a file, not a link
+	want := map[int]string{1: "lo", 2: "eth0", 12: "nodelocaldns"}
+	if diff := cmp.Diff(want, IfNames(s)); diff != "" {
+		t.Errorf("IfNames mismatch (-want +got):\n%s", diff)
+	}
+	if got := IfNames(NewReader(filepath.Join(s.Root, "nope"))); got == nil || len(got) != 0 {
+		t.Errorf("IfNames of a missing root = %v, want an empty map", got)
+	}
+}
+
+// TestIfNamesRealSysfs reads this machine's own sysfs: the kernel reports every attribute as 4096
+// bytes long, which the Attribute bound must allow.
+func TestIfNamesRealSysfs(t *testing.T) {
+	names := IfNames(NewReader("/"))
+	found := false
+	for _, n := range names {
+		found = found || n == "lo"
+	}
+	if !found {
+		t.Errorf("IfNames of the real /sys = %v, want lo among them", names)
 	}
 }

@@ -3,16 +3,11 @@ package leases
 import (
 	"bytes"
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/nodedns/nodedns/files"
 )
@@ -31,18 +26,31 @@ const (
 	// NetworkManagerLeaseDir holds NetworkManager's
 	// internal-UUID-IFACE.lease and dhclient-UUID-IFACE.lease files.
 	NetworkManagerLeaseDir = "/var/lib/NetworkManager"
-	// SysClassNet maps interface names to indexes (NAME/ifindex).
-	SysClassNet = "/sys/class/net"
 )
 
 // dhclientLeaseDirs are where ISC dhclient keeps *.leases files: Debian and
 // Ubuntu use /var/lib/dhcp, Red Hat and SUSE /var/lib/dhclient.
 var dhclientLeaseDirs = []string{"/var/lib/dhcp", "/var/lib/dhclient"}
 
-// Dirs returns the node paths of the directories Read looks in, for a caller
-// that watches them (inotify) to re-read leases when a client renews.
+// Dirs returns the node paths of the directories Read looks in.
 func Dirs() []string {
 	return append([]string{NetworkdLeaseDir}, append(append([]string(nil), dhclientLeaseDirs...), NetworkManagerLeaseDir)...)
+}
+
+// Watches declares what Read reads, for the daemon to re-read leases when a client renews. A lease
+// is complete once it parses: dhclient appends a lease block by block.
+func Watches() []files.Watch {
+	ws := []files.Watch{{Dir: NetworkdLeaseDir, Match: files.Numeric, Complete: func(b []byte) error {
+		_, err := ParseNetworkd(b, "lease")
+		return err
+	}}}
+	for _, d := range dhclientLeaseDirs {
+		ws = append(ws, files.Watch{Dir: d, Match: files.Suffix(".leases"), Complete: func(b []byte) error {
+			_, err := ParseDhclient(b, "lease")
+			return err
+		}})
+	}
+	return append(ws, files.Watch{Dir: NetworkManagerLeaseDir, Match: files.Suffix(".lease")})
 }
 
 // Problem is a lease file (or lease directory) that could not be used; Read
@@ -61,27 +69,21 @@ func (p Problem) Error() string { return p.Err.Error() }
 // Unwrap returns the underlying error, for errors.Is and errors.As.
 func (p Problem) Unwrap() error { return p.Err }
 
-// errVanished marks a file that disappeared between listing and opening:
-// networkd removes a lease file when it drops the lease. That is not a problem.
-var errVanished = errors.New("file vanished")
-
-// Read finds and parses every lease file under root (root "" or "/" is the
-// real system) and never writes anything:
+// Read finds and parses every lease file of the node r reads and never writes anything:
 //
-//   - networkd leases, root/run/systemd/netif/leases/IFINDEX; the interface
-//     name comes from root/sys/class/net/NAME/ifindex (an index no NAME
-//     claims leaves Interface empty, and the lease still counts);
-//   - dhclient lease files, root/var/lib/dhcp/*.leases and
-//     root/var/lib/dhclient/*.leases; dhclient appends every lease it gets,
-//     so for each interface (and family) only the LAST lease in a file counts;
-//   - NetworkManager lease files, root/var/lib/NetworkManager/*.lease, parsed
-//     as dhclient syntax or as KEY=VALUE by their content.
+//   - networkd leases, /run/systemd/netif/leases/IFINDEX; the interface name comes from
+//     /sys/class/net/NAME/ifindex (an index no NAME claims leaves Interface empty, and the lease
+//     still counts);
+//   - dhclient lease files, /var/lib/dhcp/*.leases and /var/lib/dhclient/*.leases; dhclient appends
+//     every lease it gets, so for each interface (and family) only the LAST lease in a file counts;
+//   - NetworkManager lease files, /var/lib/NetworkManager/*.lease, parsed as dhclient syntax or as
+//     KEY=VALUE by their content.
 //
-// A file with any error is skipped whole and reported as a Problem, as is a
-// file over MaxFileSize or a non-regular file. A missing directory is not a
-// problem. Leases are sorted by Path then Line, problems by Path.
-func Read(root string) ([]Lease, []Problem) {
-	r := &reader{root: root}
+// A file with any error is skipped whole and reported as a Problem, as is a file over MaxFileSize
+// or a non-regular file. A missing directory is not a problem. Leases are sorted by Path then Line,
+// problems by Path.
+func Read(fsys files.Reader) ([]Lease, []Problem) {
+	r := &reader{fs: fsys}
 	names := r.interfaceNames()
 
 	for _, e := range r.list(NetworkdLeaseDir, func(n string) bool {
@@ -141,15 +143,13 @@ func Read(root string) ([]Lease, []Problem) {
 }
 
 type reader struct {
-	root     string
+	fs       files.Reader
 	leases   []Lease
 	problems []Problem
 }
 
-// join puts a node path under the root, as netplan --root-dir does.
-func (r *reader) join(nodePath string) string {
-	return files.HostPath(r.root, nodePath)
-}
+// leaseKind bounds a lease file.
+var leaseKind = files.Kind{Name: "lease file", Max: MaxFileSize}
 
 func (r *reader) problem(p string, err error) {
 	r.problems = append(r.problems, Problem{Path: p, Err: err})
@@ -160,10 +160,10 @@ func (r *reader) problem(p string, err error) {
 // a ".#IFINDEXxxxxxx" temporary file (fopen_temporary), and editors leave
 // dot-files behind. Directories are skipped too.
 func (r *reader) list(dir string, keep func(string) bool) []string {
-	entries, err := os.ReadDir(r.join(dir))
+	entries, err := r.fs.ReadDir(dir)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
-			r.problem(dir, fmt.Errorf("list %s: %w", dir, unwrapPath(err)))
+			r.problem(dir, err)
 		}
 		return nil
 	}
@@ -178,10 +178,11 @@ func (r *reader) list(dir string, keep func(string) bool) []string {
 	return out
 }
 
-// read returns a lease file's bytes, or records a problem and returns false.
+// read returns a lease file's bytes, or records a problem and returns false. A file that vanished
+// between listing and reading is no problem: networkd removes a lease file when it drops the lease.
 func (r *reader) read(nodePath string) ([]byte, bool) {
-	data, err := readLimited(r.join(nodePath), nodePath)
-	if errors.Is(err, errVanished) {
+	data, err := r.fs.ReadFile(nodePath, leaseKind)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false
 	}
 	if err != nil {
@@ -191,84 +192,8 @@ func (r *reader) read(nodePath string) ([]byte, bool) {
 	return data, true
 }
 
-// readLimited reads a regular file of at most MaxFileSize bytes. It opens
-// with O_NONBLOCK so that a FIFO planted where a lease file should be cannot
-// hang the daemon, then refuses anything but a regular file.
-func readLimited(full, nodePath string) ([]byte, error) {
-	f, err := os.OpenFile(full, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errVanished
-		}
-		return nil, fmt.Errorf("read %s: %w", nodePath, unwrapPath(err))
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", nodePath, unwrapPath(err))
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("read %s: not a regular file (%s)", nodePath, st.Mode().Type())
-	}
-	if st.Size() > MaxFileSize {
-		return nil, fmt.Errorf("read %s: %d bytes, over the %d byte limit for a lease file", nodePath, st.Size(), MaxFileSize)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", nodePath, unwrapPath(err))
-	}
-	if len(data) > MaxFileSize {
-		// The file grew after Stat.
-		return nil, fmt.Errorf("read %s: over the %d byte limit for a lease file", nodePath, MaxFileSize)
-	}
-	return data, nil
-}
-
-// unwrapPath drops the root-joined path from an *fs.PathError: messages name
-// the node path instead, which is what an operator looks for.
-func unwrapPath(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
-// interfaceNames maps interface indexes to names from
-// root/sys/class/net/NAME/ifindex. Unreadable entries are skipped: links come
-// and go, and a lease whose index has no name still counts.
-func (r *reader) interfaceNames() map[int]string {
-	names := map[int]string{}
-	dir := r.join(SysClassNet)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return names
-	}
-	for _, e := range entries {
-		data, err := readSmall(filepath.Join(dir, e.Name(), "ifindex"))
-		if err != nil {
-			continue
-		}
-		i, err := strconv.Atoi(strings.TrimSpace(string(data)))
-		if err != nil || i <= 0 {
-			continue
-		}
-		if _, dup := names[i]; !dup {
-			names[i] = e.Name()
-		}
-	}
-	return names
-}
-
-// readSmall reads at most 64 bytes: an ifindex file holds one number.
-func readSmall(p string) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, 64))
-}
+// interfaceNames maps interface indexes to names from /sys/class/net/NAME/ifindex.
+func (r *reader) interfaceNames() map[int]string { return files.IfNames(r.fs) }
 
 // lastPerInterface keeps, for each interface and address family, the last
 // lease of a dhclient file: dhclient appends each new lease to the file, and

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodedns/nodedns/files"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden files")
@@ -53,7 +54,7 @@ type problemView struct {
 
 func TestReadGolden(t *testing.T) {
 	root := copyRoot(t)
-	ls, probs := Read(root)
+	ls, probs := Read(files.NewReader(root))
 
 	var view struct {
 		Leases   []leaseView
@@ -89,7 +90,7 @@ func TestReadGolden(t *testing.T) {
 // implements.
 func TestRead(t *testing.T) {
 	root := copyRoot(t)
-	ls, probs := Read(root)
+	ls, probs := Read(files.NewReader(root))
 
 	type summary struct {
 		Path      string
@@ -181,7 +182,7 @@ func TestReadProblems(t *testing.T) {
 				writeFile(t, root, "/run/systemd/netif/leases/2", good)
 			},
 			wantPaths: []string{"/run/systemd/netif/leases/2"},
-			wantProbs: []problemView{{"/var/lib/dhcp/big.leases", "read /var/lib/dhcp/big.leases: 1048577 bytes, over the 1048576 byte limit for a lease file"}},
+			wantProbs: []problemView{{"/var/lib/dhcp/big.leases", "read /var/lib/dhcp/big.leases: 1048577 bytes, over the 1 MiB limit of a lease file"}},
 		},
 		{
 			name: "a file of exactly 1 MiB is read",
@@ -211,7 +212,7 @@ func TestReadProblems(t *testing.T) {
 					t.Skipf("mkfifo: %v", err)
 				}
 			},
-			wantProbs: []problemView{{"/var/lib/dhcp/fifo.leases", "read /var/lib/dhcp/fifo.leases: not a regular file (p---------)"}},
+			wantProbs: []problemView{{"/var/lib/dhcp/fifo.leases", "read /var/lib/dhcp/fifo.leases: not a regular file but a named pipe"}},
 		},
 		{
 			name: "skipped: other names, hidden temp files, directories",
@@ -250,7 +251,7 @@ func TestReadProblems(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
 			tt.setup(t, root)
-			ls, probs := Read(root)
+			ls, probs := Read(files.NewReader(root))
 			var paths []string
 			for _, l := range ls {
 				paths = append(paths, l.Path)
@@ -286,7 +287,7 @@ func TestReadLastLeasePerInterface(t *testing.T) {
 		`lease { interface "eth1"; fixed-address 10.0.1.1; }`,                  // 6: kept
 	}, "\n")
 	writeFile(t, root, "/var/lib/dhcp/dhclient.leases", []byte(file))
-	ls, probs := Read(root)
+	ls, probs := Read(files.NewReader(root))
 	if len(probs) != 0 {
 		t.Fatalf("problems: %v", probs)
 	}
@@ -333,20 +334,6 @@ func TestLooksDhclient(t *testing.T) {
 	for _, tt := range tests {
 		if got := looksDhclient([]byte(tt.in)); got != tt.want {
 			t.Errorf("looksDhclient(%q) = %v, want %v", tt.in, got, tt.want)
-		}
-	}
-}
-
-func TestJoinRoot(t *testing.T) {
-	for _, tt := range []struct{ root, want string }{
-		{"", "/var/lib/dhcp"},
-		{"/", "/var/lib/dhcp"},
-		{"/tmp/node", "/tmp/node/var/lib/dhcp"},
-		{"/tmp/node/", "/tmp/node/var/lib/dhcp"},
-	} {
-		r := &reader{root: tt.root}
-		if got := r.join("/var/lib/dhcp"); got != tt.want {
-			t.Errorf("join under %q = %q, want %q", tt.root, got, tt.want)
 		}
 	}
 }

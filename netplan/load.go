@@ -3,52 +3,40 @@ package netplan
 import (
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
-	"path"
-	"slices"
-	"strings"
 
 	"github.com/nodedns/nodedns/files"
+	"go.yaml.in/yaml/v3"
 )
 
-// dirs are netplan 0.106's configuration directories, lowest precedence
-// first (util.c find_yaml_glob: "{lib,etc,run}/netplan/*.yaml"; netplan 1.0
-// moved /lib to /usr/lib).
-var dirs = []string{"/lib/netplan", "/etc/netplan", "/run/netplan"}
+// Dirs are netplan 0.106's configuration directories, highest precedence first (util.c
+// find_yaml_glob: "{lib,etc,run}/netplan/*.yaml", a file in /run replacing its /etc and /lib
+// namesakes; netplan 1.0 moved /lib to /usr/lib).
+var Dirs = []string{"/run/netplan", "/etc/netplan", "/lib/netplan"}
 
-// Load reads and merges the netplan files under root (root "" or "/" = real
-// system). A file that is not valid YAML, or whose structure netplan would
-// reject at the level we read (e.g. `network` not a mapping, `dhcp4:
-// maybe`), is an error naming path:line:col and the reason; nothing partial
-// is returned then. No netplan directory at all: empty Config, no error.
-// Files over 1 MiB are refused. Load never writes.
-func Load(root string) (*Config, error) {
-	all, err, _, _ := LoadSplit(root, "")
+// fileKind bounds a netplan file.
+var fileKind = files.Kind{Name: "netplan file", Max: MaxFileSize}
+
+// Load reads and merges the netplan files of the node r reads. A file that is not valid YAML, or
+// whose structure netplan would reject at the level we read (e.g. `network` not a mapping, `dhcp4:
+// maybe`), is an error naming path:line:col and the reason; nothing partial is returned then. No
+// netplan directory at all: empty Config, no error. Files over 1 MiB are refused. Load never writes.
+func Load(r files.Reader) (*Config, error) {
+	all, err, _, _ := LoadSplit(r, "")
 	return all, err
-}
-
-// LoadExcept is Load without one node path (nodedns's own file): what the rest of the node asks
-// for. A file of the same name in another directory that the skipped one shadows stays shadowed,
-// as netplan would still not read it.
-func LoadExcept(root, skip string) (*Config, error) {
-	_, _, others, err := LoadSplit(root, skip)
-	return others, err
 }
 
 // LoadSplit reads the netplan files once and merges them twice: all of them (what netplan will run
 // with) and all but skip (what the rest of the node asks for). Each merge has its own error, so a
 // broken skip file spoils only the first. With skip "" both are the same merge.
-func LoadSplit(root, skip string) (all *Config, allErr error, others *Config, othersErr error) {
-	files, shadowed, err := find(root)
+func LoadSplit(r files.Reader, skip string) (all *Config, allErr error, others *Config, othersErr error) {
+	found, shadowed, err := find(r)
 	if err != nil {
 		return nil, err, nil, err
 	}
-	docs := make([]Doc, 0, len(files))
+	docs := make([]Doc, 0, len(found))
 	var skipErr error
-	for _, f := range files {
-		data, err := readFile(root, f)
+	for _, f := range found {
+		data, err := readFile(r, f)
 		if err != nil {
 			if f != skip {
 				return nil, err, nil, err
@@ -85,65 +73,46 @@ func LoadSplit(root, skip string) (all *Config, allErr error, others *Config, ot
 	return all, allErr, others, othersErr
 }
 
-// find lists the files netplan would read, as node paths in merge order,
-// and those shadowed. netplan 0.106 (util.c
-// netplan_parser_load_yaml_hierarchy) globs all three directories, keys the
-// results by file name so /run replaces /etc replaces /lib, and sorts by
-// file name with strcmp: the directory does not affect the order.
-func find(root string) (files, shadowed []string, err error) {
-	byName := map[string]string{}
+// find lists the files netplan would read, as node paths in merge order, and those shadowed.
+// netplan 0.106 (util.c netplan_parser_load_yaml_hierarchy) globs all three directories, keys the
+// results by file name so /run replaces /etc replaces /lib, and sorts by file name with strcmp: the
+// directory does not affect the order. That is systemd's rule, files.DropIns.
+func find(r files.Reader) (found, shadowed []string, err error) {
+	ds, errs := files.DropIns(r, Dirs, ".yaml")
+	if len(errs) > 0 {
+		return nil, nil, fmt.Errorf("list netplan directory: %w", errs[0])
+	}
 	shadowed = []string{}
-	for _, dir := range dirs {
-		entries, err := os.ReadDir(hostPath(root, dir))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("list netplan directory %s: %w", dir, err)
-		}
-		for _, e := range entries {
-			name := e.Name()
-			// glob's "*" does not match a leading dot.
-			if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".yaml") {
-				continue
-			}
-			if prev, ok := byName[name]; ok {
-				shadowed = append(shadowed, prev)
-			}
-			byName[name] = path.Join(dir, name)
+	for _, d := range ds {
+		found = append(found, d.Path)
+		for i := len(d.Shadowed) - 1; i >= 0; i-- { // lowest precedence first
+			shadowed = append(shadowed, d.Shadowed[i])
 		}
 	}
-	names := make([]string, 0, len(byName))
-	for n := range byName {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	files = make([]string, 0, len(names))
-	for _, n := range names {
-		files = append(files, byName[n])
-	}
-	return files, shadowed, nil
+	return found, shadowed, nil
 }
 
-// readFile reads a node path under root, refusing more than MaxFileSize
-// bytes without reading them all.
-func readFile(root, nodePath string) ([]byte, error) {
-	f, err := os.Open(hostPath(root, nodePath))
-	if err != nil {
-		return nil, fmt.Errorf("read netplan file %s: %w", nodePath, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read netplan file %s: %w", nodePath, err)
-	}
-	if len(data) > MaxFileSize {
+// readFile reads a netplan file, refusing more than MaxFileSize bytes without reading them, and
+// anything that is not a regular file without opening it.
+func readFile(r files.Reader, nodePath string) ([]byte, error) {
+	data, err := r.ReadFile(nodePath, fileKind)
+	if errors.Is(err, files.ErrTooLarge) {
 		return nil, &Error{Path: nodePath, Reason: fmt.Sprintf("file is larger than %d bytes", MaxFileSize)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read netplan file %s: %w", nodePath, errors.Unwrap(err))
 	}
 	return data, nil
 }
 
-// hostPath joins an absolute node path under root, like netplan --root-dir.
-func hostPath(root, nodePath string) string {
-	return files.HostPath(root, nodePath)
+// Watches declares the directories Load reads. A netplan file is complete once it is valid YAML.
+func Watches() []files.Watch {
+	var ws []files.Watch
+	for _, d := range Dirs {
+		ws = append(ws, files.Watch{Dir: d, Match: files.Suffix(".yaml"), Complete: func(b []byte) error {
+			var v any
+			return yaml.Unmarshal(b, &v)
+		}})
+	}
+	return ws
 }

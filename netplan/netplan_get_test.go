@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodedns/nodedns/files"
 )
 
 // TestAgainstNetplanGet checks the merge against netplan itself: the
@@ -23,19 +24,20 @@ func TestAgainstNetplanGet(t *testing.T) {
 			t.Run(f.name, func(t *testing.T) {
 				t.Parallel()
 				src := filepath.Join("testdata", "nodes", f.name)
-				files, shadowed, err := find(src)
+				rd := files.NewReader(src)
+				found, shadowed, err := find(rd)
 				if err != nil {
 					t.Fatal(err)
 				}
 				root := t.TempDir()
-				for _, p := range slices.Concat(files, shadowed) {
-					data, err := readFile(src, p)
+				for _, p := range slices.Concat(found, shadowed) {
+					data, err := readFile(rd, p)
 					if err != nil {
 						t.Fatal(err)
 					}
 					writeNodeFile(t, root, p, data)
 				}
-				ours, err := Load(root)
+				ours, err := Load(files.NewReader(root))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -54,7 +56,7 @@ func TestAgainstNetplanGet(t *testing.T) {
 				for i, d := range c.docs {
 					writeNodeFile(t, root, "/etc/netplan/"+string(rune('a'+i))+".yaml", []byte(d))
 				}
-				ours, err := Load(root)
+				ours, err := Load(files.NewReader(root))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/nodedns/nodedns/files"
 )
 
 // GenerateTimeout bounds one `netplan generate` run (about 0.15 s each on the 2-core CI machine, 5 runs timed).
@@ -156,7 +158,7 @@ func (r Runner) genError(tmp string, out []byte, err error) error {
 }
 
 func isNetplanDir(d string) bool {
-	for _, x := range dirs {
+	for _, x := range Dirs {
 		if d == x {
 			return true
 		}
@@ -182,24 +184,18 @@ func (r Runner) copyTree(root string, changes map[string][]byte) (string, error)
 		}
 		return os.WriteFile(full, data, FileMode)
 	}
-	for _, dir := range dirs {
-		entries, err := os.ReadDir(hostPath(root, dir))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return fail(err)
-		}
-		for _, e := range entries {
-			name := e.Name()
-			if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".yaml") {
-				continue
-			}
-			node := path.Join(dir, name)
+	// Every file of every directory, the shadowed ones too: netplan decides what it reads.
+	rd := files.NewReader(root)
+	ds, errs := files.DropIns(rd, Dirs, ".yaml")
+	if len(errs) > 0 {
+		return fail(errs[0])
+	}
+	for _, d := range ds {
+		for _, node := range append([]string{d.Path}, d.Shadowed...) {
 			if _, ok := changes[node]; ok {
 				continue
 			}
-			data, err := readFile(root, node)
+			data, err := readFile(rd, node)
 			if err != nil {
 				return fail(err)
 			}

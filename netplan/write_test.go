@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodedns/nodedns/files"
 )
 
 func TestRender(t *testing.T) {
@@ -194,11 +195,11 @@ func TestGenerateRejects(t *testing.T) {
 		t.Errorf("Validate = %v, want networkd's same-value error", err)
 	}
 	// The node's tree is never touched by a validation.
-	if _, err := Load(root); err != nil {
+	if _, err := Load(files.NewReader(root)); err != nil {
 		t.Fatal(err)
 	}
-	files, _, _ := find(root)
-	if diff := cmp.Diff([]string{cloudInit}, files); diff != "" {
+	found, _, _ := find(files.NewReader(root))
+	if diff := cmp.Diff([]string{cloudInit}, found); diff != "" {
 		t.Errorf("files under root changed (-want +got):\n%s", diff)
 	}
 	// And an accepted file renders networkd's UseDomains=false.

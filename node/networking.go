@@ -3,10 +3,7 @@ package node
 import (
 	"bufio"
 	"bytes"
-	"errors"
-	"io/fs"
 	"net/netip"
-	"os"
 	"path"
 	"strings"
 
@@ -43,64 +40,53 @@ type Uplink struct {
 // readNetworking fills the netplan and networkd parts of the snapshot that the netplan integration
 // needs beyond Netplan: the configuration without nodedns's own file, that file, and the networkd
 // DHCP networks.
-func (s *Snapshot) readNetworking(st *files.Store, root string, others *netplan.Config, err error) {
-	s.NetplanOwn = readManaged(st, netplan.NodednsFile)
+func (s *Snapshot) readNetworking(r files.Reader, others *netplan.Config, err error) {
+	s.NetplanOwn = s.readManaged(r, netplan.NodednsFile)
 	if err != nil {
 		if s.Netplan != nil {
 			// Only nodedns's own file is broken: the rest of the tree still decides.
-			s.problem(netplan.NodednsFile, 0, err.Error())
+			s.problem(SourceNetplan, netplan.NodednsFile, 0, err.Error())
 		}
 	} else {
 		s.NetplanOthers = others
 	}
-	s.Networkd = s.readNetworkd(st, root)
+	s.Networkd = s.readNetworkd(r)
 }
 
-func (s *Snapshot) readNetworkd(st *files.Store, root string) []NetworkdNetwork {
+func (s *Snapshot) readNetworkd(r files.Reader) []NetworkdNetwork {
 	inUse := map[string]bool{}
 	for _, l := range s.Links {
 		if l.NetworkFile != "" {
 			inUse[path.Clean(l.NetworkFile)] = true
 		}
 	}
-	seen := map[string]bool{}
+	found, errs := files.DropIns(r, networkDirs, ".network")
+	for _, err := range errs {
+		s.problem(SourceNetworkd, "", 0, err.Error())
+	}
 	var out []NetworkdNetwork
-	for _, dir := range networkDirs {
-		entries, err := os.ReadDir(files.HostPath(root, dir))
-		if err != nil {
-			if !errors.Is(err, fs.ErrNotExist) {
-				s.problem(dir, 0, err.Error())
-			}
+	for _, d := range found {
+		dir := path.Dir(d.Path)
+		// netplan renders its own files into /run/systemd/network: those are changed through
+		// netplan, never with a drop-in.
+		if strings.HasPrefix(d.Name, "10-netplan-") && dir == "/run/systemd/network" {
 			continue
 		}
-		for _, e := range entries {
-			name := e.Name()
-			if !strings.HasSuffix(name, ".network") || seen[name] {
-				continue
-			}
-			seen[name] = true
-			p := path.Join(dir, name)
-			// netplan renders its own files into /run/systemd/network: those are changed through
-			// netplan, never with a drop-in.
-			if strings.HasPrefix(name, "10-netplan-") && dir == "/run/systemd/network" {
-				continue
-			}
-			// Vendor files (/lib: container host0, ...) count only when a link actually uses them.
-			if !inUse[p] && dir != "/etc/systemd/network" && dir != "/run/systemd/network" {
-				continue
-			}
-			data, err := st.Read(p, maxConfigSize)
-			if err != nil {
-				s.problem(p, 0, err.Error())
-				continue
-			}
-			n := ParseNetworkFile(p, data)
-			if !n.DHCP4 && !n.DHCP6 {
-				continue
-			}
-			n.DropIn = readManaged(st, NetworkdDropIn(p))
-			out = append(out, n)
+		// Vendor files (/lib: container host0, ...) count only when a link actually uses them.
+		if !inUse[d.Path] && dir != "/etc/systemd/network" && dir != "/run/systemd/network" {
+			continue
 		}
+		data, err := r.ReadFile(d.Path, files.Config)
+		if err != nil {
+			s.problem(SourceNetworkd, d.Path, 0, err.Error())
+			continue
+		}
+		n := ParseNetworkFile(d.Path, data)
+		if !n.DHCP4 && !n.DHCP6 {
+			continue
+		}
+		n.DropIn = s.readManaged(r, NetworkdDropIn(d.Path))
+		out = append(out, n)
 	}
 	return out
 }

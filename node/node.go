@@ -14,9 +14,8 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
-	"os"
 	"path"
-	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -45,14 +44,36 @@ const (
 // highest priority first.
 var unitDirs = []string{"/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system"}
 
-// maxConfigSize bounds every file nodedns reads: none of them is legitimately larger.
+// maxConfigSize bounds a configuration file nodedns reads (files.Config).
 const maxConfigSize = 1 << 20
+
+// Kinds of node files this package reads beyond files.Config and files.State.
+var resolvKind = files.Kind{Name: "resolv.conf file", Max: resolvconf.MaxSize}
+
+// Source is the kind of input a Problem is about, so a check can tell which of its inputs could not
+// be read without matching message text.
+type Source string
+
+// Sources.
+const (
+	SourceResolvConf Source = "resolv.conf"
+	SourceResolved   Source = "systemd-resolved configuration"
+	SourceLinkState  Source = "link state"
+	SourceKubelet    Source = "kubelet config"
+	SourceLease      Source = "DHCP lease"
+	SourceNetplan    Source = "netplan"
+	SourceNetworkd   Source = "systemd-networkd configuration"
+	SourceUnit       Source = "systemd unit"
+	SourceManaged    Source = "nodedns-managed file"
+	SourceLive       Source = "live source" // D-Bus or netlink, on the live node
+)
 
 // Problem is a source nodedns could not use.
 type Problem struct {
-	Path string
-	Line int
-	Msg  string
+	Path   string // node path of the file or directory; "" for a live source
+	Line   int
+	Source Source
+	Msg    string
 }
 
 func (p Problem) String() string {
@@ -63,6 +84,17 @@ func (p Problem) String() string {
 		return p.Msg // the reader's error already names the file
 	}
 	return fmt.Sprintf("%s: %s", p.Path, p.Msg)
+}
+
+// ProblemsFrom lists the problems with one of the sources.
+func (s *Snapshot) ProblemsFrom(srcs ...Source) []Problem {
+	var out []Problem
+	for _, p := range s.Problems {
+		if slices.Contains(srcs, p.Source) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // ResolvFile is one resolv.conf-format file as found on the node.
@@ -97,8 +129,7 @@ type Unit struct {
 
 // Snapshot is everything nodedns knows about the node's DNS setup at one moment.
 type Snapshot struct {
-	Root string
-	Now  time.Time
+	Now time.Time
 
 	ResolvConf     ResolvFile // /etc/resolv.conf, followed inside the root
 	ResolvedResolv ResolvFile // /run/systemd/resolve/resolv.conf: resolved's uplink view
@@ -136,6 +167,10 @@ type Snapshot struct {
 
 	Unit Unit
 
+	// Files is the reader the snapshot was read with, for readers that come later (the checks'
+	// state files).
+	Files files.Reader `json:"-"`
+
 	// CacheInterfaceAddrs are the addresses on the nodelocaldns interface. Only the live layer
 	// (netlink) fills them; under --root they stay empty.
 	CacheInterfaceAddrs []netip.Addr
@@ -143,34 +178,31 @@ type Snapshot struct {
 	Problems []Problem
 }
 
-// Observe reads the node under root. It never fails: every unusable source is in Problems.
-func Observe(root string, cfg config.Config, now time.Time) *Snapshot {
-	if root == "" {
-		root = "/"
-	}
-	st := &files.Store{Root: root, FS: files.OS(), StateDir: config.StateDir}
-	s := &Snapshot{Root: root, Now: now}
+// Observe reads the node through r (a files.Store: under the node's root, bounded, never a blocking
+// open). It never fails: every unusable source is in Problems.
+func Observe(r files.Reader, cfg config.Config, now time.Time) *Snapshot {
+	s := &Snapshot{Now: now, Files: r}
 
-	s.ResolvConf = s.readResolv(st, EtcResolvConf)
-	s.ResolvedResolv = s.readResolv(st, ResolvedResolvConf)
-	s.ResolvedStub = s.readResolv(st, ResolvedStubConf)
+	s.ResolvConf = s.readResolv(r, EtcResolvConf)
+	s.ResolvedResolv = s.readResolv(r, ResolvedResolvConf)
+	s.ResolvedStub = s.readResolv(r, ResolvedStubConf)
 
-	s.readResolved(root)
+	s.readResolved(r)
 	var warns []systemd.Warning
-	s.Links, warns = systemd.LoadLinkStates(root)
+	s.Links, warns = systemd.LoadLinkStates(r)
 	for _, w := range warns {
-		s.problem(w.Path, w.Line, w.Msg)
+		s.problem(SourceLinkState, w.Path, w.Line, w.Msg)
 	}
-	s.ResolvedDropIn = readManaged(st, ResolvedDropIn)
+	s.ResolvedDropIn = s.readManaged(r, ResolvedDropIn)
 
-	s.readKubelet(st, cfg)
+	s.readKubelet(r, cfg)
 	// The same file is read once (and a bad one reported once), whoever names it.
 	known := map[string]ResolvFile{EtcResolvConf: s.ResolvConf, ResolvedResolvConf: s.ResolvedResolv, ResolvedStubConf: s.ResolvedStub}
 	readOnce := func(p string) ResolvFile {
 		if rf, ok := known[path.Clean(p)]; ok {
 			return rf
 		}
-		rf := s.readResolv(st, p)
+		rf := s.readResolv(r, p)
 		known[path.Clean(p)] = rf
 		return rf
 	}
@@ -179,57 +211,65 @@ func Observe(root string, cfg config.Config, now time.Time) *Snapshot {
 	}
 	s.NodednsResolv = readOnce(cfg.Kubelet.ResolvConf)
 
-	ls, lp := leases.Read(root)
+	ls, lp := leases.Read(r)
 	s.Leases = ls
 	for _, p := range lp {
-		s.problem(p.Path, 0, p.Err.Error())
+		s.problem(SourceLease, p.Path, 0, p.Err.Error())
 	}
 
 	// One read of the netplan tree, merged with and without nodedns's own file.
-	np, err, others, othersErr := netplan.LoadSplit(root, netplan.NodednsFile)
+	np, err, others, othersErr := netplan.LoadSplit(r, netplan.NodednsFile)
 	if err != nil {
-		s.problem("", 0, err.Error())
+		s.problem(SourceNetplan, netplanPath(err), 0, err.Error())
 	} else {
 		s.Netplan = np
 	}
-	s.readNetworking(st, root, others, othersErr)
+	s.readNetworking(r, others, othersErr)
 
-	if _, err := os.Lstat(filepath.Join(root, DhclientConf)); err == nil {
+	if _, err := r.Lstat(DhclientConf); err == nil {
 		s.DhclientConf = true
 	}
-	s.DhclientHook = readManaged(st, DhclientHook)
-	s.Unit = readUnit(st, root)
+	s.DhclientHook = s.readManaged(r, DhclientHook)
+	s.Unit = s.readUnit(r)
 	return s
 }
 
-func (s *Snapshot) problem(path string, line int, msg string) {
-	s.Problems = append(s.Problems, Problem{Path: path, Line: line, Msg: msg})
+// netplanPath is the file a netplan error is about ("" when it names none).
+func netplanPath(err error) string {
+	var ne *netplan.Error
+	if errors.As(err, &ne) {
+		return ne.Path
+	}
+	return ""
 }
 
-func (s *Snapshot) readResolv(st *files.Store, p string) ResolvFile {
+func (s *Snapshot) problem(src Source, path string, line int, msg string) {
+	s.Problems = append(s.Problems, Problem{Path: path, Line: line, Source: src, Msg: msg})
+}
+
+func (s *Snapshot) readResolv(r files.Reader, p string) ResolvFile {
 	rf := ResolvFile{Path: p, Target: p}
-	full := filepath.Join(s.Root, p)
-	fi, err := os.Lstat(full)
+	fi, err := r.Lstat(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return rf
 	}
 	if err != nil {
 		rf.Err = err
-		s.problem(p, 0, err.Error())
+		s.problem(SourceResolvConf, p, 0, err.Error())
 		return rf
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		rf.Symlink = true
-		rf.LinkTarget, _ = os.Readlink(full)
-		t, err := st.ResolveLink(p)
+		rf.LinkTarget, _ = r.Readlink(p)
+		t, err := r.ResolveLink(p)
 		if err != nil {
 			rf.Err = err
-			s.problem(p, 0, err.Error())
+			s.problem(SourceResolvConf, p, 0, err.Error())
 			return rf
 		}
 		rf.Target = t
 	}
-	data, err := st.Read(rf.Target, resolvconf.MaxSize)
+	data, err := r.ReadFile(rf.Target, resolvKind)
 	if errors.Is(err, fs.ErrNotExist) {
 		// A dangling symlink (e.g. to resolved's stub while resolved is down) is "missing".
 		return rf
@@ -237,62 +277,61 @@ func (s *Snapshot) readResolv(st *files.Store, p string) ResolvFile {
 	rf.Exists = true
 	if err != nil {
 		rf.Err = err
-		s.problem(rf.Target, 0, err.Error())
+		s.problem(SourceResolvConf, rf.Target, 0, err.Error())
 		return rf
 	}
-	if ti, err := os.Stat(filepath.Join(s.Root, rf.Target)); err == nil {
+	if ti, err := r.Stat(rf.Target); err == nil {
 		rf.Mode = ti.Mode().Perm()
 	}
 	rf.Data = data
 	f, err := resolvconf.Parse(data)
 	if err != nil {
 		rf.Err = fmt.Errorf("%s: %w", rf.Target, err)
-		s.problem(rf.Target, 0, err.Error())
+		s.problem(SourceResolvConf, rf.Target, 0, err.Error())
 		return rf
 	}
 	for _, w := range f.Warnings() {
-		s.problem(rf.Target, w.Line, w.Msg)
+		s.problem(SourceResolvConf, rf.Target, w.Line, w.Msg)
 	}
 	rf.File = f
 	return rf
 }
 
-func readManaged(st *files.Store, p string) Managed {
+// readManaged reads a file nodedns owns. A file that cannot be read is reported: nodedns would
+// otherwise take it for missing and write over what it cannot see.
+func (s *Snapshot) readManaged(r files.Reader, p string) Managed {
 	m := Managed{Path: p}
-	data, err := st.Read(p, maxConfigSize)
+	data, err := r.ReadFile(p, files.Config)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
 		m.Exists, m.Err = true, err
+		s.problem(SourceManaged, p, 0, err.Error())
 	default:
 		m.Exists, m.Data = true, data
 	}
 	return m
 }
 
-func (s *Snapshot) readResolved(root string) {
-	all, err := systemd.LoadResolvedConfig(root)
-	if err != nil {
-		s.problem("", 0, err.Error())
-		return
-	}
+func (s *Snapshot) readResolved(r files.Reader) {
+	all := systemd.LoadResolvedConfig(r)
 	for _, w := range all.Warnings {
-		s.problem(w.Path, w.Line, w.Msg)
+		s.problem(SourceResolved, w.Path, w.Line, w.Msg)
 	}
 	s.Resolved = all
-	s.ResolvedOthers = reparse(root, all.Files, func(p string) bool { return p == ResolvedDropIn })
-	s.ResolvedPersistent = reparse(root, all.Files, func(p string) bool { return strings.HasPrefix(p, "/run/") })
+	s.ResolvedOthers = reparse(r, all.Files, func(p string) bool { return p == ResolvedDropIn })
+	s.ResolvedPersistent = reparse(r, all.Files, func(p string) bool { return strings.HasPrefix(p, "/run/") })
 }
 
 // reparse rebuilds a resolved configuration from the same files minus those skip selects, in the same
 // order, so "what would resolved use without X" needs no second directory walk.
-func reparse(root string, paths []string, skip func(string) bool) *systemd.ResolvedConfig {
+func reparse(r files.Reader, paths []string, skip func(string) bool) *systemd.ResolvedConfig {
 	cfg := &systemd.ResolvedConfig{}
 	for _, p := range paths {
 		if skip(p) {
 			continue
 		}
-		data, err := os.ReadFile(files.HostPath(root, p))
+		data, err := r.ReadFile(p, files.Config)
 		if err != nil {
 			continue // already reported by the first load
 		}
@@ -303,32 +342,32 @@ func reparse(root string, paths []string, skip func(string) bool) *systemd.Resol
 	return cfg
 }
 
-func (s *Snapshot) readKubelet(st *files.Store, cfg config.Config) {
+func (s *Snapshot) readKubelet(r files.Reader, cfg config.Config) {
 	s.Kubelet = Kubelet{Path: cfg.Kubelet.Config, ResolvConf: KubeletDefaultResolvConf}
-	data, err := st.Read(cfg.Kubelet.Config, maxConfigSize)
+	data, err := r.ReadFile(cfg.Kubelet.Config, files.Config)
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}
 	if err != nil {
 		s.Kubelet.Exists = true
-		s.problem(cfg.Kubelet.Config, 0, err.Error())
+		s.problem(SourceKubelet, cfg.Kubelet.Config, 0, err.Error())
 		return
 	}
 	k, err := ParseKubelet(data, cfg.Kubelet.Config)
 	if err != nil {
-		s.problem("", 0, err.Error())
+		s.problem(SourceKubelet, cfg.Kubelet.Config, 0, err.Error())
 	}
 	s.Kubelet = k
 }
 
 // readUnit finds the nodedns unit the way systemd would on the next boot: the first unit directory
-// that has it, its drop-ins, and the .wants symlinks under /etc/systemd/system (what `systemctl
-// enable` creates).
-func readUnit(st *files.Store, root string) Unit {
+// that has it, its drop-ins (ordered by files.DropIns, systemd's rule), and the .wants symlinks under
+// /etc/systemd/system (what `systemctl enable` creates).
+func (s *Snapshot) readUnit(r files.Reader) Unit {
 	var u Unit
 	for _, d := range unitDirs {
 		p := path.Join(d, UnitName)
-		if _, err := os.Stat(files.HostPath(root, p)); err == nil {
+		if _, err := r.Stat(p); err == nil {
 			u.Path = p
 			break
 		}
@@ -337,34 +376,41 @@ func readUnit(st *files.Store, root string) Unit {
 		return u
 	}
 	sources := []string{u.Path}
+	var dropDirs []string
 	for _, d := range unitDirs {
-		matches, _ := filepath.Glob(filepath.Join(root, d, UnitName+".d", "*.conf"))
-		sort.Strings(matches)
-		for _, m := range matches {
-			rel, _ := filepath.Rel(root, m)
-			sources = append(sources, "/"+rel)
-		}
+		dropDirs = append(dropDirs, path.Join(d, UnitName+".d"))
+	}
+	dropins, errs := files.DropIns(r, dropDirs, ".conf")
+	for _, err := range errs {
+		s.problem(SourceUnit, "", 0, err.Error())
+	}
+	for _, d := range dropins {
+		sources = append(sources, d.Path)
 	}
 	for _, src := range sources {
-		data, err := os.ReadFile(files.HostPath(root, src))
+		data, err := r.ReadFile(src, files.Config)
 		if err != nil {
 			u.ReadError = err
+			s.problem(SourceUnit, src, 0, err.Error())
 			continue
 		}
 		u.Before = append(u.Before, unitValues(data, "Unit", "Before")...)
 	}
-	wants, _ := filepath.Glob(filepath.Join(root, "/etc/systemd/system", "*.wants", UnitName))
-	for _, w := range wants {
-		rel, _ := filepath.Rel(root, w)
-		target, err := st.ResolveLink("/" + rel)
-		if err != nil {
+	const etcUnits = "/etc/systemd/system"
+	es, _ := r.ReadDir(etcUnits)
+	for _, e := range es {
+		if !strings.HasSuffix(e.Name(), ".wants") {
 			continue
 		}
-		if _, err := os.Stat(files.HostPath(root, target)); err != nil {
+		w := path.Join(etcUnits, e.Name(), UnitName)
+		if _, err := r.Lstat(w); err != nil {
+			continue
+		}
+		if _, err := r.Stat(w); err != nil {
 			continue // a dangling enable symlink does not start anything
 		}
 		u.Enabled = true
-		u.WantedBy = append(u.WantedBy, strings.TrimSuffix(filepath.Base(filepath.Dir(w)), ".wants"))
+		u.WantedBy = append(u.WantedBy, strings.TrimSuffix(e.Name(), ".wants"))
 	}
 	sort.Strings(u.WantedBy)
 	return u

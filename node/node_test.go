@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/files"
 )
 
 func TestParseKubelet(t *testing.T) {
@@ -105,7 +106,7 @@ func TestObserveUnitInsideRoot(t *testing.T) {
 	must(os.WriteFile(filepath.Join(root, "lib/systemd/system/nodedns.service"), []byte("[Unit]\nBefore=kubelet.service\n"), 0o644))
 	must(os.WriteFile(filepath.Join(root, "etc/systemd/system/nodedns.service.d/10-local.conf"), []byte("[Unit]\nBefore=containerd.service\n"), 0o644))
 	must(os.Symlink("/lib/systemd/system/nodedns.service", filepath.Join(root, "etc/systemd/system/multi-user.target.wants/nodedns.service")))
-	s := Observe(root, config.Default(), time.Now())
+	s := Observe(files.NewReader(root), config.Default(), time.Now())
 	want := Unit{Path: "/lib/systemd/system/nodedns.service", Enabled: true, WantedBy: []string{"multi-user.target"}, Before: []string{"kubelet.service", "containerd.service"}}
 	if diff := cmp.Diff(want, s.Unit); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"time"
 
 	"github.com/nodedns/nodedns/files"
@@ -89,18 +88,14 @@ func MarshalWritersState(st WritersState) ([]byte, error) {
 	return append(data, '\n'), nil
 }
 
-// ReadWritersState reads the daemon's writers state under root. A missing file is the zero state
-// and no error.
-func ReadWritersState(root string) (WritersState, error) {
-	data, err := os.ReadFile(files.HostPath(root, WritersStatePath))
+// ReadWritersState reads the daemon's writers state. A missing file is the zero state and no error.
+func ReadWritersState(r files.Reader) (WritersState, error) {
+	data, err := r.ReadFile(WritersStatePath, files.State)
 	if errors.Is(err, fs.ErrNotExist) {
 		return WritersState{}, nil
 	}
 	if err != nil {
-		return WritersState{}, fmt.Errorf("read %s: %w", WritersStatePath, err)
-	}
-	if len(data) > maxConfigSize {
-		return WritersState{}, fmt.Errorf("read %s: larger than %d bytes", WritersStatePath, maxConfigSize)
+		return WritersState{}, err
 	}
 	return ParseWritersState(WritersStatePath, data)
 }

@@ -200,10 +200,8 @@ func (p *Plan) netplanApplied(cfg config.Config, path string) {
 }
 
 func netplanProblem(s *node.Snapshot) string {
-	for _, pr := range s.Problems {
-		if strings.Contains(pr.Path, "/netplan/") || strings.Contains(pr.Msg, "/netplan/") || strings.Contains(pr.Msg, "netplan") {
-			return pr.String()
-		}
+	if ps := s.ProblemsFrom(node.SourceNetplan); len(ps) > 0 {
+		return ps[0].String()
 	}
 	return "unknown error"
 }

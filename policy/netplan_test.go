@@ -313,7 +313,7 @@ func TestNetplanFixtures(t *testing.T) {
 			}
 			cfg := config.Default()
 			cfg.Netplan.Mode = tt.mode
-			s := node.Observe(root, cfg, now)
+			s := node.Observe(files.NewReader(root), cfg, now)
 			p := Compute(s, cfg)
 			for _, n := range tt.notes {
 				if !slices.ContainsFunc(p.Notes, func(x string) bool { return strings.Contains(x, n) }) {
@@ -371,7 +371,7 @@ func TestNetplanFixtures(t *testing.T) {
 
 			// Apply twice changes nothing, also once the lease is gone (networkd deletes it when
 			// DHCP is switched off): the pin is kept as written.
-			again := Compute(node.Observe(root, cfg, now), cfg)
+			again := Compute(node.Observe(files.NewReader(root), cfg, now), cfg)
 			for _, c2 := range again.Changes {
 				if strings.HasPrefix(c2.Path, "/etc/netplan/") {
 					t.Errorf("second plan changes %s again:\n%s", c2.Path, c2.After)
@@ -380,7 +380,7 @@ func TestNetplanFixtures(t *testing.T) {
 			if err := os.RemoveAll(filepath.Join(root, "run/systemd/netif")); err != nil {
 				t.Fatal(err)
 			}
-			leaseless := node.Observe(root, cfg, now)
+			leaseless := node.Observe(files.NewReader(root), cfg, now)
 			for _, c2 := range Compute(leaseless, config.Default()).Changes { // default mode too
 				if strings.HasPrefix(c2.Path, "/etc/netplan/") && len(tt.leases) > 0 && tt.mode == config.NetplanPin {
 					t.Errorf("plan without the lease changes %s:\n%s", c2.Path, c2.After)
@@ -479,7 +479,7 @@ func TestNetworkdDropIn(t *testing.T) {
 	for _, apply := range []bool{false, true} {
 		cfg := config.Default()
 		cfg.Netplan.Apply = apply
-		s := node.Observe(root, cfg, now)
+		s := node.Observe(files.NewReader(root), cfg, now)
 		p := Compute(s, cfg)
 		var paths []string
 		for _, c := range p.Changes {
@@ -506,7 +506,7 @@ func TestNetworkdDropIn(t *testing.T) {
 	}
 	cfg := config.Default()
 	cfg.Netplan.Mode = config.NetplanOff
-	if p := Compute(node.Observe(root, cfg, now), cfg); slices.ContainsFunc(p.Changes, func(c Change) bool { return strings.HasPrefix(c.Path, "/etc/systemd/network/") }) {
+	if p := Compute(node.Observe(files.NewReader(root), cfg, now), cfg); slices.ContainsFunc(p.Changes, func(c Change) bool { return strings.HasPrefix(c.Path, "/etc/systemd/network/") }) {
 		t.Errorf("netplan.mode off still writes networkd drop-ins")
 	}
 }

@@ -79,7 +79,7 @@ func randomSnapshot(t testing.TB, r *rand.Rand) (*node.Snapshot, config.Config) 
 			cfg.Upstreams = append(cfg.Upstreams, netip.MustParseAddr(a))
 		}
 	}
-	s := &node.Snapshot{Root: "/", Now: now}
+	s := &node.Snapshot{Now: now}
 	if r.IntN(2) == 0 {
 		s.ResolvConf = resolvFile(t, node.EtcResolvConf, resolvText(pick(r, addrPool, 5), pick(r, domainPool, 3)))
 	} else {

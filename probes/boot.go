@@ -30,7 +30,7 @@ type StateStore interface {
 type FileState struct{ Store *files.Store }
 
 // Load implements StateStore.
-func (f FileState) Load() ([]byte, error) { return f.Store.Read(StatePath, 1<<20) }
+func (f FileState) Load() ([]byte, error) { return f.Store.ReadFile(StatePath, files.State) }
 
 // Save implements StateStore.
 func (f FileState) Save(data []byte) error {

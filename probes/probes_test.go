@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/files"
 	"github.com/nodedns/nodedns/node"
 	"github.com/nodedns/nodedns/policy"
 	"github.com/nodedns/nodedns/resolvconf"
@@ -24,7 +25,7 @@ func TestEveryIDOnceInOrder(t *testing.T) {
 		t.Errorf("All() ids differ from IDs (-want +got):\n%s", diff)
 	}
 	// A node with nothing on it: every check still answers, with a valid status.
-	s := node.Observe(t.TempDir(), config.Default(), time.Now())
+	s := node.Observe(files.NewReader(t.TempDir()), config.Default(), time.Now())
 	rep := Run(context.Background(), &Env{Snapshot: s, Config: config.Default(), Plan: policy.Compute(s, config.Default())}, All())
 	if len(rep.Checks) != len(IDs) {
 		t.Fatalf("%d results for %d ids", len(rep.Checks), len(IDs))

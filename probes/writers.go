@@ -34,7 +34,7 @@ func annotateWriters(env *Env, r *Report) {
 	if env.Snapshot == nil {
 		return
 	}
-	st, err := node.ReadWritersState(env.Snapshot.Root)
+	st, err := node.ReadWritersState(env.Snapshot.Files)
 	if err != nil || len(st.Backoffs) == 0 {
 		return // an unreadable state file says nothing about the node's DNS
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/files"
 	"github.com/nodedns/nodedns/node"
 	"github.com/nodedns/nodedns/policy"
 )
@@ -40,7 +41,7 @@ func TestCheckShowsTheDaemonsBackoff(t *testing.T) {
 			}
 			writeUnder(t, root, node.WritersStatePath, string(data))
 			cfg := config.Default()
-			s := node.Observe(root, cfg, time.Now())
+			s := node.Observe(files.NewReader(root), cfg, time.Now())
 			env := &Env{Snapshot: s, Config: cfg, Plan: policy.Compute(s, cfg)}
 			rep := Run(context.Background(), env, []Check{resolvConfLoop{}, kubeletResolvConf{}})
 			for _, c := range rep.Checks {

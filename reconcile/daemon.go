@@ -82,10 +82,10 @@ type Daemon struct {
 	settleAt time.Time
 	// young are the files seen missing, empty or half-written since the last pass: complete content
 	// in them waits for Quiet first.
-	young         map[string]bool
-	settleFirst   time.Time
-	kubeletResolv string // kubelet's resolvConf as the last pass read it
-	rescan        bool   // a pass started watching new directories: read once more
+	young       map[string]bool
+	settleFirst time.Time
+	last        *node.Snapshot // what the last pass read: its watches are the next pass's
+	rescan      bool           // a pass started watching new directories: read once more
 	// lastState is the last backoff set written to node.WritersStatePath ("" when none is written).
 	lastState string
 }
@@ -371,17 +371,19 @@ func (d *Daemon) event(ev fsnotify.Event) string {
 		return "" // content unchanged
 	}
 	dir, name := filepath.Split(ev.Name)
-	nodeDir, k, ok := d.ws.classify(filepath.Clean(dir), name)
+	sp, ok := d.ws.classify(filepath.Clean(dir), name)
 	if !ok {
 		d.setStatus(func(s *Status) { s.Ignored++ })
 		return ""
 	}
-	np := path.Join(nodeDir, name)
-	if k == kindDir {
+	np := path.Join(sp.Dir, name)
+	if sp.dirOnly {
 		d.Node.log().Debug("watched directory appeared or went", "path", np, "op", ev.Op.String())
 		return np
 	}
-	data, err := readSmall(ev.Name)
+	// Through the node's reader: never a blocking open (a FIFO swapped in must not freeze the loop),
+	// bounded, and a symlink is followed inside the root.
+	data, err := d.Node.store().ReadFile(np, watchedKind)
 	if err == nil && d.fights.ours(np, data) {
 		d.setStatus(func(s *Status) { s.Own++ })
 		return ""
@@ -390,7 +392,7 @@ func (d *Daemon) event(ev fsnotify.Event) string {
 	if err == nil {
 		d.fights.foreignActivity(np, data, now)
 	}
-	ok, why := complete(data, err, k)
+	ok, why := complete(data, err, sp)
 	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
 		// The file was deleted (dhclient-script deletes resolv.conf, then writes it line by line):
 		// whatever is there by the time this event is read may be its writer's first line, so the
@@ -433,10 +435,9 @@ func (d *Daemon) pass(ctx context.Context, w *fsnotify.Watcher, trigger string) 
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), passTimeout)
 	defer cancel()
 	// Watch first, read second: a change made while the pass reads is then an event, never lost.
-	etcTarget, _ := d.Node.store().ResolveLink(node.EtcResolvConf)
-	d.syncWatches(w, etcTarget, d.kubeletResolv)
+	d.syncWatches(w, d.last)
 	s, p := d.Node.Observe(pctx)
-	d.kubeletResolv = s.Kubelet.ResolvConf
+	d.last = s
 
 	now := time.Now()
 	kept := p.Changes[:0]
@@ -472,7 +473,7 @@ func (d *Daemon) pass(ctx context.Context, w *fsnotify.Watcher, trigger string) 
 	// node's input from now on.
 	for tp, t := range d.fights.targets {
 		if t.lastWritten != nil && !planned[tp] {
-			if data, err := d.Node.store().Read(tp, maxWatchedFile); err == nil {
+			if data, err := d.Node.store().ReadFile(tp, watchedKind); err == nil {
 				d.fights.accepted(tp, data)
 			}
 		}
@@ -489,11 +490,7 @@ func (d *Daemon) pass(ctx context.Context, w *fsnotify.Watcher, trigger string) 
 
 	// A directory that appeared during the pass (nodedns created /var/lib/nodedns, or someone made
 	// /etc/systemd/resolved.conf.d) was not watched while the pass read it: read it again.
-	var etcNow string
-	if s.ResolvConf.Symlink {
-		etcNow = s.ResolvConf.Target
-	}
-	if added := d.syncWatches(w, etcNow, s.Kubelet.ResolvConf); added > 0 {
+	if added := d.syncWatches(w, s); added > 0 {
 		d.rescan = true
 	}
 	bo := d.fights.backoffs()
@@ -516,11 +513,11 @@ func (d *Daemon) pass(ctx context.Context, w *fsnotify.Watcher, trigger string) 
 	}
 }
 
-// syncWatches re-aims the watches: /etc/resolv.conf may point elsewhere now, a watched directory
-// may have appeared, kubelet's resolvConf may have moved. It returns how many directories it started
-// watching.
-func (d *Daemon) syncWatches(w *fsnotify.Watcher, etcTarget, kubeletResolv string) int {
-	ws := d.Node.buildWatchSet(d.Node.store(), d.Node.wantedFiles(etcTarget, kubeletResolv))
+// syncWatches re-aims the watches at what the readers declare for the snapshot s (node.Watches):
+// /etc/resolv.conf may point elsewhere now, a watched directory may have appeared, kubelet's
+// resolvConf may have moved. It returns how many directories it started watching.
+func (d *Daemon) syncWatches(w *fsnotify.Watcher, s *node.Snapshot) int {
+	ws := d.Node.buildWatchSet(d.Node.store(), node.Watches(d.Node.Config, s))
 	ws.sync(w, d.ws, func(msg string, args ...any) { d.Node.log().Warn(msg, args...) })
 	added := 0
 	for dir := range ws {

@@ -84,11 +84,11 @@ func (n *Node) log() *slog.Logger {
 // Observe reads the node (files, then the live sources on a live node), computes the plan and lets
 // the validators judge its changes.
 func (n *Node) Observe(ctx context.Context) (*node.Snapshot, policy.Plan) {
-	s := node.Observe(n.Root, n.Config, n.now())
+	s := node.Observe(n.store(), n.Config, n.now())
 	if n.Live() {
 		for _, src := range n.Sources {
 			if err := src.Observe(ctx, s); err != nil {
-				s.Problems = append(s.Problems, node.Problem{Msg: fmt.Sprintf("%s: %v", src.Name(), err)})
+				s.Problems = append(s.Problems, node.Problem{Source: node.SourceLive, Msg: fmt.Sprintf("%s: %v", src.Name(), err)})
 			}
 		}
 	}
@@ -250,7 +250,7 @@ func (n *Node) RestoreContext(ctx context.Context) ([]files.RestoreResult, error
 
 func (n *Node) restoreFiles() ([]files.RestoreResult, error) {
 	st := n.store()
-	s := node.Observe(n.Root, n.Config, n.now())
+	s := node.Observe(n.store(), n.Config, n.now())
 	keep := func(path string) (bool, string) {
 		if path == n.Config.Kubelet.ResolvConf && filepath.Clean(s.Kubelet.ResolvConf) == filepath.Clean(path) {
 			return true, fmt.Sprintf("kubelet's config %s still points resolvConf at it; point kubelet elsewhere, then run restore again", s.Kubelet.Path)

@@ -2,10 +2,13 @@ package reconcile
 
 import (
 	"io/fs"
+	"path"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/node"
 )
 
 func TestFights(t *testing.T) {
@@ -108,31 +111,51 @@ func TestFightsOurs(t *testing.T) {
 	}
 }
 
+// TestComplete judges new content by what the reader that declared the file says is complete
+// (node.Watches): each row names a node path and finds its declaration.
 func TestComplete(t *testing.T) {
+	decl := node.Watches(config.Default(), nil)
+	spec := func(p string) watchSpec {
+		for _, w := range decl {
+			if w.Dir == path.Dir(p) && w.Match(path.Base(p)) {
+				return watchSpec{Watch: w}
+			}
+		}
+		t.Fatalf("%s is not declared by any reader", p)
+		return watchSpec{}
+	}
+	const (
+		resolv   = "/etc/resolv.conf"
+		dhclient = "/var/lib/dhcp/dhclient.eth0.leases"
+		networkd = "/run/systemd/netif/leases/2"
+		yml      = "/etc/netplan/50-cloud-init.yaml"
+		conf     = "/etc/systemd/resolved.conf.d/kubespray.conf"
+		anyFile  = "/etc/dhcp/dhclient.conf"
+	)
 	tests := []struct {
 		name string
 		data string
 		err  error
-		k    kind
+		sp   watchSpec
 		want bool
 	}{
-		{"resolv complete", "nameserver 10.0.0.2\n", nil, kindResolv, true},
-		{"resolv empty", "", nil, kindResolv, false},
-		{"resolv half-written", "nameserver 10.0.", nil, kindResolv, false},
-		{"resolv NUL", "nameserver 10.0.0.2\x00\n", nil, kindResolv, false},
-		{"missing", "", fs.ErrNotExist, kindResolv, false},
-		{"dhclient closed", "lease {\n  interface \"eth0\";\n}\n", nil, kindDhclient, true},
-		{"dhclient open block", "lease {\n  interface \"eth0\";\n", nil, kindDhclient, false},
-		{"networkd", "ADDRESS=192.0.2.1\n", nil, kindNetworkd, true},
-		{"yaml ok", "network:\n  version: 2\n", nil, kindYAML, true},
-		{"yaml cut", "network:\n  version: [2\n", nil, kindYAML, false},
-		{"conf cut", "[Resolve]\nDNS=1", nil, kindConf, false},
-		{"any", "x", nil, kindAny, true},
-		{"dir", "", fs.ErrNotExist, kindDir, true},
+		{"resolv complete", "nameserver 10.0.0.2\n", nil, spec(resolv), true},
+		{"resolv empty", "", nil, spec(resolv), false},
+		{"resolv half-written", "nameserver 10.0.", nil, spec(resolv), false},
+		{"resolv NUL", "nameserver 10.0.0.2\x00\n", nil, spec(resolv), false},
+		{"missing", "", fs.ErrNotExist, spec(resolv), false},
+		{"dhclient closed", "lease {\n  interface \"eth0\";\n}\n", nil, spec(dhclient), true},
+		{"dhclient open block", "lease {\n  interface \"eth0\";\n", nil, spec(dhclient), false},
+		{"networkd", "ADDRESS=192.0.2.1\n", nil, spec(networkd), true},
+		{"yaml ok", "network:\n  version: 2\n", nil, spec(yml), true},
+		{"yaml cut", "network:\n  version: [2\n", nil, spec(yml), false},
+		{"conf cut", "[Resolve]\nDNS=1", nil, spec(conf), false},
+		{"any", "x", nil, spec(anyFile), true},
+		{"dir", "", fs.ErrNotExist, watchSpec{dirOnly: true}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got, why := complete([]byte(tc.data), tc.err, tc.k); got != tc.want {
+			if got, why := complete([]byte(tc.data), tc.err, tc.sp); got != tc.want {
 				t.Errorf("complete = %v (%s), want %v", got, why, tc.want)
 			}
 		})

@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
-	"os"
 	"path"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
+
+	"github.com/nodedns/nodedns/files"
 )
 
 // Node directories of the per-link runtime state files.
@@ -23,9 +24,20 @@ const (
 	// ifindex (link_save in networkd-state-file.c); resolved reads it through
 	// sd-network for the links networkd manages.
 	NetworkdLinkDir = "/run/systemd/netif/links"
-	// SysClassNet maps interface names to indexes (NAME/ifindex).
-	SysClassNet = "/sys/class/net"
 )
+
+// Watches declares what LoadResolvedConfig and LoadLinkStates read.
+func Watches() []files.Watch {
+	ws := []files.Watch{
+		{Dir: path.Dir(ResolvedConfPath), Match: files.Names(path.Base(ResolvedConfPath)), Complete: files.NewlineTerminated},
+		{Dir: NetworkdLinkDir, Match: files.Numeric},
+		{Dir: ResolvedLinkDir, Match: files.Numeric},
+	}
+	for _, d := range ResolvedDropinDirs {
+		ws = append(ws, files.Watch{Dir: d, Match: files.Suffix(".conf"), Complete: files.NewlineTerminated})
+	}
+	return ws
+}
 
 // Domain is a per-link DNS domain.
 type Domain struct {
@@ -67,11 +79,11 @@ type LinkState struct {
 // settings made over D-Bus; for a managed one networkd is the only source, see
 // link_load_user in resolved-link.c 252). Bad files are reported, not fatal.
 // Links come out sorted by ifindex.
-func LoadLinkStates(root string) ([]LinkState, []Warning) {
+func LoadLinkStates(r files.Reader) ([]LinkState, []Warning) {
 	var warns []Warning
-	networkd := readLinkDir(root, NetworkdLinkDir, &warns)
-	resolved := readLinkDir(root, ResolvedLinkDir, &warns)
-	names := IfNames(root)
+	networkd := readLinkDir(r, NetworkdLinkDir, &warns)
+	resolved := readLinkDir(r, ResolvedLinkDir, &warns)
+	names := files.IfNames(r)
 
 	idx := map[int]bool{}
 	for i := range networkd {
@@ -124,53 +136,22 @@ func LoadLinkStates(root string) ([]LinkState, []Warning) {
 	return states, warns
 }
 
-// IfNames maps ifindex to name from root/sys/class/net/*/ifindex.
-func IfNames(root string) map[int]string {
-	names := map[int]string{}
-	host, _, err := resolveNodePath(root, SysClassNet)
-	if err != nil {
-		return names
-	}
-	entries, err := os.ReadDir(host)
-	if err != nil {
-		return names
-	}
-	for _, e := range entries {
-		// Real sysfs entries are symlinks into /sys/devices, relative ones,
-		// so following them on the host stays inside root.
-		b, err := os.ReadFile(filepath.Join(host, e.Name(), "ifindex"))
-		if err != nil {
-			continue
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || n <= 0 {
-			continue
-		}
-		names[n] = e.Name()
-	}
-	return names
-}
-
 type linkFile struct {
 	path string // node path
 	vars map[string]string
 	line map[string]int // line of each key, for warnings
 }
 
+// stateKind bounds a per-link state file.
+var stateKind = files.Kind{Name: "link state file", Max: maxConfFileSize}
+
 // readLinkDir reads every file named by a positive ifindex in dir.
-func readLinkDir(root, dir string, warns *[]Warning) map[int]linkFile {
+func readLinkDir(r files.Reader, dir string, warns *[]Warning) map[int]linkFile {
 	out := map[int]linkFile{}
-	host, _, err := resolveNodePath(root, dir)
+	entries, err := r.ReadDir(dir)
 	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			*warns = append(*warns, Warning{Path: dir, Msg: fmt.Sprintf("skipped: %v", unwrapPathErr(err))})
-		}
-		return out
-	}
-	entries, err := os.ReadDir(host)
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			*warns = append(*warns, Warning{Path: dir, Msg: fmt.Sprintf("skipped: %v", unwrapPathErr(err))})
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			*warns = append(*warns, Warning{Path: dir, Msg: fmt.Sprintf("skipped: %v", errors.Unwrap(err))})
 		}
 		return out
 	}
@@ -182,13 +163,13 @@ func readLinkDir(root, dir string, warns *[]Warning) map[int]linkFile {
 			continue
 		}
 		p := path.Join(dir, e.Name())
-		data, err := readNodeFile(root, p, false)
+		data, err := r.ReadFile(p, stateKind)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // removed while we listed: the link went away
 			}
-			msg := fmt.Sprintf("skipped: %v", unwrapPathErr(err))
-			if errors.Is(err, errTooLarge) {
+			msg := fmt.Sprintf("skipped: %v", errors.Unwrap(err))
+			if errors.Is(err, files.ErrTooLarge) {
 				msg = fmt.Sprintf("skipped: larger than %d bytes", maxConfFileSize)
 			}
 			*warns = append(*warns, Warning{Path: p, Msg: msg})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/nodedns/nodedns/files"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -251,7 +252,7 @@ func TestLoadLinkStates(t *testing.T) {
 			},
 			want: []LinkState{{IfIndex: 9, DNS: addrs("10.0.0.9"), Domains: []Domain{{Name: "x.example"}}, Source: rs + "9", Files: []string{rs + "9"}}},
 			wantWarns: []Warning{
-				{nd + "8", 0, "skipped: is a directory"},
+				{nd + "8", 0, "skipped: not a regular file but a directory"},
 			},
 		},
 	}
@@ -259,7 +260,7 @@ func TestLoadLinkStates(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
 			writeTree(t, root, tt.files)
-			got, warns := LoadLinkStates(root)
+			got, warns := LoadLinkStates(files.NewReader(root))
 			if diff := cmp.Diff(tt.want, got, cmpAddr, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("LoadLinkStates states mismatch (-want +got):\n%s", diff)
 			}
@@ -267,22 +268,6 @@ func TestLoadLinkStates(t *testing.T) {
 				t.Errorf("LoadLinkStates warnings mismatch (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-func TestIfNames(t *testing.T) {
-	root := t.TempDir()
-	writeTree(t, root, merge(sysNet(map[string]int{"lo": 1, "eth0": 2, "nodelocaldns": 12}), map[string]string{
-		"/sys/class/net/bonding_masters": "bond0\n", // a file, not a link
-		"/sys/class/net/weird/ifindex":   "x\n",
-		"/sys/class/net/zero/ifindex":    "0\n",
-	}))
-	want := map[int]string{1: "lo", 2: "eth0", 12: "nodelocaldns"}
-	if diff := cmp.Diff(want, IfNames(root)); diff != "" {
-		t.Errorf("IfNames mismatch (-want +got):\n%s", diff)
-	}
-	if got := IfNames(filepath.Join(root, "nope")); got == nil || len(got) != 0 {
-		t.Errorf("IfNames of a missing root = %v, want an empty map", got)
 	}
 }
 
@@ -310,11 +295,8 @@ func TestSeed001NodeGolden(t *testing.T) {
 		"/run/systemd/netif/links/2":                  networkdDHCP,
 		"/run/systemd/netif/links/3":                  networkdUnmanaged,
 	}))
-	cfg, err := LoadResolvedConfig(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	links, warns := LoadLinkStates(root)
+	cfg := LoadResolvedConfig(files.NewReader(root))
+	links, warns := LoadLinkStates(files.NewReader(root))
 	got, err := json.MarshalIndent(struct {
 		Resolved     *ResolvedConfig
 		Links        []LinkState

@@ -11,14 +11,10 @@ package systemd
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/netip"
-	"os"
-	"path"
-	"path/filepath"
-	"sort"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/nodedns/nodedns/files"
@@ -135,96 +131,92 @@ type ResolvedConfig struct {
 	Halted *Warning
 }
 
-// LoadResolvedConfig reads the main file and drop-ins under root, in the order
-// systemd-resolved 252 does. Missing files are fine. Files over 1 MiB are
-// skipped with a Warning. The error is only for a root that cannot be used.
-func LoadResolvedConfig(root string) (*ResolvedConfig, error) {
-	if err := checkRoot(root); err != nil {
-		return nil, fmt.Errorf("load resolved config: %w", err)
-	}
-	cfg := &ResolvedConfig{}
-	loadConfFile(cfg, root, ResolvedConfPath)
+// confKind bounds one configuration file. systemd's own bound is LONG_LINE_MAX (1 MiB) per line; we
+// skip whole files over it instead so that a runaway file cannot make nodedns allocate without limit.
+var confKind = files.Kind{Name: "systemd-resolved configuration file", Max: maxConfFileSize}
 
-	// conf_files_list_nulstr (conf-files.c): a file name found in an earlier
-	// directory hides the same name in later ones (an empty file or a
-	// /dev/null symlink therefore masks it); the survivors are sorted by
-	// file name alone, whatever their directory. Hidden files are skipped
-	// (FOREACH_DIRENT / hidden_or_backup_file).
-	byName := map[string]string{}
+// LoadResolvedConfig reads the main file and drop-ins of the node r reads, in the order
+// systemd-resolved 252 does. Missing files are fine. Files over 1 MiB are skipped with a Warning.
+func LoadResolvedConfig(r files.Reader) *ResolvedConfig {
+	cfg := &ResolvedConfig{}
+	loadConfFile(cfg, r, ResolvedConfPath)
+
+	// conf_files_list_nulstr (conf-files.c): a file name found in an earlier directory hides the same
+	// name in later ones (an empty file or a /dev/null symlink therefore masks it); the survivors are
+	// sorted by file name alone, whatever their directory. Hidden files are skipped
+	// (FOREACH_DIRENT / hidden_or_backup_file). That is files.DropIns; resolved lists the directories
+	// as the systemd-resolve user and ignores one it cannot list (conf_files_list logs and goes on;
+	// measured with a 0700 directory), so those are left out first.
+	var dirs []string
 	for _, dir := range ResolvedDropinDirs {
-		host, _, err := resolveNodePath(root, dir)
+		fi, err := r.Stat(dir)
 		if err != nil {
-			if !errors.Is(err, fs.ErrNotExist) {
-				cfg.warnFile(dir, fmt.Sprintf("skipped: %v", unwrapPathErr(err)))
+			if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+				cfg.warnFile(dir, fmt.Sprintf("skipped: %v", errors.Unwrap(err)))
 			}
 			continue
 		}
-		fi, err := os.Stat(host)
-		if err != nil || !fi.IsDir() {
+		if !fi.IsDir() {
 			continue
 		}
-		// resolved lists drop-in directories as the systemd-resolve user and
-		// ignores one it cannot list (conf_files_list logs and goes on;
-		// measured with a 0700 directory).
 		if fi.Mode().Perm()&0o005 != 0o005 {
 			cfg.warnFile(dir, fmt.Sprintf("not readable by the systemd-resolve user (mode %04o): systemd-resolved 252 ignores this directory", fi.Mode().Perm()))
 			continue
 		}
-		entries, err := os.ReadDir(host)
-		if err != nil {
-			cfg.warnFile(dir, fmt.Sprintf("skipped: %v", unwrapPathErr(err)))
-			continue
-		}
-		for _, e := range entries {
-			name := e.Name()
-			if !strings.HasSuffix(name, ".conf") || strings.HasPrefix(name, ".") {
-				continue
-			}
-			if _, seen := byName[name]; !seen {
-				byName[name] = path.Join(dir, name)
-			}
-		}
+		dirs = append(dirs, dir)
 	}
-	names := make([]string, 0, len(byName))
-	for n := range byName {
-		names = append(names, n)
+	dropins, errs := files.DropIns(r, dirs, ".conf")
+	for _, err := range errs {
+		cfg.warnFile("", fmt.Sprintf("skipped: %v", err))
 	}
-	sort.Strings(names) // base_cmp: strcmp on the file name
-	for _, n := range names {
-		p := byName[n]
+	for _, d := range dropins {
 		if cfg.Halted != nil {
 			at := cfg.Halted.Path
 			if cfg.Halted.Line > 0 {
 				at = fmt.Sprintf("%s:%d", at, cfg.Halted.Line)
 			}
-			cfg.warnFile(p, "not read: systemd-resolved 252 stopped reading its configuration at "+at)
+			cfg.warnFile(d.Path, "not read: systemd-resolved 252 stopped reading its configuration at "+at)
 			continue
 		}
-		loadConfFile(cfg, root, p)
+		loadConfFile(cfg, r, d.Path)
 	}
-	return cfg, nil
+	return cfg
 }
 
 // loadConfFile reads one node file and applies it, as config_parse does.
-func loadConfFile(cfg *ResolvedConfig, root, nodePath string) {
-	data, err := readNodeFile(root, nodePath, true)
+func loadConfFile(cfg *ResolvedConfig, r files.Reader, nodePath string) {
+	data, err := readConf(r, nodePath)
 	switch {
 	case err == nil:
 	case errors.Is(err, fs.ErrNotExist):
 		// config_parse: ENOENT is not an error (a dangling symlink too).
 		return
-	case errors.Is(err, errTooLarge):
+	case errors.Is(err, files.ErrTooLarge):
 		cfg.warnFile(nodePath, fmt.Sprintf("skipped: larger than %d bytes", maxConfFileSize))
 		return
 	default:
-		// Any other open or read error makes config_parse fail, and resolved
-		// stops reading (measured with a 0600 drop-in, and with a directory
-		// named like a drop-in: "Is a directory").
-		cfg.halt(nodePath, 0, unwrapPathErr(err).Error())
+		// Any other open or read error makes config_parse fail, and resolved stops reading
+		// (measured with a 0600 drop-in, and with a directory named like a drop-in: "Is a
+		// directory").
+		cfg.halt(nodePath, 0, errors.Unwrap(err).Error())
 		return
 	}
 	cfg.Files = append(cfg.Files, nodePath)
 	ParseResolvedConf(cfg, nodePath, data)
+}
+
+// readConf reads one configuration file as the systemd-resolve user would: resolved reads its
+// configuration unprivileged (testing.md; measured with a 0600 drop-in), so a regular file without
+// the "other" read bit is an error, as is a directory ("is a directory", as resolved says).
+func readConf(r files.Reader, nodePath string) ([]byte, error) {
+	fi, err := r.Stat(nodePath)
+	if err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("read %s: %w", nodePath, errors.New("is a directory"))
+	}
+	if err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o004 == 0 {
+		return nil, fmt.Errorf("read %s: %w", nodePath, fmt.Errorf("not readable by the systemd-resolve user (mode %04o)", fi.Mode().Perm()))
+	}
+	return r.ReadFile(nodePath, confKind)
 }
 
 // ParseResolvedConf applies one file's bytes on top of cfg (so tests and
@@ -938,97 +930,4 @@ func normalizeDomain(name string) (string, error) {
 		return "", errors.New("domain name longer than 253 bytes")
 	}
 	return strings.Join(labels, "."), nil
-}
-
-// Node file access. Every absolute node path is joined under root; symlinks
-// are followed as if root were "/" (as systemd's chase_symlinks does with a
-// root), so an absolute link such as "-> /dev/null" stays inside root.
-
-var errTooLarge = errors.New("file too large")
-
-// checkRoot fails for a root that is not a directory.
-func checkRoot(root string) error {
-	if root == "" || root == "/" {
-		return nil
-	}
-	fi, err := os.Stat(root)
-	if err != nil {
-		return fmt.Errorf("root %s: %w", root, err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("root %s: not a directory", root)
-	}
-	return nil
-}
-
-// resolveNodePath returns the host path of nodePath under root with every
-// symlink resolved inside root, and the resolved node path. A missing final
-// or intermediate component gives an error wrapping fs.ErrNotExist.
-func resolveNodePath(root, nodePath string) (host, node string, err error) {
-	nodePath = path.Clean("/" + nodePath)
-	if root == "" || root == "/" {
-		return nodePath, nodePath, nil
-	}
-	st := &files.Store{Root: root, FS: files.OS()}
-	node, err = st.ResolveLink(nodePath)
-	if err != nil {
-		return "", "", &fs.PathError{Op: "resolve", Path: nodePath, Err: unwrapPathErr(err)}
-	}
-	if node == "/dev/null" {
-		// A mask: roots built for tests rarely have dev/null.
-		return os.DevNull, node, nil
-	}
-	host = filepath.Join(root, node)
-	if _, err := os.Lstat(host); err != nil {
-		return "", "", &fs.PathError{Op: "lstat", Path: node, Err: unwrapPathErr(err)}
-	}
-	return host, node, nil
-}
-
-// readNodeFile reads a node file of at most maxConfFileSize bytes. A symlink
-// to /dev/null reads as empty even when root has no dev/null. With
-// worldReadable, a file whose mode lacks the "other" read bit is refused, as
-// systemd-resolved reads its configuration as the unprivileged
-// systemd-resolve user (testing.md; measured with a 0600 drop-in).
-func readNodeFile(root, nodePath string, worldReadable bool) ([]byte, error) {
-	host, node, err := resolveNodePath(root, nodePath)
-	if err != nil {
-		return nil, err
-	}
-	if node == "/dev/null" {
-		return nil, nil
-	}
-	f, err := os.Open(host)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if fi.IsDir() {
-		return nil, errors.New("is a directory")
-	}
-	if worldReadable && fi.Mode().IsRegular() && fi.Mode().Perm()&0o004 == 0 {
-		return nil, fmt.Errorf("not readable by the systemd-resolve user (mode %04o)", fi.Mode().Perm())
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxConfFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxConfFileSize {
-		return nil, errTooLarge
-	}
-	return data, nil
-}
-
-// unwrapPathErr drops the host path from an *fs.PathError so that messages
-// name node paths only.
-func unwrapPathErr(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }

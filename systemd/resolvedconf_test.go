@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/nodedns/nodedns/files"
 )
 
 var cmpAddr = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
@@ -498,10 +499,7 @@ func TestLoadResolvedConfig(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := LoadResolvedConfig(root)
-			if err != nil {
-				t.Fatalf("LoadResolvedConfig: %v", err)
-			}
+			got := LoadResolvedConfig(files.NewReader(root))
 			opts := []cmp.Option{cmpAddr, cmpopts.EquateEmpty()}
 			if len(tt.ignore) > 0 {
 				opts = append(opts, cmpopts.IgnoreFields(ResolvedConfig{}, tt.ignore...))
@@ -513,31 +511,18 @@ func TestLoadResolvedConfig(t *testing.T) {
 	}
 }
 
-func TestLoadResolvedConfigBadRoot(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "missing")
-	if _, err := LoadResolvedConfig(root); err == nil || !strings.Contains(err.Error(), "load resolved config: root ") {
-		t.Errorf("LoadResolvedConfig(%s) error = %v, want a root error", root, err)
-	}
-	f := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(f, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := LoadResolvedConfig(f); err == nil || !strings.Contains(err.Error(), "not a directory") {
-		t.Errorf("LoadResolvedConfig(%s) error = %v, want not a directory", f, err)
-	}
-}
-
-func TestResolveNodePathLoop(t *testing.T) {
+// TestReadConfInsideRoot: a symlink loop is an error, and ".." in a drop-in's symlink never climbs
+// above the node's root.
+func TestReadConfInsideRoot(t *testing.T) {
 	root := t.TempDir()
+	r := files.NewReader(root)
 	writeTree(t, root, map[string]string{"/etc/a": "->/etc/b", "/etc/b": "->/etc/a"})
-	if _, _, err := resolveNodePath(root, "/etc/a/x"); err == nil || !strings.Contains(err.Error(), "too many levels") {
-		t.Errorf("resolveNodePath on a symlink loop: %v", err)
+	if _, err := readConf(r, "/etc/a/x"); err == nil || !strings.Contains(err.Error(), "too many levels") {
+		t.Errorf("readConf on a symlink loop: %v", err)
 	}
-	// ".." never climbs above root.
 	writeTree(t, root, map[string]string{"/etc/up": "->../../../../outside", "/outside": "x"})
-	host, node, err := resolveNodePath(root, "/etc/up")
-	if err != nil || node != "/outside" || host != filepath.Join(root, "outside") {
-		t.Errorf("resolveNodePath(/etc/up) = %q, %q, %v; want it inside root", host, node, err)
+	if data, err := readConf(r, "/etc/up"); err != nil || string(data) != "x" {
+		t.Errorf("readConf(/etc/up) = %q, %v; want the file inside root", data, err)
 	}
 }
 

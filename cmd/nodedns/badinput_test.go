@@ -54,7 +54,7 @@ func TestBadInput(t *testing.T) {
 			checkCode:  2,
 			applyCode:  1,
 			planCode:   1,
-			say:        []string{"/etc/resolv.conf", "over the limit"},
+			say:        []string{"/etc/resolv.conf", "over the 1 MiB limit of a resolv.conf file"},
 			unknownIDs: []string{"resolvconf.loop"},
 		},
 		{

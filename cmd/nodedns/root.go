@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodedns/nodedns/config"
 	"github.com/nodedns/nodedns/edges"
+	"github.com/nodedns/nodedns/files"
 )
 
 // globals are the flags every command shares.
@@ -123,7 +124,7 @@ func (g *globals) load(cmd *cobra.Command) error {
 	case errors.Is(err, fs.ErrNotExist) && !named:
 		data = nil // no config file: built-in defaults
 	case err != nil:
-		return &exitError{1, fmt.Errorf("config %s: %w", path, err)}
+		return &exitError{1, fmt.Errorf("config: %w", err)}
 	}
 	cfg, fileLevel, err := parseConfig(data)
 	if err != nil {
@@ -146,21 +147,14 @@ func (g *globals) load(cmd *cobra.Command) error {
 	return nil
 }
 
-// readConfigFile reads a config file, refusing anything that cannot be a config (over 1 MiB).
-func readConfigFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+// readConfigFile reads a config file through the node reader: bounded (1 MiB), and a FIFO, socket
+// or device is refused without a blocking open.
+func readConfigFile(p string) ([]byte, error) {
+	abs, err := filepath.Abs(p)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("config %s: %w", p, err)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > 1<<20 {
-		return nil, fmt.Errorf("larger than 1 MiB")
-	}
-	return data, nil
+	return files.NewReader("/").ReadFile(abs, files.Config)
 }
 
 // edges builds this run's node with its integrations (edges.New); the caller closes it.

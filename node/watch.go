@@ -1,0 +1,74 @@
+package node
+
+import (
+	"path"
+	"strings"
+
+	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/leases"
+	"github.com/nodedns/nodedns/netplan"
+	"github.com/nodedns/nodedns/resolvconf"
+	"github.com/nodedns/nodedns/systemd"
+	"go.yaml.in/yaml/v3"
+)
+
+// Watches declares every directory Observe reads, and with them every directory a plan writes into
+// (nodedns reads each file it manages): the union of the reader packages' declarations, this
+// package's own files, and what the snapshot s found (the target of a symlinked /etc/resolv.conf,
+// kubelet's resolvConf, the networkd .network files that have DHCP on and their drop-in
+// directories). s may be nil before the first read. The daemon watches exactly this; the test in
+// this package walks Observe and a plan on the seed nodes and fails on any path outside it.
+//
+// Not declared, on purpose: /sys/class/net (sysfs sends no inotify events; a link that comes or
+// goes shows in networkd's link and lease files, which are watched) and the nodedns unit with its
+// drop-ins and .wants links (read for the boot.persistence check only; no plan depends on them).
+func Watches(cfg config.Config, s *Snapshot) []files.Watch {
+	var ws []files.Watch
+	ws = append(ws, leases.Watches()...)
+	ws = append(ws, netplan.Watches()...)
+	ws = append(ws, systemd.Watches()...)
+	resolv := func(p string) files.Watch {
+		return files.Watch{Dir: path.Dir(p), Match: files.Names(path.Base(p)), Complete: completeResolv}
+	}
+	ws = append(ws,
+		resolv(EtcResolvConf),
+		files.Watch{Dir: ResolvedRunDir, Match: files.Names(path.Base(ResolvedResolvConf), path.Base(ResolvedStubConf)), Complete: completeResolv},
+		resolv(cfg.Kubelet.ResolvConf),
+		files.Watch{Dir: path.Dir(cfg.Kubelet.Config), Match: files.Names(path.Base(cfg.Kubelet.Config)), Complete: completeYAML},
+		files.Watch{Dir: path.Dir(DhclientConf), Match: files.Names(path.Base(DhclientConf))},
+		files.Watch{Dir: path.Dir(DhclientHook), Match: files.Names(path.Base(DhclientHook))},
+	)
+	for _, d := range networkDirs {
+		ws = append(ws, files.Watch{Dir: d, Match: files.Suffix(".network"), Complete: files.NewlineTerminated})
+	}
+	if s == nil {
+		return ws
+	}
+	for _, p := range []string{s.ResolvConf.Target, s.Kubelet.ResolvConf, s.KubeletResolv.Target, s.NodednsResolv.Target} {
+		if strings.HasPrefix(p, "/") {
+			ws = append(ws, resolv(p))
+		}
+	}
+	for _, n := range s.Networkd {
+		d := NetworkdDropIn(n.Path)
+		ws = append(ws, files.Watch{Dir: path.Dir(d), Match: files.Names(path.Base(d)), Complete: files.NewlineTerminated})
+	}
+	return ws
+}
+
+// completeResolv: resolv.conf is complete when its last line is finished and it parses (dhclient's
+// make_resolv_conf writes it line by line).
+func completeResolv(b []byte) error {
+	if err := files.NewlineTerminated(b); err != nil {
+		return err
+	}
+	_, err := resolvconf.Parse(b)
+	return err
+}
+
+// completeYAML: a YAML file is complete when it parses.
+func completeYAML(b []byte) error {
+	var v any
+	return yaml.Unmarshal(b, &v)
+}
