@@ -1,0 +1,168 @@
+package node_test
+
+import (
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/node"
+	"github.com/nodedns/nodedns/policy"
+)
+
+// recorder is a files.Reader that notes every node path asked for, with the operation.
+type recorder struct {
+	files.Reader
+	mu  sync.Mutex
+	ops []op
+}
+
+type op struct{ kind, path string }
+
+func (r *recorder) note(kind, p string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, op{kind, path.Clean(p)})
+}
+
+func (r *recorder) ReadFile(p string, k files.Kind) ([]byte, error) {
+	r.note("read", p)
+	return r.Reader.ReadFile(p, k)
+}
+
+func (r *recorder) ReadDir(p string) ([]fs.DirEntry, error) {
+	r.note("list", p)
+	return r.Reader.ReadDir(p)
+}
+
+func (r *recorder) Stat(p string) (fs.FileInfo, error) {
+	r.note("stat", p)
+	return r.Reader.Stat(p)
+}
+
+func (r *recorder) Lstat(p string) (fs.FileInfo, error) {
+	r.note("stat", p)
+	return r.Reader.Lstat(p)
+}
+
+func (r *recorder) Readlink(p string) (string, error) {
+	r.note("stat", p)
+	return r.Reader.Readlink(p)
+}
+
+func (r *recorder) ResolveLink(p string) (string, error) {
+	r.note("stat", p)
+	return r.Reader.ResolveLink(p)
+}
+
+// notWatched are the inputs node.Watches leaves out on purpose (see its doc).
+func notWatched(p string) bool {
+	return strings.HasPrefix(p, files.SysClassNet+"/") || p == files.SysClassNet ||
+		strings.Contains(p, "/systemd/system") // the nodedns unit, its drop-ins and .wants links: boot.persistence only
+}
+
+// TestWatchesCoverEveryRead walks what Observe reads and what a plan writes on the seed nodes, the
+// example node and a networkd node, and fails on any path outside the directories node.Watches
+// declares for the daemon: a reader added without its declaration is caught here, not by an
+// operator whose edit waits for the 5-minute resync.
+func TestWatchesCoverEveryRead(t *testing.T) {
+	roots := map[string]string{
+		"seed 001": "../cmd/nodedns/testdata/seeds/001",
+		"seed 002": "../cmd/nodedns/testdata/seeds/002",
+		"seed 003": "../cmd/nodedns/testdata/seeds/003",
+		"example":  "../examples/kubespray-host-resolvconf",
+		"networkd": networkdNode(t),
+	}
+	cfg := config.Default()
+	for name, root := range roots {
+		t.Run(name, func(t *testing.T) {
+			st := files.NewReader(root)
+			rec := &recorder{Reader: st}
+			s := node.Observe(rec, cfg, time.Now())
+			p := policy.Compute(s, cfg)
+			for _, c := range p.Changes {
+				rec.note("write", c.Path)
+				rec.note("write", c.Target)
+			}
+			ws := node.Watches(cfg, s)
+			resolve := func(p string) string {
+				if r, err := st.ResolveLink(p); err == nil {
+					return r
+				}
+				return p
+			}
+			watchedDir := func(d string) bool {
+				for _, w := range ws {
+					if resolve(w.Dir) == resolve(d) {
+						return true
+					}
+				}
+				return false
+			}
+			watchedFile := func(p string) bool {
+				for _, w := range ws {
+					if resolve(w.Dir) == resolve(path.Dir(p)) && w.Match(path.Base(p)) {
+						return true
+					}
+				}
+				return false
+			}
+			if len(rec.ops) < 20 {
+				t.Fatalf("only %d reads recorded: the recorder does not see Observe", len(rec.ops))
+			}
+			for _, o := range rec.ops {
+				if notWatched(o.path) {
+					continue
+				}
+				ok := false
+				switch o.kind {
+				case "list":
+					ok = watchedDir(o.path)
+				case "read", "write":
+					ok = watchedFile(o.path)
+				case "stat":
+					ok = watchedDir(o.path) || watchedFile(o.path)
+				}
+				if !ok {
+					t.Errorf("%s %s: no declared watch covers it (node.Watches)", o.kind, o.path)
+				}
+			}
+		})
+	}
+}
+
+// networkdNode is a node with networkd DHCP and no netplan: a .network file, nodedns's drop-in for
+// it, per-link state of both daemons and a lease.
+func networkdNode(t *testing.T) string {
+	root := t.TempDir()
+	for p, data := range map[string]string{
+		"/etc/systemd/network/50-eth0.network":                "[Match]\nName=eth0\n[Network]\nDHCP=yes\n",
+		"/etc/systemd/network/50-eth0.network.d/nodedns.conf": "# nodedns\n[DHCPv4]\nUseDomains=no\n",
+		"/run/systemd/netif/links/2":                          "ADMIN_STATE=configured\nNETWORK_FILE=/etc/systemd/network/50-eth0.network\nDNS=10.0.0.2\nDOMAINS=example.org\n",
+		"/run/systemd/resolve/netif/3":                        "DNS=169.254.25.10\n",
+		"/run/systemd/netif/leases/2":                         "ADDRESS=10.0.0.5\nDNS=10.0.0.2\nDOMAINNAME=example.org\n",
+		"/run/systemd/resolve/resolv.conf":                    "nameserver 10.0.0.2\nsearch example.org\n",
+		"/run/systemd/resolve/stub-resolv.conf":               "nameserver 127.0.0.53\nsearch example.org\n",
+		"/etc/systemd/resolved.conf.d/kubespray.conf":         "[Resolve]\nDNS=169.254.25.10\n",
+		"/sys/class/net/eth0/ifindex":                         "2\n",
+		"/var/lib/kubelet/config.yaml":                        "kind: KubeletConfiguration\nclusterDNS: [169.254.25.10]\nresolvConf: /run/systemd/resolve/resolv.conf\n",
+	} {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("../run/systemd/resolve/stub-resolv.conf", filepath.Join(root, "etc/resolv.conf")); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
