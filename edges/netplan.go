@@ -2,6 +2,7 @@ package edges
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -28,6 +29,22 @@ func (v netplanValidator) Validate(ctx context.Context, root string, c policy.Ch
 		return fmt.Errorf("validate %s: %w", c.Path, err)
 	}
 	return nil
+}
+
+// Explain implements reconcile.Explainer: when the netplan change is blocked because nodedns could
+// not read the node's netplan tree, netplan itself judges the tree as it is, and its own
+// file:line:col message becomes the reason (nodedns's YAML reader may name another line: a tab in
+// the indentation of line 6 is reported on line 5 by the YAML library, on 6:1 by netplan 0.106).
+func (v netplanValidator) Explain(ctx context.Context, root string, b policy.Blocked) (string, bool) {
+	if b.Target != netplan.NodednsFile {
+		return "", false
+	}
+	_, err := v.runner.Generate(ctx, root, nil)
+	var ge *netplan.GenerateError
+	if !errors.As(err, &ge) {
+		return "", false // netplan accepts the tree (or could not run): policy's reason stands
+	}
+	return fmt.Sprintf("netplan rejects the node's netplan files (%s); the netplan change waits until they are fixed", strings.TrimSuffix(ge.Message, ":")), true
 }
 
 // commands runs the commands that make a netplan or networkd change live (policy.NetplanApply,

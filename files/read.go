@@ -291,28 +291,35 @@ func DropIns(r Reader, dirs []string, suffix string) (out []DropIn, errs []error
 // named by interface index (a networkd lease, a link state file) maps to its interface.
 const SysClassNet = "/sys/class/net"
 
-// IfNames maps interface indexes to names from /sys/class/net/NAME/ifindex. Unreadable entries are
-// skipped: links come and go, and a file whose index has no name still counts. When two names claim
-// one index the first in name order wins.
-func IfNames(r Reader) map[int]string {
-	names := map[int]string{}
+// IfNames maps interface indexes to names from /sys/class/net/NAME/ifindex. Links come and go, and
+// a file whose index has no name still counts, so an entry without an ifindex is skipped; one whose
+// ifindex cannot be read (a FIFO, a huge file, garbage) is skipped and reported in errs. When two
+// names claim one index the first in name order wins.
+func IfNames(r Reader) (names map[int]string, errs []error) {
+	names = map[int]string{}
 	entries, err := r.ReadDir(SysClassNet)
 	if err != nil {
-		return names
+		return names, nil
 	}
 	for _, e := range entries {
 		// Real sysfs entries are relative symlinks into /sys/devices: followed inside the root.
-		data, err := r.ReadFile(path.Join(SysClassNet, e.Name(), "ifindex"), Attribute)
+		p := path.Join(SysClassNet, e.Name(), "ifindex")
+		data, err := r.ReadFile(p, Attribute)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			continue // bonding_masters and other files that are not links
+		}
 		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		i, err := strconv.Atoi(strings.TrimSpace(string(data)))
 		if err != nil || i <= 0 {
+			errs = append(errs, fmt.Errorf("read %s: %q is not an interface index", p, strings.TrimSpace(string(data))))
 			continue
 		}
 		if _, dup := names[i]; !dup {
 			names[i] = e.Name()
 		}
 	}
-	return names
+	return names, errs
 }

@@ -158,7 +158,7 @@ func (s *Store) resolve(p string, followLast bool) (string, error) {
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {
 			if len(rest) > 0 && !fi.IsDir() && hasComponent(rest) {
-				return "", fmt.Errorf("resolve %s: %s is not a directory", p, next)
+				return "", &notDir{fmt.Sprintf("resolve %s: %s is not a directory", p, next)}
 			}
 			resolved = next
 			continue
@@ -477,3 +477,9 @@ func HostPath(root, nodePath string) string {
 	}
 	return s.host(nodePath)
 }
+
+// notDir is a path component that is not a directory; it matches syscall.ENOTDIR.
+type notDir struct{ msg string }
+
+func (e *notDir) Error() string        { return e.msg }
+func (e *notDir) Is(target error) bool { return target == syscall.ENOTDIR }

@@ -577,10 +577,19 @@ func TestIfNames(t *testing.T) {
 	}
 	mkfile(t, s, "/sys/class/net/bonding_masters", "bond0\n", 0o644) // a file, not a link
 	want := map[int]string{1: "lo", 2: "eth0", 12: "nodelocaldns"}
-	if diff := cmp.Diff(want, IfNames(s)); diff != "" {
+	names, errs := IfNames(s)
+	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("IfNames mismatch (-want +got):\n%s", diff)
 	}
-	if got := IfNames(NewReader(filepath.Join(s.Root, "nope"))); got == nil || len(got) != 0 {
+	var msgs []string
+	for _, err := range errs {
+		msgs = append(msgs, err.Error())
+	}
+	wantErrs := []string{`read /sys/class/net/weird/ifindex: "x" is not an interface index`, `read /sys/class/net/zero/ifindex: "0" is not an interface index`}
+	if diff := cmp.Diff(wantErrs, msgs); diff != "" {
+		t.Errorf("IfNames errors (-want +got):\n%s", diff)
+	}
+	if got, _ := IfNames(NewReader(filepath.Join(s.Root, "nope"))); got == nil || len(got) != 0 {
 		t.Errorf("IfNames of a missing root = %v, want an empty map", got)
 	}
 }
@@ -588,7 +597,7 @@ func TestIfNames(t *testing.T) {
 // TestIfNamesRealSysfs reads this machine's own sysfs: the kernel reports every attribute as 4096
 // bytes long, which the Attribute bound must allow.
 func TestIfNamesRealSysfs(t *testing.T) {
-	names := IfNames(NewReader("/"))
+	names, _ := IfNames(NewReader("/"))
 	found := false
 	for _, n := range names {
 		found = found || n == "lo"

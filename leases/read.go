@@ -193,7 +193,11 @@ func (r *reader) read(nodePath string) ([]byte, bool) {
 }
 
 // interfaceNames maps interface indexes to names from /sys/class/net/NAME/ifindex.
-func (r *reader) interfaceNames() map[int]string { return files.IfNames(r.fs) }
+// Problems with them are the link-state reader's to report (systemd.LoadLinkStates).
+func (r *reader) interfaceNames() map[int]string {
+	names, _ := files.IfNames(r.fs)
+	return names
+}
 
 // lastPerInterface keeps, for each interface and address family, the last
 // lease of a dhclient file: dhclient appends each new lease to the file, and

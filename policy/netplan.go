@@ -22,6 +22,11 @@ func NetplanMode(cfg config.Config, s *node.Snapshot) string {
 	if cfg.Netplan.Mode != "" {
 		return cfg.Netplan.Mode
 	}
+	if s.Netplan == nil && netplanOthers(s) == nil && len(s.ProblemsFrom(node.SourceNetplan)) > 0 {
+		// A netplan tree that cannot be read may well have DHCP interfaces: the netplan change is
+		// blocked until it is fixed rather than silently off.
+		return config.NetplanOverride
+	}
 	if len(ownPins(s)) > 0 {
 		return config.NetplanPin
 	}

@@ -38,6 +38,13 @@ type Validator interface {
 	Validate(ctx context.Context, root string, c policy.Change) error
 }
 
+// Explainer is a Validator that can also judge the current inputs of a blocked target, replacing
+// policy's reason with the judge's own words: netplan's own file:line:col message for a netplan tree
+// nodedns's parser could not read, since netplan, not nodedns, decides what is valid netplan.
+type Explainer interface {
+	Explain(ctx context.Context, root string, b policy.Blocked) (reason string, ok bool)
+}
+
 // Node is one node nodedns works on.
 type Node struct {
 	// Root is "/" for the real node, a directory for --root (files only: no D-Bus, no netlink).
@@ -111,6 +118,15 @@ func (n *Node) validate(ctx context.Context, p *policy.Plan) {
 	root := n.Root
 	if root == "" {
 		root = "/"
+	}
+	for i := range p.Blocked {
+		for _, v := range n.Validators {
+			if e, ok := v.(Explainer); ok {
+				if reason, ok := e.Explain(ctx, root, p.Blocked[i]); ok {
+					p.Blocked[i].Reason = reason
+				}
+			}
+		}
 	}
 	kept := p.Changes[:0]
 	for _, c := range p.Changes {

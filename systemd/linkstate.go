@@ -83,7 +83,10 @@ func LoadLinkStates(r files.Reader) ([]LinkState, []Warning) {
 	var warns []Warning
 	networkd := readLinkDir(r, NetworkdLinkDir, &warns)
 	resolved := readLinkDir(r, ResolvedLinkDir, &warns)
-	names := files.IfNames(r)
+	names, errs := files.IfNames(r)
+	for _, err := range errs {
+		warns = append(warns, Warning{Path: files.SysClassNet, Msg: err.Error()})
+	}
 
 	idx := map[int]bool{}
 	for i := range networkd {
