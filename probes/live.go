@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -11,8 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/nodedns/nodedns/hostnet"
 )
 
@@ -165,4 +168,118 @@ func addrList(as []netip.Addr) string {
 		s[i] = a.String()
 	}
 	return strings.Join(s, ", ")
+}
+
+// Exchanger sends one DNS query and returns the answer.
+type Exchanger interface {
+	Exchange(ctx context.Context, m *dns.Msg, network string, server netip.AddrPort) (*dns.Msg, error)
+}
+
+// DNSClient is the real Exchanger: miekg/dns over UDP or TCP with a per-query timeout.
+type DNSClient struct{ Timeout time.Duration }
+
+// Exchange implements Exchanger.
+func (c DNSClient) Exchange(ctx context.Context, m *dns.Msg, network string, server netip.AddrPort) (*dns.Msg, error) {
+	cl := &dns.Client{Net: network, Timeout: c.Timeout, UDPSize: dns.DefaultMsgSize}
+	r, _, err := cl.ExchangeContext(ctx, m, server.String())
+	if err != nil {
+		return nil, fmt.Errorf("query %s %s over %s at %s: %w", m.Question[0].Name, dns.TypeToString[m.Question[0].Qtype], network, server, err)
+	}
+	return r, nil
+}
+
+// answer is one probe's outcome.
+type answer struct {
+	server  netip.Addr
+	network string
+	name    string
+	qtype   uint16
+	msg     *dns.Msg
+	err     error
+}
+
+func (a answer) String() string {
+	q := fmt.Sprintf("%s %s over %s at %s", a.name, dns.TypeToString[a.qtype], a.network, a.server)
+	if a.err != nil {
+		return q + ": " + shortErr(a.err)
+	}
+	return q + ": " + dns.RcodeToString[a.msg.Rcode]
+}
+
+// refused reports a "nothing listens there" error (ICMP port unreachable on UDP, RST on TCP).
+func (a answer) refused() bool { return errors.Is(a.err, syscall.ECONNREFUSED) }
+
+func shortErr(err error) string {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case isTimeout(err):
+		return "timed out"
+	}
+	return err.Error()
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &t) && t.Timeout()
+}
+
+// query runs the queries in parallel: probe queries are independent and each may take the whole
+// timeout, so a sequence would multiply it.
+func (l *Live) query(ctx context.Context, qs []answer) []answer {
+	var wg sync.WaitGroup
+	for i := range qs {
+		wg.Add(1)
+		go func(q *answer) {
+			defer wg.Done()
+			m := new(dns.Msg)
+			m.SetQuestion(dns.Fqdn(q.name), q.qtype)
+			m.RecursionDesired = true
+			q.msg, q.err = l.DNS.Exchange(ctx, m, q.network, netip.AddrPortFrom(q.server, l.DNSPort))
+		}(&qs[i])
+	}
+	wg.Wait()
+	return qs
+}
+
+// cacheProbe is what the cache answered on its probeable addresses.
+type cacheProbe struct {
+	probed   []netip.Addr
+	skipped  []netip.Addr // not on the interface or without a local route: judged elsewhere
+	answers  []answer
+	answered bool // some query got a response from the cache
+}
+
+func clusterName(env *Env) string {
+	return "kubernetes.default.svc." + env.Plan.Facts.ClusterDomain + "."
+}
+
+// probeCache queries the cluster name (and the configured external name) on every cache address that
+// is on the interface and routed locally, over UDP and TCP, once per report.
+func (env *Env) probeCache(ctx context.Context) *cacheProbe {
+	l := env.Host
+	l.dnsOnce.Do(func() {
+		var qs []answer
+		for _, st := range env.cacheAddrs() {
+			if !st.Probable {
+				l.dns.skipped = append(l.dns.skipped, st.Addr)
+				continue
+			}
+			l.dns.probed = append(l.dns.probed, st.Addr)
+			names := []string{clusterName(env)}
+			if n := env.Config.Probes.ExternalName; n != "" {
+				names = append(names, dns.Fqdn(n))
+			}
+			for _, n := range names {
+				for _, network := range []string{"udp", "tcp"} {
+					qs = append(qs, answer{server: st.Addr, network: network, name: n, qtype: dns.TypeA})
+				}
+			}
+		}
+		l.dns.answers = l.query(ctx, qs)
+		for _, a := range l.dns.answers {
+			l.dns.answered = l.dns.answered || a.err == nil
+		}
+	})
+	return &l.dns
 }
