@@ -1,6 +1,7 @@
 package probes
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/nftables"
 	"github.com/miekg/dns"
 	"github.com/nodedns/nodedns/hostnet"
 )
@@ -282,4 +285,117 @@ func (env *Env) probeCache(ctx context.Context) *cacheProbe {
 		}
 	})
 	return &l.dns
+}
+
+// Backend is one firewall backend's raw-table rules.
+type Backend struct {
+	Name  string // "nf_tables" or "iptables-legacy"
+	Rules []RawRule
+	Err   error
+}
+
+// ReadFirewall reads the raw-table rules of both backends: nf_tables over netlink (iptables-nft and
+// native nft rules) and iptables-legacy's tables.
+func ReadFirewall(ctx context.Context) []Backend {
+	return []Backend{readNftables(), readLegacy(ctx)}
+}
+
+// nfConntrackPriority is NF_IP_PRI_CONNTRACK: a notrack must run at a lower (earlier) priority to
+// take effect, as the raw table's -300 does.
+const nfConntrackPriority = -200
+
+func readNftables() Backend {
+	b := Backend{Name: "nf_tables"}
+	c, err := nftables.New()
+	if err != nil {
+		b.Err = fmt.Errorf("open nf_tables netlink: %w", err)
+		return b
+	}
+	chains, err := c.ListChains()
+	if err != nil {
+		b.Err = fmt.Errorf("list nf_tables chains: %w", err)
+		return b
+	}
+	for _, ch := range chains {
+		if ch.Hooknum == nil || ch.Priority == nil || int(*ch.Priority) >= nfConntrackPriority {
+			continue
+		}
+		var chain string
+		switch *ch.Hooknum {
+		case *nftables.ChainHookPrerouting:
+			chain = "PREROUTING"
+		case *nftables.ChainHookOutput:
+			chain = "OUTPUT"
+		default:
+			continue
+		}
+		var fams []int
+		switch ch.Table.Family {
+		case nftables.TableFamilyIPv4:
+			fams = []int{4}
+		case nftables.TableFamilyIPv6:
+			fams = []int{6}
+		case nftables.TableFamilyINet:
+			fams = []int{4, 6}
+		default:
+			continue
+		}
+		rules, err := c.GetRules(ch.Table, ch)
+		if err != nil {
+			b.Err = errors.Join(b.Err, fmt.Errorf("list rules of %s %s: %w", ch.Table.Name, ch.Name, err))
+			continue
+		}
+		for _, r := range rules {
+			for _, f := range fams {
+				if rr, ok := nftRule(f, chain, r.Exprs); ok {
+					b.Rules = append(b.Rules, rr)
+				}
+			}
+		}
+	}
+	return b
+}
+
+// readLegacy reads iptables-legacy's raw tables with iptables-legacy-save. Legacy tables live in the
+// kernel as x_tables blobs read with getsockopt(IPT_SO_GET_ENTRIES), whose layout is per match and
+// target revision; iptables-legacy-save is the one maintained decoder of them (no Go library
+// reads them). The table list in /proc/net/ip_tables_names (per network namespace) is read first,
+// so a node without a legacy raw table runs no command and loads no module.
+func readLegacy(ctx context.Context) Backend {
+	b := Backend{Name: "iptables-legacy"}
+	for _, v := range []struct {
+		family int
+		names  string
+		cmd    string
+	}{{4, "/proc/net/ip_tables_names", "iptables-legacy-save"}, {6, "/proc/net/ip6_tables_names", "ip6tables-legacy-save"}} {
+		names, err := os.ReadFile(v.names)
+		if err != nil || !slicesContainsLine(names, "raw") {
+			continue
+		}
+		path, err := exec.LookPath(v.cmd)
+		if err != nil {
+			b.Err = errors.Join(b.Err, fmt.Errorf("a legacy raw table exists (%s) but %s is not installed to read it", v.names, v.cmd))
+			continue
+		}
+		out, err := exec.CommandContext(ctx, path, "-t", "raw").Output()
+		if err != nil {
+			b.Err = errors.Join(b.Err, fmt.Errorf("%s -t raw: %w", v.cmd, err))
+			continue
+		}
+		rs, err := ParseIptablesSave(v.family, out)
+		if err != nil {
+			b.Err = errors.Join(b.Err, fmt.Errorf("%s -t raw: %w", v.cmd, err))
+		}
+		b.Rules = append(b.Rules, rs...)
+	}
+	return b
+}
+
+func slicesContainsLine(data []byte, want string) bool {
+	for _, l := range bytes.Split(data, []byte("\n")) {
+		if strings.TrimSpace(string(l)) == want {
+			return true
+		}
+	}
+	return false
 }
