@@ -51,7 +51,7 @@ func (bootPersistence) Run(ctx context.Context, env *Env) Result {
 			}
 		}
 	}
-	// After a reboot, what the cache needed at the last good boot must come back (probes/boot.go).
+	// After a reboot, what the cache needed at the last good boot must come back (checkBaseline).
 	var live bootLive
 	if env.Host != nil {
 		live = env.checkBaseline(ctx)
