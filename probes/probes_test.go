@@ -100,3 +100,42 @@ func TestNPD(t *testing.T) {
 		t.Errorf("unicode NPD line %q", got)
 	}
 }
+
+// envFor is the Env of `nodedns check --root` over a snapshot built in a test: the plan derived from
+// it and cfg, no live host.
+func envFor(s *node.Snapshot, cfg config.Config) *Env {
+	return &Env{Snapshot: s, Config: cfg, Plan: policy.Compute(s, cfg)}
+}
+
+// checkResult fails unless r has status want, its message holds every fragment of msg and none of
+// notMsg, and its hint holds every fragment of hint.
+func checkResult(t *testing.T, r Result, want Status, msg, notMsg, hint []string) {
+	t.Helper()
+	if r.Status != want {
+		t.Errorf("status %s, want %s: %q (hint %q)", r.Status, want, r.Message, r.Hint)
+	}
+	for _, s := range msg {
+		if !strings.Contains(r.Message, s) {
+			t.Errorf("message %q does not say %q", r.Message, s)
+		}
+	}
+	for _, s := range notMsg {
+		if strings.Contains(r.Message, s) {
+			t.Errorf("message %q says %q", r.Message, s)
+		}
+	}
+	for _, s := range hint {
+		if !strings.Contains(r.Hint, s) {
+			t.Errorf("hint %q does not say %q", r.Hint, s)
+		}
+	}
+}
+
+// resolvedStubResolv is /etc/resolv.conf as a symlink to systemd-resolved's stub file: resolved is
+// the node's resolver.
+func resolvedStubResolv(t *testing.T) node.ResolvFile {
+	t.Helper()
+	rf := readResolvForTest(t, "nameserver 127.0.0.53\noptions edns0 trust-ad\n")
+	rf.Symlink, rf.LinkTarget, rf.Target = true, "../run/systemd/resolve/stub-resolv.conf", node.ResolvedStubConf
+	return rf
+}
