@@ -66,3 +66,114 @@ func FuzzParseIptablesSave(f *testing.F) {
 		NotrackMissing([]Backend{{Rules: rs}}, []netip.Addr{cache})
 	})
 }
+
+// TestParseIptablesSaveTable reads one shape of rule per row, as iptables-save and
+// iptables-legacy-save 1.8.9 print them (long options as a hand-written restore file has them).
+func TestParseIptablesSaveTable(t *testing.T) {
+	p := netip.MustParsePrefix("169.254.25.10/32")
+	tests := []struct {
+		name   string
+		family int
+		save   string // the lines after *raw
+		want   []RawRule
+		err    string // the error names this, "" for none
+	}{
+		{
+			name: "long options and an address without a length",
+			save: "-A PREROUTING --destination 169.254.25.10 --protocol udp --destination-port 53 --jump NOTRACK",
+			want: []RawRule{{Family: 4, Chain: "PREROUTING", Dst: p, Proto: 17, DPort: 53, Notrack: true}},
+		},
+		{
+			name: "protocols by number",
+			save: "-A OUTPUT -d 169.254.25.10/32 -p 6 --dport 53 -j NOTRACK\n-A OUTPUT -d 169.254.25.10/32 -p 17 --dport 53 -j NOTRACK",
+			want: []RawRule{{Family: 4, Chain: "OUTPUT", Dst: p, Proto: 6, DPort: 53, Notrack: true}, {Family: 4, Chain: "OUTPUT", Dst: p, Proto: 17, DPort: 53, Notrack: true}},
+		},
+		{
+			name: "-p all and no port match anything",
+			save: "-A OUTPUT -d 169.254.25.10/32 -p all -j NOTRACK\n-A PREROUTING -j NOTRACK",
+			want: []RawRule{{Family: 4, Chain: "OUTPUT", Dst: p, Notrack: true}, {Family: 4, Chain: "PREROUTING", Notrack: true}},
+		},
+		{
+			name: "another protocol",
+			save: "-A OUTPUT -d 169.254.25.10/32 -p icmp -j NOTRACK",
+			want: []RawRule{{Family: 4, Chain: "OUTPUT", Dst: p, Notrack: true, Other: true}},
+		},
+		{
+			name: "a port range and a multiport list are not port 53",
+			save: "-A OUTPUT -p udp -m udp --dport 53:54 -j NOTRACK\n-A OUTPUT -p udp -m multiport --dports 53,853 -j NOTRACK",
+			want: []RawRule{{Family: 4, Chain: "OUTPUT", Proto: 17, Notrack: true, Other: true}, {Family: 4, Chain: "OUTPUT", Proto: 17, Notrack: true, Other: true}},
+		},
+		{
+			name: "a prefix with host bits is masked",
+			save: "-A OUTPUT -d 169.254.25.10/16 -p udp --dport 53 -j NOTRACK",
+			want: []RawRule{{Family: 4, Chain: "OUTPUT", Dst: netip.MustParsePrefix("169.254.0.0/16"), Proto: 17, DPort: 53, Notrack: true}},
+		},
+		{
+			name: "ip6tables-save", family: 6,
+			save: "-A PREROUTING -d fd00::10/128 -p udp -m udp --dport 53 -j NOTRACK",
+			want: []RawRule{{Family: 6, Chain: "PREROUTING", Dst: netip.MustParsePrefix("fd00::10/128"), Proto: 17, DPort: 53, Notrack: true}},
+		},
+		{
+			name: "interface, source and mark matches are something else",
+			save: "-A PREROUTING -i eth0 -p udp --dport 53 -j NOTRACK\n-A OUTPUT -s 10.0.0.0/8 -j NOTRACK\n-A OUTPUT -m mark --mark 0x1 -j NOTRACK",
+			want: []RawRule{{Family: 4, Chain: "PREROUTING", Proto: 17, DPort: 53, Notrack: true, Other: true}, {Family: 4, Chain: "OUTPUT", Notrack: true, Other: true}, {Family: 4, Chain: "OUTPUT", Notrack: true, Other: true}},
+		},
+		{
+			name: "a negated protocol",
+			save: "-A OUTPUT ! -p udp -j NOTRACK",
+			want: []RawRule{{Family: 4, Chain: "OUTPUT", Proto: 17, Notrack: true, Other: true}},
+		},
+		{
+			name: "other targets are no NOTRACK",
+			save: "-A OUTPUT -d 169.254.25.10/32 -j ACCEPT\n-A OUTPUT -d 169.254.25.10/32 -j CT --helper ftp",
+			want: []RawRule{{Family: 4, Chain: "OUTPUT", Dst: p}, {Family: 4, Chain: "OUTPUT", Dst: p}},
+		},
+		{
+			name: "other chains and tables are skipped",
+			save: "-A KUBE-NODELOCAL -d 169.254.25.10/32 -j NOTRACK\nCOMMIT\n*filter\n-A OUTPUT -d 169.254.25.10/32 -j NOTRACK\nCOMMIT",
+		},
+		{
+			name: "comments, chain policies and indented rules",
+			save: "# a comment\n:PREROUTING ACCEPT [0:0]\n   -A PREROUTING -d 169.254.25.10/32 -j NOTRACK   ",
+			want: []RawRule{{Family: 4, Chain: "PREROUTING", Dst: p, Notrack: true}},
+		},
+		{
+			name: "an address that is not one; the next rule is still read",
+			save: "-A OUTPUT -d 169.254.25/32 -j NOTRACK\n-A OUTPUT -d 169.254.25.10/32 -j NOTRACK",
+			want: []RawRule{{Family: 4, Chain: "OUTPUT", Dst: p, Notrack: true}},
+			err:  `line 2: -d "169.254.25/32"`,
+		},
+		{
+			name: "a port out of range",
+			save: "-A OUTPUT -p udp --dport 65536 -j NOTRACK",
+			err:  `line 2: --dport "65536"`,
+		},
+		{
+			name: "an option without its value",
+			save: "-A OUTPUT -p udp -j",
+			err:  "line 2: -j without a value",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			family := tc.family
+			if family == 0 {
+				family = 4
+			}
+			got, err := ParseIptablesSave(family, []byte("*raw\n"+tc.save+"\n"))
+			if diff := cmp.Diff(tc.want, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+				t.Errorf("rules (-want +got):\n%s", diff)
+			}
+			switch {
+			case tc.err == "" && err != nil:
+				t.Errorf("error %v", err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("error %v, want one saying %q", err, tc.err)
+			}
+		})
+	}
+	// Rules before any table header belong to no table.
+	if got, err := ParseIptablesSave(4, []byte("-A PREROUTING -j NOTRACK\n")); len(got) != 0 || err != nil {
+		t.Errorf("a rule outside any table: %+v, %v", got, err)
+	}
+}
