@@ -23,7 +23,7 @@ func (dhcpSearch) Run(_ context.Context, env *Env) Result {
 	// then "ok" would be a guess.
 	var unread []string
 	for _, p := range s.Problems {
-		// node.Observe records netplan's load error without a path: the file is only in the message.
+		// A netplan problem is recognised by "/netplan/" in its path or its message text.
 		// TODO(issue 9): match on Problem.Path/Source
 		if isLeasePath(p.Path) || strings.Contains(p.Path, "/netplan/") || strings.Contains(p.Msg, "/netplan/") {
 			unread = append(unread, p.String())
