@@ -1,18 +1,24 @@
 package probes
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/google/nftables"
+	"github.com/miekg/dns"
 	"github.com/nodedns/nodedns/hostnet"
 )
 
@@ -165,4 +171,231 @@ func addrList(as []netip.Addr) string {
 		s[i] = a.String()
 	}
 	return strings.Join(s, ", ")
+}
+
+// Exchanger sends one DNS query and returns the answer.
+type Exchanger interface {
+	Exchange(ctx context.Context, m *dns.Msg, network string, server netip.AddrPort) (*dns.Msg, error)
+}
+
+// DNSClient is the real Exchanger: miekg/dns over UDP or TCP with a per-query timeout.
+type DNSClient struct{ Timeout time.Duration }
+
+// Exchange implements Exchanger.
+func (c DNSClient) Exchange(ctx context.Context, m *dns.Msg, network string, server netip.AddrPort) (*dns.Msg, error) {
+	cl := &dns.Client{Net: network, Timeout: c.Timeout, UDPSize: dns.DefaultMsgSize}
+	r, _, err := cl.ExchangeContext(ctx, m, server.String())
+	if err != nil {
+		return nil, fmt.Errorf("query %s %s over %s at %s: %w", m.Question[0].Name, dns.TypeToString[m.Question[0].Qtype], network, server, err)
+	}
+	return r, nil
+}
+
+// answer is one probe's outcome.
+type answer struct {
+	server  netip.Addr
+	network string
+	name    string
+	qtype   uint16
+	msg     *dns.Msg
+	err     error
+}
+
+func (a answer) String() string {
+	q := fmt.Sprintf("%s %s over %s at %s", a.name, dns.TypeToString[a.qtype], a.network, a.server)
+	if a.err != nil {
+		return q + ": " + shortErr(a.err)
+	}
+	return q + ": " + dns.RcodeToString[a.msg.Rcode]
+}
+
+// refused reports a "nothing listens there" error (ICMP port unreachable on UDP, RST on TCP).
+func (a answer) refused() bool { return errors.Is(a.err, syscall.ECONNREFUSED) }
+
+func shortErr(err error) string {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case isTimeout(err):
+		return "timed out"
+	}
+	return err.Error()
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &t) && t.Timeout()
+}
+
+// query runs the queries in parallel: probe queries are independent and each may take the whole
+// timeout, so a sequence would multiply it.
+func (l *Live) query(ctx context.Context, qs []answer) []answer {
+	var wg sync.WaitGroup
+	for i := range qs {
+		wg.Add(1)
+		go func(q *answer) {
+			defer wg.Done()
+			m := new(dns.Msg)
+			m.SetQuestion(dns.Fqdn(q.name), q.qtype)
+			m.RecursionDesired = true
+			q.msg, q.err = l.DNS.Exchange(ctx, m, q.network, netip.AddrPortFrom(q.server, l.DNSPort))
+		}(&qs[i])
+	}
+	wg.Wait()
+	return qs
+}
+
+// cacheProbe is what the cache answered on its probeable addresses.
+type cacheProbe struct {
+	probed   []netip.Addr
+	skipped  []netip.Addr // not on the interface or without a local route: judged elsewhere
+	answers  []answer
+	answered bool // some query got a response from the cache
+}
+
+func clusterName(env *Env) string {
+	return "kubernetes.default.svc." + env.Plan.Facts.ClusterDomain + "."
+}
+
+// probeCache queries the cluster name (and the configured external name) on every cache address that
+// is on the interface and routed locally, over UDP and TCP, once per report.
+func (env *Env) probeCache(ctx context.Context) *cacheProbe {
+	l := env.Host
+	l.dnsOnce.Do(func() {
+		var qs []answer
+		for _, st := range env.cacheAddrs() {
+			if !st.Probable {
+				l.dns.skipped = append(l.dns.skipped, st.Addr)
+				continue
+			}
+			l.dns.probed = append(l.dns.probed, st.Addr)
+			names := []string{clusterName(env)}
+			if n := env.Config.Probes.ExternalName; n != "" {
+				names = append(names, dns.Fqdn(n))
+			}
+			for _, n := range names {
+				for _, network := range []string{"udp", "tcp"} {
+					qs = append(qs, answer{server: st.Addr, network: network, name: n, qtype: dns.TypeA})
+				}
+			}
+		}
+		l.dns.answers = l.query(ctx, qs)
+		for _, a := range l.dns.answers {
+			l.dns.answered = l.dns.answered || a.err == nil
+		}
+	})
+	return &l.dns
+}
+
+// Backend is one firewall backend's raw-table rules.
+type Backend struct {
+	Name  string // "nf_tables" or "iptables-legacy"
+	Rules []RawRule
+	Err   error
+}
+
+// ReadFirewall reads the raw-table rules of both backends: nf_tables over netlink (iptables-nft and
+// native nft rules) and iptables-legacy's tables.
+func ReadFirewall(ctx context.Context) []Backend {
+	return []Backend{readNftables(), readLegacy(ctx)}
+}
+
+// nfConntrackPriority is NF_IP_PRI_CONNTRACK: a notrack must run at a lower (earlier) priority to
+// take effect, as the raw table's -300 does.
+const nfConntrackPriority = -200
+
+func readNftables() Backend {
+	b := Backend{Name: "nf_tables"}
+	c, err := nftables.New()
+	if err != nil {
+		b.Err = fmt.Errorf("open nf_tables netlink: %w", err)
+		return b
+	}
+	chains, err := c.ListChains()
+	if err != nil {
+		b.Err = fmt.Errorf("list nf_tables chains: %w", err)
+		return b
+	}
+	for _, ch := range chains {
+		if ch.Hooknum == nil || ch.Priority == nil || int(*ch.Priority) >= nfConntrackPriority {
+			continue
+		}
+		var chain string
+		switch *ch.Hooknum {
+		case *nftables.ChainHookPrerouting:
+			chain = "PREROUTING"
+		case *nftables.ChainHookOutput:
+			chain = "OUTPUT"
+		default:
+			continue
+		}
+		var fams []int
+		switch ch.Table.Family {
+		case nftables.TableFamilyIPv4:
+			fams = []int{4}
+		case nftables.TableFamilyIPv6:
+			fams = []int{6}
+		case nftables.TableFamilyINet:
+			fams = []int{4, 6}
+		default:
+			continue
+		}
+		rules, err := c.GetRules(ch.Table, ch)
+		if err != nil {
+			b.Err = errors.Join(b.Err, fmt.Errorf("list rules of %s %s: %w", ch.Table.Name, ch.Name, err))
+			continue
+		}
+		for _, r := range rules {
+			for _, f := range fams {
+				if rr, ok := nftRule(f, chain, r.Exprs); ok {
+					b.Rules = append(b.Rules, rr)
+				}
+			}
+		}
+	}
+	return b
+}
+
+// readLegacy reads iptables-legacy's raw tables with iptables-legacy-save. Legacy tables live in the
+// kernel as x_tables blobs read with getsockopt(IPT_SO_GET_ENTRIES), whose layout is per match and
+// target revision; iptables-legacy-save is the one maintained decoder of them (no Go library
+// reads them). The table list in /proc/net/ip_tables_names (per network namespace) is read first,
+// so a node without a legacy raw table runs no command and loads no module.
+func readLegacy(ctx context.Context) Backend {
+	b := Backend{Name: "iptables-legacy"}
+	for _, v := range []struct {
+		family int
+		names  string
+		cmd    string
+	}{{4, "/proc/net/ip_tables_names", "iptables-legacy-save"}, {6, "/proc/net/ip6_tables_names", "ip6tables-legacy-save"}} {
+		names, err := os.ReadFile(v.names)
+		if err != nil || !slicesContainsLine(names, "raw") {
+			continue
+		}
+		path, err := exec.LookPath(v.cmd)
+		if err != nil {
+			b.Err = errors.Join(b.Err, fmt.Errorf("a legacy raw table exists (%s) but %s is not installed to read it", v.names, v.cmd))
+			continue
+		}
+		out, err := exec.CommandContext(ctx, path, "-t", "raw").Output()
+		if err != nil {
+			b.Err = errors.Join(b.Err, fmt.Errorf("%s -t raw: %w", v.cmd, err))
+			continue
+		}
+		rs, err := ParseIptablesSave(v.family, out)
+		if err != nil {
+			b.Err = errors.Join(b.Err, fmt.Errorf("%s -t raw: %w", v.cmd, err))
+		}
+		b.Rules = append(b.Rules, rs...)
+	}
+	return b
+}
+
+func slicesContainsLine(data []byte, want string) bool {
+	for _, l := range bytes.Split(data, []byte("\n")) {
+		if strings.TrimSpace(string(l)) == want {
+			return true
+		}
+	}
+	return false
 }

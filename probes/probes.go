@@ -1,11 +1,22 @@
 // Package probes is nodedns's self-check: one small type per check id of design.md, all sharing one
 // observed snapshot. The ids, statuses and JSON shape are a contract for Ansible, kubespray and
 // node-problem-detector: keep them stable.
+//
+// The files: probes.go is the report, the Env every check reads and the message helpers the checks
+// share; check_<family>.go holds the checks of one family of ids (resolvconf, kubelet, resolved,
+// dhcp, addressing, nodelocaldns, dns, boot); parse_<format>.go a parser of outside input the live
+// checks use (iptables-save, nf_tables expressions, the Corefile, /proc): pure functions of bytes,
+// of decoded expressions or of a directory root, with no check logic, each with a table test and the
+// decoders with a fuzz target (as CoreDNS's loop plugin parses in setup.go and acts in loop.go). live.go is the running node as the live checks
+// see it: its seams and what they read once per report. baseline.go is boot.persistence's state
+// file, writers.go the daemon's backoffs shown on the checks they break.
 package probes
 
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/nodedns/nodedns/config"
@@ -152,4 +163,63 @@ func clip(s string, n int) string {
 		r = r[:len(r)-1]
 	}
 	return string(r) + "..."
+}
+
+// What follows is shared by the checks' messages.
+
+// hintApply is the hint of every problem `nodedns apply` fixes.
+const hintApply = "run `nodedns plan` to see the fix, `nodedns apply` to make it"
+
+// loopAddrs names the loop addresses among addrs, each with its kind (cache, cluster DNS...).
+func loopAddrs(env *Env, addrs []netip.Addr, withLoopback bool) []string {
+	var out []string
+	for _, a := range addrs {
+		if env.Plan.Facts.IsLoop(a, withLoopback) {
+			out = append(out, fmt.Sprintf("%s (%s)", a, env.Plan.Facts.LoopKind(a)))
+		}
+	}
+	return out
+}
+
+// dhcpDomains are the domains some DHCP lease handed out.
+func dhcpDomains(env *Env, domains []string) []string {
+	var out []string
+	for _, d := range domains {
+		if env.Plan.Facts.IsDHCPDomain(d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// unreadable is the answer of a check whose resolv.conf exists but cannot be read.
+func unreadable(rf node.ResolvFile) Result {
+	return Result{Status: Unknown, Message: fmt.Sprintf("%s cannot be read: %v", rf.Target, rf.Err), Hint: "fix or replace the file; nodedns changes nothing that depends on it"}
+}
+
+// describeResolv lists a resolv.conf's nameservers and where its symlink points.
+func describeResolv(rc node.ResolvFile) string {
+	var ns []string
+	for _, a := range rc.File.Nameservers() {
+		ns = append(ns, a.String())
+	}
+	s := "nameservers: " + strings.Join(ns, " ")
+	if len(ns) == 0 {
+		s = "no nameserver"
+	}
+	if rc.Symlink {
+		s += "; a symlink to " + rc.Target
+	}
+	return s
+}
+
+// uniq drops repeats, keeping the first of each.
+func uniq(s []string) []string {
+	var out []string
+	for _, x := range s {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }

@@ -3,12 +3,9 @@ package probes
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nodedns/nodedns/config"
@@ -105,65 +102,6 @@ func (env *Env) currentBaseline(ctx context.Context) Baseline {
 	slices.Sort(b.Routes)
 	slices.Sort(b.Rules)
 	return b
-}
-
-// bootLive is the live part of boot.persistence.
-type bootLive struct {
-	problems, hints []string
-	note            string
-	unknown         bool
-}
-
-// checkBaseline compares the recorded baseline with the node after a reboot.
-func (env *Env) checkBaseline(ctx context.Context) bootLive {
-	l := env.Host
-	data, err := l.State.Load()
-	if errors.Is(err, fs.ErrNotExist) {
-		return bootLive{note: "no reboot baseline yet (" + StatePath + " is written when every check passes)"}
-	}
-	if err != nil {
-		return bootLive{note: "the reboot baseline cannot be read: " + err.Error(), unknown: true}
-	}
-	base, err := ParseBaseline(data)
-	if err != nil {
-		return bootLive{note: "the reboot baseline cannot be read: " + err.Error() + " (it is rewritten when every check passes)", unknown: true}
-	}
-	boot, err := l.BootID()
-	if err != nil {
-		return bootLive{note: err.Error(), unknown: true}
-	}
-	if boot == base.BootID {
-		return bootLive{note: fmt.Sprintf("reboot baseline of this boot (%s: %s with %s)", base.Written.UTC().Format(time.RFC3339), base.Interface, strings.Join(base.Addresses, ", "))}
-	}
-	now := env.currentBaseline(ctx)
-	var missing []string
-	if base.Interface != "" && now.Interface == "" {
-		missing = append(missing, "interface "+base.Interface)
-	}
-	for _, list := range []struct{ was, is []string }{{base.Addresses, now.Addresses}, {base.Routes, now.Routes}, {base.Rules, now.Rules}} {
-		for _, x := range list.was {
-			if !slices.Contains(list.is, x) {
-				missing = append(missing, x)
-			}
-		}
-	}
-	if len(missing) == 0 {
-		return bootLive{note: "everything recorded at the last boot came back after the reboot"}
-	}
-	up, err := l.Uptime()
-	if err != nil {
-		return bootLive{note: err.Error(), unknown: true}
-	}
-	grace := env.Config.Probes.BootGrace
-	what := fmt.Sprintf("recorded at the last boot (%s) but missing since the reboot: %s", base.Written.UTC().Format(time.RFC3339), strings.Join(missing, "; "))
-	if up < grace {
-		return bootLive{note: fmt.Sprintf("rebooted %s ago, within the %s grace period; %s", up.Round(time.Second), grace, what), unknown: true}
-	}
-	return bootLive{
-		problems: []string{fmt.Sprintf("%s after the %s grace period", what, grace)},
-		hints: []string{"node-local-dns recreates them when its pod starts: check that it started after the reboot (kubelet running, image pullable: seed 002); run `nodedns check --wait 120s` in preflight after a reboot; " +
-			"if the change is intended, remove " + StatePath + " and the next passing check records the new baseline"},
-	}
 }
 
 // SaveBaseline records the node's current baseline when the report is ok, so the next boot can be

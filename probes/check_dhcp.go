@@ -1,0 +1,103 @@
+package probes
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/nodedns/nodedns/leases"
+	"github.com/nodedns/nodedns/node"
+	"github.com/nodedns/nodedns/policy"
+)
+
+type dhcpSearch struct{}
+
+func (dhcpSearch) ID() string { return "dhcp.search" }
+
+func (dhcpSearch) Run(_ context.Context, env *Env) Result {
+	s := env.Snapshot
+	f := env.Plan.Facts
+	doms := f.SortedDHCPDomains()
+	// A lease or netplan file nodedns could not read may hold DHCP domains it does not know about:
+	// then "ok" would be a guess.
+	var unread []string
+	for _, p := range s.Problems {
+		// A netplan problem is recognised by "/netplan/" in its path or its message text.
+		// TODO(issue 9): match on Problem.Path/Source
+		if isLeasePath(p.Path) || strings.Contains(p.Path, "/netplan/") || strings.Contains(p.Msg, "/netplan/") {
+			unread = append(unread, p.String())
+		}
+	}
+	if len(doms) == 0 {
+		if len(unread) > 0 {
+			return Result{Status: Unknown, Message: "no readable DHCP lease hands out a search domain, but some sources could not be read: " + strings.Join(unread, "; "), Hint: "fix or remove the unreadable files"}
+		}
+		return Result{Status: OK, Message: "no DHCP lease hands out a search domain"}
+	}
+	var problems, hints []string
+	if s.DhclientConf && !bytes.Equal(s.DhclientHook.Data, policy.DhclientHook(f)) {
+		state := "missing"
+		if s.DhclientHook.Exists {
+			state = "out of date"
+		}
+		problems = append(problems, "dhclient's enter hook "+node.DhclientHook+" is "+state)
+		hints = append(hints, "`nodedns apply` installs the dhclient hook")
+	}
+	if s.Netplan != nil {
+		for _, i := range s.Netplan.DHCPInterfaces() {
+			if i.Renderer == "NetworkManager" {
+				problems = append(problems, fmt.Sprintf("NetworkManager renders %s (netplan %s)", i.ID, strings.Join(i.Files, ", ")))
+				hints = append(hints, fmt.Sprintf("nmcli connection modify <connection of %s> ipv4.ignore-auto-dns yes ipv6.ignore-auto-dns yes ipv4.dns %q", i.ID, upstreamList(f)))
+				continue
+			}
+			var missing []string
+			if i.DHCP4 && !overridesDomains(i.DHCP4Overrides) {
+				missing = append(missing, "dhcp4-overrides")
+			}
+			if i.DHCP6 && !overridesDomains(i.DHCP6Overrides) {
+				missing = append(missing, "dhcp6-overrides")
+			}
+			if len(missing) > 0 {
+				problems = append(problems, fmt.Sprintf("netplan interface %s takes DHCP domains (no %s use-domains: false)", i.ID, strings.Join(missing, "/")))
+				hints = append(hints, "`nodedns apply` writes the override to /etc/netplan/90-nodedns.yaml (netplan.mode: override), then `netplan apply`")
+			}
+		}
+	}
+	// Nodes with networkd but no netplan: nodedns's .network drop-in switches DHCP domains off.
+	for _, n := range s.Networkd {
+		if !bytes.Equal(n.DropIn.Data, policy.NetworkdDropIn(n)) {
+			problems = append(problems, fmt.Sprintf("systemd-networkd's %s takes DHCP domains (no UseDomains=no drop-in)", n.Path))
+			hints = append(hints, "`nodedns apply` writes "+node.NetworkdDropIn(n.Path)+", then `networkctl reload`")
+		}
+	}
+	if len(problems) > 0 {
+		return Result{Status: Problem, Message: fmt.Sprintf("DHCP hands out %s and will again on renewal: %s", strings.Join(doms, ", "), strings.Join(problems, "; ")), Hint: strings.Join(uniq(hints), "; ")}
+	}
+	if len(unread) > 0 {
+		return Result{Status: Unknown, Message: fmt.Sprintf("DHCP hands out %s; the known clients drop it, but some sources could not be read: %s", strings.Join(doms, ", "), strings.Join(unread, "; ")), Hint: "fix or remove the unreadable files"}
+	}
+	return Result{Status: OK, Message: fmt.Sprintf("DHCP hands out %s; every DHCP client drops it", strings.Join(doms, ", "))}
+}
+
+func isLeasePath(p string) bool {
+	for _, d := range leases.Dirs() {
+		if strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// overridesDomains: use-domains false, or route (routing-only domains are never searched).
+func overridesDomains(o map[string]any) bool {
+	return policy.DropsDomains(o)
+}
+
+func upstreamList(f policy.Facts) string {
+	var out []string
+	for _, a := range f.Upstreams {
+		out = append(out, a.String())
+	}
+	return strings.Join(out, " ")
+}

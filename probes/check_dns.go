@@ -1,0 +1,223 @@
+package probes
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/miekg/dns"
+
+	"github.com/nodedns/nodedns/resolvconf"
+)
+
+// isStub reports whether a is systemd-resolved's stub listener (127.0.0.53) or its proxy (127.0.0.54).
+func isStub(a netip.Addr) bool {
+	return a == netip.AddrFrom4([4]byte{127, 0, 0, 53}) || a == netip.AddrFrom4([4]byte{127, 0, 0, 54})
+}
+
+// resolvedLoops lists the loop addresses systemd-resolved forwards to: its global and per-link
+// servers as configured, and its uplink view /run/systemd/resolve/resolv.conf.
+func resolvedLoops(env *Env) []netip.Addr {
+	s := env.Snapshot
+	var all []netip.Addr
+	if s.Resolved != nil {
+		for _, sv := range s.Resolved.DNS {
+			all = append(all, sv.Addr)
+		}
+	}
+	for _, l := range s.Links {
+		all = append(all, l.DNS...)
+	}
+	if s.ResolvedResolv.File != nil {
+		all = append(all, s.ResolvedResolv.File.Nameservers()...)
+	}
+	var out []netip.Addr
+	for _, a := range all {
+		if env.Plan.Facts.IsLoop(a, false) && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// chainLoops walks the cache's upstream chain: the forward targets of every server block that is not
+// the cluster domain or a reverse zone (those forward to kube-dns on purpose), the resolv.conf files
+// they name, and systemd-resolved behind a loopback stub.
+func chainLoops(env *Env, cp *CacheProcess) (loops []string, upstreams []string) {
+	f := env.Plan.Facts
+	judge := func(a netip.Addr, via string) {
+		upstreams = append(upstreams, a.String()+via)
+		switch {
+		case a.IsLoopback():
+			if !isStub(a) {
+				return // another local resolver (dnsmasq, unbound): not followed
+			}
+			if rl := resolvedLoops(env); len(rl) > 0 {
+				loops = append(loops, fmt.Sprintf("%s%s is systemd-resolved's stub, and resolved forwards to %s (%s): queries loop through the stub, which CoreDNS's loop plugin does not catch", a, via, addrList(rl), f.LoopKind(rl[0])))
+			}
+		case f.IsLoop(a, false):
+			loops = append(loops, fmt.Sprintf("%s%s is %s", a, via, f.LoopKind(a)))
+		}
+	}
+	for _, fw := range cp.Forwards {
+		if slices.ContainsFunc(fw.Zones, func(z string) bool { return f.IsClusterDomain(z) || strings.HasSuffix(z, ".arpa") || z == "arpa" }) {
+			continue
+		}
+		for _, to := range fw.To {
+			a, file, ok := forwardTarget(to)
+			switch {
+			case !ok:
+			case file != "":
+				if rf := cp.Resolv[file]; rf != nil {
+					for _, ns := range rf.Nameservers() {
+						judge(ns, fmt.Sprintf(" (from %s, read through /proc/%d/root)", file, cp.PID))
+					}
+				}
+			default:
+				judge(a, fmt.Sprintf(" (%s line %d)", cp.Corefile, fw.Line))
+			}
+		}
+	}
+	return loops, upstreams
+}
+
+type dnsLoop struct{}
+
+func (dnsLoop) ID() string { return "dns.loop" }
+
+func (dnsLoop) Run(ctx context.Context, env *Env) Result {
+	if env.Host == nil {
+		return liveSkipped()
+	}
+	l := env.Host
+	cp := FindCacheProcess(l.Proc, env.Plan.Facts.CacheAddrs)
+	p := env.probeCache(ctx)
+
+	// The live probe: a random name the cache cannot have cached (the CoreDNS loop plugin's shape,
+	// <random>.<random>. HINFO), sent through the cache so it travels the whole upstream chain.
+	var probe *answer
+	if p.answered {
+		name := l.Random() + "." + l.Random() + "."
+		a := l.query(ctx, []answer{{server: p.probed[0], network: "udp", name: name, qtype: dns.TypeHINFO}})[0]
+		probe = &a
+	}
+	probeFailed := probe != nil && (probe.err != nil || probe.msg.Rcode == dns.RcodeServerFailure)
+
+	if cp == nil {
+		if !p.answered {
+			return Result{Status: Unknown, Message: "the cache is down (no process bound to a cache address answers): a loop cannot be probed"}
+		}
+		return Result{Status: Unknown, Message: fmt.Sprintf("no node-cache or coredns process bound to %s port 53 was found: the upstream chain cannot be read (probe: %s)", addrList(env.Plan.Facts.CacheAddrs), probe),
+			Hint: "run nodedns on the host (host PID namespace) so it can read the cache's /proc"}
+	}
+	who := fmt.Sprintf("%s (pid %d)", cp.Comm, cp.PID)
+	loops, ups := chainLoops(env, cp)
+	if len(loops) > 0 {
+		msg := who + " forwards in a loop: " + strings.Join(loops, "; ")
+		switch {
+		case probeFailed:
+			msg += fmt.Sprintf("; confirmed: %s", probe)
+		case probe != nil:
+			msg += fmt.Sprintf("; a random name still got %s (another upstream answers first: the loop bites when it fails)", dns.RcodeToString[probe.msg.Rcode])
+		}
+		return Result{Status: Problem, Message: msg,
+			Hint: "give the cache real upstreams: " + hintApply + " (kubelet's resolvConf and resolved's DNS= lose the loop address), then restart the node-local-dns pod"}
+	}
+	if cp.Err != nil {
+		return Result{Status: Unknown, Message: who + ": " + cp.Err.Error()}
+	}
+	switch {
+	case probe == nil:
+		return Result{Status: Unknown, Message: fmt.Sprintf("%s forwards to %s (no loop address), but the cache does not answer: a loop cannot be probed", who, strings.Join(ups, ", "))}
+	case probeFailed:
+		return Result{Status: Unknown, Message: fmt.Sprintf("%s forwards to %s (no loop address), but a random name failed: %s (an upstream fails, or a loop nodedns cannot see)", who, strings.Join(ups, ", "), probe),
+			Hint: "query the upstreams directly with dig; check the cache's logs"}
+	}
+	if len(ups) == 0 {
+		return Result{Status: OK, Message: fmt.Sprintf("%s forwards nothing outside the cluster domain; a random name got %s", who, dns.RcodeToString[probe.msg.Rcode])}
+	}
+	return Result{Status: OK, Message: fmt.Sprintf("%s forwards to %s: no loop address; a random name got %s", who, strings.Join(ups, ", "), dns.RcodeToString[probe.msg.Rcode])}
+}
+
+type searchNXDomain struct{}
+
+func (searchNXDomain) ID() string { return "dns.search-nxdomain" }
+
+// passedOnSearch is every search domain the node passes on: the host's /etc/resolv.conf (host
+// lookups, hostNetwork pods) and kubelet's resolvConf (every ClusterFirst pod's search list after the
+// cluster's own), minus the cluster domain, which the cache answers itself.
+func passedOnSearch(env *Env) []string {
+	var out []string
+	for _, rf := range []*resolvconf.File{env.Snapshot.ResolvConf.File, env.Snapshot.KubeletResolv.File} {
+		if rf == nil {
+			continue
+		}
+		for _, d := range rf.Search() {
+			d = resolvconf.CanonicalDomain(d)
+			if d == "" || env.Plan.Facts.IsClusterDomain(d) || slices.Contains(out, d) {
+				continue
+			}
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (searchNXDomain) Run(ctx context.Context, env *Env) Result {
+	if env.Host == nil {
+		return liveSkipped()
+	}
+	domains := passedOnSearch(env)
+	if len(domains) == 0 {
+		return Result{Status: OK, Message: "the node passes on no search domain outside the cluster domain"}
+	}
+	ups := env.Plan.Facts.Upstreams
+	if len(ups) == 0 {
+		return Result{Status: Unknown, Message: fmt.Sprintf("no upstream to ask about search domain %s (see resolvconf.nameservers)", strings.Join(domains, ", "))}
+	}
+	var qs []answer
+	for _, d := range domains {
+		name := env.Host.Random() + "." + d + "."
+		for _, u := range ups {
+			for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
+				qs = append(qs, answer{server: u, network: "udp", name: name, qtype: t})
+			}
+		}
+	}
+	var nodata, unsure, wild []string
+	var nodataDomains []string
+	for i, a := range env.Host.query(ctx, qs) {
+		d := domains[i/(2*len(ups))]
+		switch {
+		case a.err != nil:
+			unsure = append(unsure, a.String())
+		case a.msg.Rcode == dns.RcodeNameError:
+		case a.msg.Rcode == dns.RcodeSuccess && len(a.msg.Answer) == 0:
+			// Seed 003: NOERROR without records (NODATA) for a name that does not exist. musl stops
+			// walking the search list there, so `svc.ns` never reaches `svc.ns.svc.cluster.local`.
+			nodata = append(nodata, fmt.Sprintf("%s answers NODATA for %s %s", a.server, a.name, dns.TypeToString[a.qtype]))
+			if !slices.Contains(nodataDomains, d) {
+				nodataDomains = append(nodataDomains, d)
+			}
+		case a.msg.Rcode == dns.RcodeSuccess:
+			// A wildcard: every name under d exists. Not seed 003, but worth knowing.
+			wild = append(wild, fmt.Sprintf("%s at %s", a.name, a.server))
+		default:
+			unsure = append(unsure, a.String())
+		}
+	}
+	if len(nodata) > 0 {
+		return Result{Status: Problem, Message: fmt.Sprintf("search domain %s: %s", strings.Join(nodataDomains, ", "), strings.Join(nodata, "; ")),
+			Hint: fmt.Sprintf("musl (Alpine) pods stop searching at a NODATA answer: drop %s from the search list (a DHCP domain: %s), or have the DNS server answer NXDOMAIN for names that do not exist", nodataDomains[0], hintApply)}
+	}
+	if len(unsure) > 0 {
+		return Result{Status: Unknown, Message: "cannot tell for every search domain: " + strings.Join(unsure, "; ")}
+	}
+	msg := fmt.Sprintf("random names under %s get NXDOMAIN from %s (A and AAAA)", strings.Join(domains, ", "), addrList(ups))
+	if len(wild) > 0 {
+		msg = fmt.Sprintf("random names under %s get NXDOMAIN or a wildcard answer (%s) from %s", strings.Join(domains, ", "), strings.Join(wild, ", "), addrList(ups))
+	}
+	return Result{Status: OK, Message: msg}
+}

@@ -1,0 +1,81 @@
+package probes
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/nodedns/nodedns/node"
+	"github.com/nodedns/nodedns/policy"
+)
+
+type kubeletResolvConf struct{}
+
+func (kubeletResolvConf) ID() string { return "kubelet.resolvconf" }
+
+func (kubeletResolvConf) Run(_ context.Context, env *Env) Result {
+	s := env.Snapshot
+	k := s.Kubelet
+	if k.ResolvConf == "" {
+		return Result{Status: OK, Message: fmt.Sprintf("kubelet's resolvConf is empty in %s: pods get no host resolv.conf", k.Path)}
+	}
+	where := fmt.Sprintf("kubelet's resolvConf %s", k.ResolvConf)
+	if !k.Exists {
+		where += " (kubelet's default: " + k.Path + " is missing)"
+	}
+	ours := k.ResolvConf == env.Config.Kubelet.ResolvConf
+	pointHint := fmt.Sprintf("set resolvConf: %s in %s (kubespray: kube_resolv_conf) so kubelet uses nodedns's loop-free file", env.Config.Kubelet.ResolvConf, k.Path)
+	rf := s.KubeletResolv
+	switch {
+	case !rf.Exists:
+		hint := hintApply
+		if !ours {
+			hint = pointHint
+		}
+		return Result{Status: Problem, Message: where + " is missing: kubelet cannot start pods", Hint: hint}
+	case rf.File == nil:
+		return unreadable(rf)
+	}
+	var problems []string
+	// kubelet hands the file to pods and to the cache's `forward . /etc/resolv.conf`: a loopback stub
+	// there is the pod's own loopback, or loops back through resolved.
+	if bad := loopAddrs(env, rf.File.Nameservers(), true); len(bad) > 0 {
+		problems = append(problems, "lists "+strings.Join(bad, ", "))
+	}
+	if bad := dhcpDomains(env, rf.File.Search()); len(bad) > 0 {
+		problems = append(problems, "searches DHCP domain "+strings.Join(bad, ", "))
+	}
+	if len(rf.File.Nameservers()) == 0 {
+		problems = append(problems, "lists no nameserver")
+	}
+	if len(problems) > 0 {
+		hint := hintApply
+		if !ours {
+			hint = pointHint
+		}
+		return Result{Status: Problem, Message: where + " " + strings.Join(problems, "; "), Hint: hint}
+	}
+	res := Result{Status: OK, Message: where + " is loop-free (" + describeResolv(rf) + ")"}
+	if !ours {
+		res.Hint = pointHint
+	} else if want := policy.KubeletResolvConf(env.Plan.Facts, hostSearch(s), hostOptions(s)); len(env.Plan.Facts.Upstreams) > 0 && !bytes.Equal(rf.Data, want) {
+		res.Message += "; out of date with the node's upstreams"
+		res.Hint = hintApply
+	}
+	return res
+}
+
+func hostSearch(s *node.Snapshot) []string {
+	if s.ResolvConf.File == nil {
+		return nil
+	}
+	return s.ResolvConf.File.Search()
+}
+
+func hostOptions(s *node.Snapshot) []string {
+	if s.ResolvConf.File == nil {
+		return nil
+	}
+	return s.ResolvConf.File.Options()
+}

@@ -1,0 +1,107 @@
+package probes
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/nodedns/nodedns/resolvconf"
+)
+
+type resolvConfLoop struct{}
+
+func (resolvConfLoop) ID() string { return "resolvconf.loop" }
+
+func (resolvConfLoop) Run(_ context.Context, env *Env) Result {
+	rc := env.Snapshot.ResolvConf
+	switch {
+	case !rc.Exists:
+		return Result{Status: OK, Message: "/etc/resolv.conf is missing: it lists no loop address (see resolvconf.nameservers)"}
+	case rc.File == nil:
+		return unreadable(rc)
+	}
+	// The host's own libc may use a loopback stub (127.0.0.53): only cache and cluster addresses loop.
+	if bad := loopAddrs(env, rc.File.Nameservers(), false); len(bad) > 0 {
+		hint := hintApply + ", or remove the line"
+		if env.Snapshot.ResolvConfManagedByResolved() {
+			hint = "systemd-resolved serves it: " + hintApply
+		}
+		return Result{Status: Problem, Message: fmt.Sprintf("/etc/resolv.conf lists %s", strings.Join(bad, ", ")), Hint: hint}
+	}
+	return Result{Status: OK, Message: fmt.Sprintf("/etc/resolv.conf lists no loop address (%s)", describeResolv(rc))}
+}
+
+type resolvConfSearch struct{}
+
+func (resolvConfSearch) ID() string { return "resolvconf.search" }
+
+// clusterSearch is what kubelet puts before the host's search domains in a ClusterFirst pod:
+// <namespace>.svc.<domain> svc.<domain> <domain>.
+func clusterSearch(ns, domain string) []string {
+	return []string{ns + ".svc." + domain, "svc." + domain, domain}
+}
+
+func (resolvConfSearch) Run(_ context.Context, env *Env) Result {
+	rc := env.Snapshot.ResolvConf
+	switch {
+	case !rc.Exists:
+		return Result{Status: OK, Message: "/etc/resolv.conf is missing: no search list"}
+	case rc.File == nil:
+		return unreadable(rc)
+	}
+	search := rc.File.Search()
+	var problems []string
+	if bad := dhcpDomains(env, search); len(bad) > 0 {
+		problems = append(problems, fmt.Sprintf("DHCP search domain %s reaches the host search list (every pod inherits it: failed cluster lookups leak to the LAN resolver)", strings.Join(bad, ", ")))
+	}
+	// kubelet's limits (validation MaxDNSSearchPaths, MaxDNSSearchListChars) count the 3 cluster domains
+	// it adds; a 63-character namespace is the worst case.
+	worst := append(clusterSearch(strings.Repeat("n", 63), env.Plan.Facts.ClusterDomain), search...)
+	if n := len(worst); n > resolvconf.KubeletMaxSearch {
+		problems = append(problems, fmt.Sprintf("%d search domains with the cluster's 3: kubelet allows %d", n, resolvconf.KubeletMaxSearch))
+	}
+	if n := len(strings.Join(worst, " ")); n > resolvconf.KubeletMaxSearchLen {
+		problems = append(problems, fmt.Sprintf("the search list is %d characters with the cluster's domains: kubelet allows %d", n, resolvconf.KubeletMaxSearchLen))
+	}
+	// musl ignores a whole search line of 255+ characters: Alpine pods then search nothing.
+	podLine := "search " + strings.Join(append(clusterSearch("default", env.Plan.Facts.ClusterDomain), search...), " ")
+	if len(podLine) >= resolvconf.MuslMaxSearchLine {
+		problems = append(problems, fmt.Sprintf("a pod's search line would be %d characters: musl ignores a line of %d or more", len(podLine), resolvconf.MuslMaxSearchLine))
+	}
+	if len(problems) > 0 {
+		return Result{Status: Problem, Message: strings.Join(problems, "; "), Hint: hintApply + " (DHCP domains), or shorten the search list"}
+	}
+	if len(search) == 0 {
+		return Result{Status: OK, Message: "no host search domain"}
+	}
+	return Result{Status: OK, Message: "host search domains: " + strings.Join(search, " ")}
+}
+
+type resolvConfNameservers struct{}
+
+func (resolvConfNameservers) ID() string { return "resolvconf.nameservers" }
+
+func (resolvConfNameservers) Run(_ context.Context, env *Env) Result {
+	f := env.Plan.Facts
+	rc := env.Snapshot.ResolvConf
+	var problems []string
+	if len(f.Upstreams) == 0 {
+		problems = append(problems, "no usable upstream DNS server is known (every source lists only loop addresses or none)")
+	}
+	switch {
+	case !rc.Exists:
+		problems = append(problems, "/etc/resolv.conf is missing (glibc then asks 127.0.0.1)")
+	case rc.File == nil:
+		return unreadable(rc)
+	case len(rc.File.Nameservers()) > resolvconf.MaxNameservers:
+		problems = append(problems, fmt.Sprintf("/etc/resolv.conf lists %d nameservers: glibc and musl use the first %d, kubelet truncates to %d", len(rc.File.Nameservers()), resolvconf.MaxNameservers, resolvconf.MaxNameservers))
+	}
+	if len(problems) > 0 {
+		return Result{Status: Problem, Message: strings.Join(problems, "; "), Hint: "set `upstreams` in /etc/nodedns/config.yaml to the node's real resolvers"}
+	}
+	var ups []string
+	for _, a := range f.Upstreams {
+		ups = append(ups, a.String())
+	}
+	return Result{Status: OK, Message: fmt.Sprintf("upstreams %s (from %s)", strings.Join(ups, " "), f.UpstreamSource)}
+}

@@ -1,0 +1,42 @@
+package probes
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/node"
+	"github.com/nodedns/nodedns/policy"
+	"github.com/nodedns/nodedns/resolvconf"
+)
+
+func TestSearchLimits(t *testing.T) {
+	mk := func(search string) *Env {
+		f, err := resolvconf.Parse([]byte("nameserver 10.0.0.2\nsearch " + search + "\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &node.Snapshot{ResolvConf: node.ResolvFile{Path: node.EtcResolvConf, Target: node.EtcResolvConf, Exists: true, File: f}}
+		return &Env{Snapshot: s, Config: config.Default(), Plan: policy.Compute(s, config.Default())}
+	}
+	var many []string
+	for i := range 30 {
+		many = append(many, "d"+strings.Repeat("x", i%5)+string(rune('a'+i%26))+".example")
+	}
+	tests := []struct {
+		name, search string
+		want         Status
+		say          string
+	}{
+		{"fine", "corp.example", OK, ""},
+		{"too many for kubelet", strings.Join(many, " "), Problem, "kubelet allows 32"},
+		{"musl line limit", strings.Repeat("a", 60) + ".example " + strings.Repeat("b", 60) + ".example " + strings.Repeat("c", 60) + ".example", Problem, "musl ignores"},
+	}
+	for _, tc := range tests {
+		r := resolvConfSearch{}.Run(context.Background(), mk(tc.search))
+		if r.Status != tc.want || !strings.Contains(r.Message, tc.say) {
+			t.Errorf("%s: %s %q", tc.name, r.Status, r.Message)
+		}
+	}
+}

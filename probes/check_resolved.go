@@ -1,0 +1,106 @@
+package probes
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+type resolvedDNS struct{}
+
+func (resolvedDNS) ID() string { return "resolved.dns" }
+
+func (resolvedDNS) Run(_ context.Context, env *Env) Result {
+	s := env.Snapshot
+	if !s.ResolvedInUse() {
+		return Result{Status: Skipped, Message: "systemd-resolved is not in use (/etc/resolv.conf is not its file and it left no runtime files)"}
+	}
+	if s.Resolved == nil {
+		return Result{Status: Unknown, Message: "resolved.conf could not be read"}
+	}
+	var problems []string
+	var global []netip.Addr
+	for _, sv := range s.Resolved.DNS {
+		global = append(global, sv.Addr)
+	}
+	if bad := loopAddrs(env, global, false); len(bad) > 0 {
+		var src []string
+		for _, d := range s.Resolved.DNSSources {
+			src = append(src, fmt.Sprintf("%s:%d", d.Path, d.Line))
+		}
+		problems = append(problems, fmt.Sprintf("global DNS= lists %s (set in %s)", strings.Join(bad, ", "), strings.Join(src, ", ")))
+	}
+	if live := s.ResolvedLive; live != nil {
+		// What resolved runs with, over D-Bus: differs from the files until resolved is restarted.
+		var running []netip.Addr
+		for _, sv := range live.DNS {
+			running = append(running, sv.Addr)
+		}
+		if bad := loopAddrs(env, running, false); len(bad) > 0 && len(problems) == 0 {
+			// Only when the files are clean: otherwise the line above already names the source.
+			problems = append(problems, fmt.Sprintf("runs with global DNS %s (live over D-Bus; restart it to load its configuration)", strings.Join(bad, ", ")))
+		}
+	}
+	for _, l := range s.Links {
+		if bad := loopAddrs(env, l.DNS, false); len(bad) > 0 {
+			problems = append(problems, fmt.Sprintf("link %s lists %s", linkName(l.IfName, l.IfIndex), strings.Join(bad, ", ")))
+		}
+	}
+	if len(problems) > 0 {
+		return Result{Status: Problem, Message: "systemd-resolved " + strings.Join(problems, "; "), Hint: hintApply}
+	}
+	var g []string
+	for _, a := range global {
+		g = append(g, a.String())
+	}
+	msg := "systemd-resolved's configured servers are loop-free"
+	if len(g) > 0 {
+		msg += " (global: " + strings.Join(g, " ") + ")"
+	}
+	if !env.Live {
+		msg += "; read from files"
+	} else if s.ResolvedLive != nil {
+		msg += "; confirmed over D-Bus"
+	}
+	return Result{Status: OK, Message: msg}
+}
+
+func linkName(name string, index int) string {
+	if name != "" {
+		return name
+	}
+	return fmt.Sprintf("ifindex %d", index)
+}
+
+type resolvedDomains struct{}
+
+func (resolvedDomains) ID() string { return "resolved.domains" }
+
+func (resolvedDomains) Run(_ context.Context, env *Env) Result {
+	s := env.Snapshot
+	if !s.ResolvedInUse() {
+		return Result{Status: Skipped, Message: "systemd-resolved is not in use"}
+	}
+	var problems []string
+	hint := hintApply
+	for _, l := range s.Links {
+		var bad []string
+		for _, d := range l.Domains {
+			if !d.RoutingOnly && env.Plan.Facts.IsDHCPDomain(d.Name) {
+				bad = append(bad, d.Name)
+			}
+		}
+		if len(bad) == 0 {
+			continue
+		}
+		problems = append(problems, fmt.Sprintf("link %s searches DHCP domain %s", linkName(l.IfName, l.IfIndex), strings.Join(bad, ", ")))
+		if l.NetworkdManaged {
+			hint = "systemd-networkd manages the link: set dhcp4-overrides/dhcp6-overrides use-domains: false in netplan (netplan.mode: override), or UseDomains=no in a .network drop-in, then `networkctl reload`"
+		}
+	}
+	if len(problems) > 0 {
+		return Result{Status: Problem, Message: strings.Join(problems, "; "), Hint: hint}
+	}
+	return Result{Status: OK, Message: "no DHCP search domain on any resolved link"}
+}

@@ -1,0 +1,192 @@
+package probes
+
+import (
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nodedns/nodedns/resolvconf"
+)
+
+// CacheProcess is the running cache (node-cache or coredns) bound to a cache address.
+type CacheProcess struct {
+	PID      int
+	Comm     string
+	Corefile string // the config path as the process sees it
+	// Forwards are the forward lines of the Corefile's server blocks.
+	Forwards []Forward
+	// Resolv are the resolv.conf files forward reads, as the process sees them (its mount namespace).
+	Resolv map[string]*resolvconf.File
+	Err    error // the Corefile or a resolv.conf could not be read
+}
+
+// socketInodes returns the inodes of sockets bound to any of addrs on port 53 (UDP, or TCP
+// listening), from the proc net tables of the reader's network namespace.
+func socketInodes(proc string, addrs []netip.Addr) map[string]bool {
+	inodes := map[string]bool{}
+	for _, t := range []string{"udp", "udp6", "tcp", "tcp6"} {
+		data, err := os.ReadFile(filepath.Join(proc, "net", t))
+		if err != nil {
+			continue
+		}
+		for _, e := range ParseProcNet(data) {
+			if e.Port != 53 || (strings.HasPrefix(t, "tcp") && e.State != 0x0A) {
+				continue
+			}
+			if slices.Contains(addrs, e.Addr) {
+				inodes[e.Inode] = true
+			}
+		}
+	}
+	return inodes
+}
+
+// ProcNetEntry is one socket of /proc/net/{udp,tcp}{,6}.
+type ProcNetEntry struct {
+	Addr  netip.Addr
+	Port  uint16
+	State int
+	Inode string
+}
+
+// ParseProcNet reads /proc/net/udp-style tables: local address as hex in host byte order per 32-bit
+// word, port as hex, state, inode in column 10. Lines it cannot read are skipped.
+func ParseProcNet(data []byte) []ProcNetEntry {
+	var out []ProcNetEntry
+	for i, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if i == 0 || len(f) < 10 {
+			continue
+		}
+		hostHex, portHex, ok := strings.Cut(f[1], ":")
+		if !ok {
+			continue
+		}
+		raw, err := hex.DecodeString(hostHex)
+		if err != nil || (len(raw) != 4 && len(raw) != 16) {
+			continue
+		}
+		// Each 32-bit word is printed in host order (little-endian on every platform we ship).
+		for w := 0; w+4 <= len(raw); w += 4 {
+			raw[w], raw[w+1], raw[w+2], raw[w+3] = raw[w+3], raw[w+2], raw[w+1], raw[w]
+		}
+		a, _ := netip.AddrFromSlice(raw)
+		port, err := strconv.ParseUint(portHex, 16, 16)
+		if err != nil {
+			continue
+		}
+		st, _ := strconv.ParseInt(f[3], 16, 32)
+		out = append(out, ProcNetEntry{Addr: a.Unmap(), Port: uint16(port), State: int(st), Inode: f[9]})
+	}
+	return out
+}
+
+// cacheComms are the process names of a NodeLocal DNSCache.
+var cacheComms = []string{"node-cache", "coredns"}
+
+// FindCacheProcess finds the node-cache or coredns process holding a socket bound to a cache address
+// on port 53 and reads its Corefile's forward lines and the resolv.conf files they name, through
+// /proc/PID/root (its own mount namespace: a pod's /etc/resolv.conf, not the host's). It returns nil
+// when no such process runs.
+func FindCacheProcess(proc string, addrs []netip.Addr) *CacheProcess {
+	inodes := socketInodes(proc, addrs)
+	if len(inodes) == 0 {
+		return nil
+	}
+	dirs, _ := os.ReadDir(proc)
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join(proc, d.Name(), "comm"))
+		if err != nil || !slices.Contains(cacheComms, strings.TrimSpace(string(comm))) {
+			continue
+		}
+		fds, _ := os.ReadDir(filepath.Join(proc, d.Name(), "fd"))
+		for _, fd := range fds {
+			t, err := os.Readlink(filepath.Join(proc, d.Name(), "fd", fd.Name()))
+			if err != nil || !strings.HasPrefix(t, "socket:[") {
+				continue
+			}
+			if inodes[strings.TrimSuffix(strings.TrimPrefix(t, "socket:["), "]")] {
+				return readCacheProcess(proc, pid, strings.TrimSpace(string(comm)))
+			}
+		}
+	}
+	return nil
+}
+
+func readCacheProcess(proc string, pid int, comm string) *CacheProcess {
+	cp := &CacheProcess{PID: pid, Comm: comm, Corefile: "Corefile", Resolv: map[string]*resolvconf.File{}}
+	base := filepath.Join(proc, strconv.Itoa(pid))
+	cmdline, _ := os.ReadFile(filepath.Join(base, "cmdline"))
+	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	for i, a := range args {
+		switch {
+		case (a == "-conf" || a == "--conf") && i+1 < len(args):
+			cp.Corefile = args[i+1]
+		case strings.HasPrefix(a, "-conf="), strings.HasPrefix(a, "--conf="):
+			cp.Corefile = a[strings.IndexByte(a, '=')+1:]
+		}
+	}
+	in := func(p string) string {
+		if path.IsAbs(p) {
+			return filepath.Join(base, "root", p)
+		}
+		return filepath.Join(base, "cwd", p)
+	}
+	data, err := readLimited(in(cp.Corefile), 1<<20)
+	if err != nil {
+		cp.Err = fmt.Errorf("read the Corefile of %s (pid %d): %w", comm, pid, err)
+		return cp
+	}
+	cp.Forwards, err = ParseCorefile(data)
+	if err != nil {
+		cp.Err = fmt.Errorf("%s (pid %d): %w", cp.Corefile, pid, err)
+	}
+	for _, f := range cp.Forwards {
+		for _, to := range f.To {
+			if _, file, ok := forwardTarget(to); ok && file != "" {
+				if _, done := cp.Resolv[file]; done {
+					continue
+				}
+				data, err := readLimited(filepath.Join(base, "root", file), resolvconf.MaxSize)
+				if err != nil {
+					cp.Err = fmt.Errorf("read %s of %s (pid %d): %w", file, comm, pid, err)
+					continue
+				}
+				rf, err := resolvconf.Parse(data)
+				if err != nil {
+					cp.Err = fmt.Errorf("%s of %s (pid %d): %w", file, comm, pid, err)
+					continue
+				}
+				cp.Resolv[file] = rf
+			}
+		}
+	}
+	return cp
+}
+
+func readLimited(p string, limit int64) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", p, limit)
+	}
+	return data, nil
+}
