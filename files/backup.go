@@ -274,13 +274,14 @@ func (s *Store) lock() (dir string, unlock func(), err error) {
 
 // loadManifest reads the manifest in the host directory dir; a missing one means no entries.
 func (s *Store) loadManifest(dir string) ([]Entry, error) {
-	name := filepath.Join(dir, ManifestName)
-	data, err := s.readHost(name, manifestKind)
+	data, err := s.readHost(filepath.Join(dir, ManifestName), manifestKind)
+	// Errors name the node path, as every message of nodedns does.
+	name := path.Join(s.stateDir(), "backup", ManifestName)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
 	return ParseManifest(name, data)
 }

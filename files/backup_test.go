@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -392,7 +391,7 @@ func TestRestoreCorruptCopy(t *testing.T) {
 func TestBackupsBadManifest(t *testing.T) {
 	s := newStore(t)
 	mkfile(t, s, "/var/lib/nodedns/backup/manifest.json", "{\n  \"version\": 1,\n  \"entries\": [\n    {\"path\": \"/etc/x\", \"kind\": \"file\",}\n  ]\n}\n", 0o600)
-	manifest := filepath.Join(s.Root, "var/lib/nodedns/backup/manifest.json")
+	manifest := "/var/lib/nodedns/backup/manifest.json" // named as a node path, never the host one
 	_, err := s.Backups()
 	want := "list backups: " + manifest + ":4:39: invalid character '}' looking for beginning of object key string"
 	if err == nil || err.Error() != want {

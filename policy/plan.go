@@ -196,7 +196,7 @@ func (p *Plan) resolved(s *node.Snapshot) {
 	var keep []string
 	var loops []string
 	for _, sv := range s.ResolvedOthers.DNS {
-		if isResolvedStub(sv.Addr) {
+		if systemd.IsStub(sv.Addr) {
 			continue // resolved ignores its own stub addresses as servers (dns_server_address_valid)
 		}
 		if f.IsLoop(sv.Addr, false) {
@@ -208,7 +208,7 @@ func (p *Plan) resolved(s *node.Snapshot) {
 	linkHasServer := false
 	for _, l := range s.Links {
 		for _, a := range l.DNS {
-			if !f.IsLoop(a, false) && !isResolvedStub(a) {
+			if !f.IsLoop(a, false) && !systemd.IsStub(a) {
 				linkHasServer = true
 			}
 		}
@@ -407,10 +407,4 @@ if [ -n "$new_dhcp6_name_servers" ]; then
 fi
 `)
 	return []byte(b.String())
-}
-
-// isResolvedStub reports resolved's own stub listener addresses, which it never uses as a server.
-func isResolvedStub(a netip.Addr) bool {
-	a = a.Unmap()
-	return a == netip.AddrFrom4([4]byte{127, 0, 0, 53}) || a == netip.AddrFrom4([4]byte{127, 0, 0, 54})
 }

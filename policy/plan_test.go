@@ -163,7 +163,7 @@ func TestPlanInvariants(t *testing.T) {
 					}
 				}
 				if len(dc.DNS) == 0 && !slices.ContainsFunc(s.Links, func(l systemd.LinkState) bool {
-					return slices.ContainsFunc(l.DNS, func(a netip.Addr) bool { return !f.IsLoop(a, false) && !isResolvedStub(a) })
+					return slices.ContainsFunc(l.DNS, func(a netip.Addr) bool { return !f.IsLoop(a, false) && !systemd.IsStub(a) })
 				}) {
 					t.Fatalf("case %d: drop-in leaves resolved with no server:\n%s", i, c.After)
 				}

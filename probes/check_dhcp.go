@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nodedns/nodedns/leases"
 	"github.com/nodedns/nodedns/node"
 	"github.com/nodedns/nodedns/policy"
 )
@@ -22,12 +21,8 @@ func (dhcpSearch) Run(_ context.Context, env *Env) Result {
 	// A lease or netplan file nodedns could not read may hold DHCP domains it does not know about:
 	// then "ok" would be a guess.
 	var unread []string
-	for _, p := range s.Problems {
-		// A netplan problem is recognised by "/netplan/" in its path or its message text.
-		// TODO(issue 9): match on Problem.Path/Source
-		if isLeasePath(p.Path) || strings.Contains(p.Path, "/netplan/") || strings.Contains(p.Msg, "/netplan/") {
-			unread = append(unread, p.String())
-		}
+	for _, p := range s.ProblemsFrom(node.SourceLease, node.SourceNetplan) {
+		unread = append(unread, p.String())
 	}
 	if len(doms) == 0 {
 		if len(unread) > 0 {
@@ -78,15 +73,6 @@ func (dhcpSearch) Run(_ context.Context, env *Env) Result {
 		return Result{Status: Unknown, Message: fmt.Sprintf("DHCP hands out %s; the known clients drop it, but some sources could not be read: %s", strings.Join(doms, ", "), strings.Join(unread, "; ")), Hint: "fix or remove the unreadable files"}
 	}
 	return Result{Status: OK, Message: fmt.Sprintf("DHCP hands out %s; every DHCP client drops it", strings.Join(doms, ", "))}
-}
-
-func isLeasePath(p string) bool {
-	for _, d := range leases.Dirs() {
-		if strings.HasPrefix(p, d+"/") {
-			return true
-		}
-	}
-	return false
 }
 
 // overridesDomains: use-domains false, or route (routing-only domains are never searched).

@@ -42,17 +42,17 @@ func TestDHCPSearch(t *testing.T) {
 		{
 			name: "no DHCP domain, but a lease file could not be read",
 			snap: func(s *node.Snapshot) {
-				s.Problems = []node.Problem{{Path: "/var/lib/dhcp/dhclient.eth1.leases", Line: 3, Msg: "bad lease"}}
+				s.Problems = []node.Problem{{Source: node.SourceLease, Path: "/var/lib/dhcp/dhclient.eth1.leases", Line: 3, Msg: "bad lease"}}
 			},
 			want: Unknown,
 			msg:  []string{"no readable DHCP lease hands out a search domain, but some sources could not be read: /var/lib/dhcp/dhclient.eth1.leases:3: bad lease"},
 			hint: []string{"fix or remove the unreadable files"},
 		},
 		{
-			// netplan's load error has no path: the check finds the file in the message.
+			// A netplan problem is known by its source, whatever its message says.
 			name: "no DHCP domain, but netplan could not be read",
 			snap: func(s *node.Snapshot) {
-				s.Problems = []node.Problem{{Msg: "/etc/netplan/50-cloud-init.yaml:6: found a tab character"}}
+				s.Problems = []node.Problem{{Source: node.SourceNetplan, Msg: "/etc/netplan/50-cloud-init.yaml:6: found a tab character"}}
 			},
 			want: Unknown, msg: []string{"some sources could not be read: /etc/netplan/50-cloud-init.yaml:6: found a tab character"},
 		},
@@ -167,7 +167,7 @@ func TestDHCPSearch(t *testing.T) {
 			name: "the known clients drop the domain, but a lease file could not be read",
 			snap: func(s *node.Snapshot) {
 				s.Leases = []leases.Lease{corp}
-				s.Problems = []node.Problem{{Path: "/run/systemd/netif/leases/3", Msg: "cannot read"}}
+				s.Problems = []node.Problem{{Source: node.SourceLease, Path: "/run/systemd/netif/leases/3", Msg: "cannot read"}}
 			},
 			want: Unknown,
 			msg:  []string{"DHCP hands out corp.example; the known clients drop it, but some sources could not be read: /run/systemd/netif/leases/3: cannot read"},

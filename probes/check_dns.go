@@ -10,12 +10,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nodedns/nodedns/resolvconf"
+	"github.com/nodedns/nodedns/systemd"
 )
-
-// isStub reports whether a is systemd-resolved's stub listener (127.0.0.53) or its proxy (127.0.0.54).
-func isStub(a netip.Addr) bool {
-	return a == netip.AddrFrom4([4]byte{127, 0, 0, 53}) || a == netip.AddrFrom4([4]byte{127, 0, 0, 54})
-}
 
 // resolvedLoops lists the loop addresses systemd-resolved forwards to: its global and per-link
 // servers as configured, and its uplink view /run/systemd/resolve/resolv.conf.
@@ -51,7 +47,7 @@ func chainLoops(env *Env, cp *CacheProcess) (loops []string, upstreams []string)
 		upstreams = append(upstreams, a.String()+via)
 		switch {
 		case a.IsLoopback():
-			if !isStub(a) {
+			if !systemd.IsStub(a) {
 				return // another local resolver (dnsmasq, unbound): not followed
 			}
 			if rl := resolvedLoops(env); len(rl) > 0 {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -71,7 +70,7 @@ func NewLive(timeout time.Duration, state StateStore) *Live {
 }
 
 func readBootID() (string, error) {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	b, err := hostFS.ReadFile("/proc/sys/kernel/random/boot_id", procKind)
 	if err != nil {
 		return "", fmt.Errorf("read boot id: %w", err)
 	}
@@ -79,7 +78,7 @@ func readBootID() (string, error) {
 }
 
 func readUptime() (time.Duration, error) {
-	b, err := os.ReadFile("/proc/uptime")
+	b, err := hostFS.ReadFile("/proc/uptime", procKind)
 	if err != nil {
 		return 0, fmt.Errorf("read uptime: %w", err)
 	}
@@ -368,7 +367,7 @@ func readLegacy(ctx context.Context) Backend {
 		names  string
 		cmd    string
 	}{{4, "/proc/net/ip_tables_names", "iptables-legacy-save"}, {6, "/proc/net/ip6_tables_names", "ip6tables-legacy-save"}} {
-		names, err := os.ReadFile(v.names)
+		names, err := hostFS.ReadFile(v.names, procKind)
 		if err != nil || !slicesContainsLine(names, "raw") {
 			continue
 		}

@@ -3,7 +3,6 @@ package probes
 import (
 	"encoding/hex"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"path"
@@ -12,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nodedns/nodedns/files"
 	"github.com/nodedns/nodedns/resolvconf"
 )
 
@@ -32,7 +32,7 @@ type CacheProcess struct {
 func socketInodes(proc string, addrs []netip.Addr) map[string]bool {
 	inodes := map[string]bool{}
 	for _, t := range []string{"udp", "udp6", "tcp", "tcp6"} {
-		data, err := os.ReadFile(filepath.Join(proc, "net", t))
+		data, err := hostFS.ReadFile(filepath.Join(proc, "net", t), procKind)
 		if err != nil {
 			continue
 		}
@@ -100,17 +100,17 @@ func FindCacheProcess(proc string, addrs []netip.Addr) *CacheProcess {
 	if len(inodes) == 0 {
 		return nil
 	}
-	dirs, _ := os.ReadDir(proc)
+	dirs, _ := hostFS.ReadDir(proc)
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
 		if err != nil {
 			continue
 		}
-		comm, err := os.ReadFile(filepath.Join(proc, d.Name(), "comm"))
+		comm, err := hostFS.ReadFile(filepath.Join(proc, d.Name(), "comm"), procKind)
 		if err != nil || !slices.Contains(cacheComms, strings.TrimSpace(string(comm))) {
 			continue
 		}
-		fds, _ := os.ReadDir(filepath.Join(proc, d.Name(), "fd"))
+		fds, _ := hostFS.ReadDir(filepath.Join(proc, d.Name(), "fd"))
 		for _, fd := range fds {
 			t, err := os.Readlink(filepath.Join(proc, d.Name(), "fd", fd.Name()))
 			if err != nil || !strings.HasPrefix(t, "socket:[") {
@@ -127,7 +127,7 @@ func FindCacheProcess(proc string, addrs []netip.Addr) *CacheProcess {
 func readCacheProcess(proc string, pid int, comm string) *CacheProcess {
 	cp := &CacheProcess{PID: pid, Comm: comm, Corefile: "Corefile", Resolv: map[string]*resolvconf.File{}}
 	base := filepath.Join(proc, strconv.Itoa(pid))
-	cmdline, _ := os.ReadFile(filepath.Join(base, "cmdline"))
+	cmdline, _ := hostFS.ReadFile(filepath.Join(base, "cmdline"), procKind)
 	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
 	for i, a := range args {
 		switch {
@@ -137,13 +137,18 @@ func readCacheProcess(proc string, pid int, comm string) *CacheProcess {
 			cp.Corefile = a[strings.IndexByte(a, '=')+1:]
 		}
 	}
-	in := func(p string) string {
+	// The process's files are read inside its own root (/proc/PID/root), symlinks followed there, so
+	// neither an absolute link in the container nor ".." in a path reaches this machine's files. A
+	// relative path is read below its working directory (/proc/PID/cwd) the same way.
+	root := &files.Store{Root: filepath.Join(base, "root"), FS: files.OS()}
+	in := func(p string) (*files.Store, string) {
 		if path.IsAbs(p) {
-			return filepath.Join(base, "root", p)
+			return root, p
 		}
-		return filepath.Join(base, "cwd", p)
+		return &files.Store{Root: filepath.Join(base, "cwd"), FS: files.OS()}, "/" + p
 	}
-	data, err := readLimited(in(cp.Corefile), 1<<20)
+	fsys, p := in(cp.Corefile)
+	data, err := fsys.ReadFile(p, files.Config)
 	if err != nil {
 		cp.Err = fmt.Errorf("read the Corefile of %s (pid %d): %w", comm, pid, err)
 		return cp
@@ -158,7 +163,7 @@ func readCacheProcess(proc string, pid int, comm string) *CacheProcess {
 				if _, done := cp.Resolv[file]; done {
 					continue
 				}
-				data, err := readLimited(filepath.Join(base, "root", file), resolvconf.MaxSize)
+				data, err := root.ReadFile(file, files.Kind{Name: "resolv.conf file", Max: resolvconf.MaxSize})
 				if err != nil {
 					cp.Err = fmt.Errorf("read %s of %s (pid %d): %w", file, comm, pid, err)
 					continue
@@ -175,18 +180,9 @@ func readCacheProcess(proc string, pid int, comm string) *CacheProcess {
 	return cp
 }
 
-func readLimited(p string, limit int64) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", p, limit)
-	}
-	return data, nil
-}
+// hostFS reads this machine's /proc (the live checks never run under --root): bounded, and never a
+// blocking open.
+var hostFS = files.NewReader("/")
+
+// procKind bounds a /proc file nodedns reads (a socket table on a busy node is the largest).
+var procKind = files.Kind{Name: "/proc file", Max: 16 << 20}

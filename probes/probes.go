@@ -15,6 +15,7 @@ package probes
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
@@ -59,6 +60,15 @@ type Env struct {
 	// Host is the running node for the live checks (netlink, nf_tables, DNS probes, /proc, the boot
 	// id and the reboot baseline); nil under --root, where those checks report skipped.
 	Host *Live
+	// Log gets what the report has no place for (an unreadable state file); nil discards it.
+	Log *slog.Logger
+}
+
+func (env *Env) log() *slog.Logger {
+	if env.Log != nil {
+		return env.Log
+	}
+	return slog.New(slog.DiscardHandler)
 }
 
 // Check is one id of design.md.

@@ -35,8 +35,13 @@ func annotateWriters(env *Env, r *Report) {
 		return
 	}
 	st, err := node.ReadWritersState(env.Snapshot.Files)
-	if err != nil || len(st.Backoffs) == 0 {
-		return // an unreadable state file says nothing about the node's DNS
+	if err != nil {
+		// It says nothing about the node's DNS, but whoever planted it should hear of it.
+		env.log().Warn("the daemon's writers state is unreadable: other-writer backoffs are not reported", "err", err)
+		return
+	}
+	if len(st.Backoffs) == 0 {
+		return
 	}
 	if st.PID > 0 {
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", st.PID)); err != nil {

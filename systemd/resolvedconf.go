@@ -815,13 +815,15 @@ func parseIfindex(s string) (int, bool) {
 // serverAddrValid is dns_server_address_valid (252): not unspecified and not
 // resolved's own stubs 127.0.0.53 / 127.0.0.54.
 func serverAddrValid(a netip.Addr) bool {
-	if !a.IsValid() || a.IsUnspecified() {
-		return false
-	}
-	if a == netip.AddrFrom4([4]byte{127, 0, 0, 53}) || a == netip.AddrFrom4([4]byte{127, 0, 0, 54}) {
-		return false
-	}
-	return true
+	return a.IsValid() && !a.IsUnspecified() && !IsStub(a)
+}
+
+// IsStub reports whether a is one of systemd-resolved's own listeners: the stub 127.0.0.53 or the
+// proxy 127.0.0.54 (252). resolved never uses them as servers, and a resolv.conf that lists them
+// sends its reader through resolved. An IPv4-mapped IPv6 form counts too.
+func IsStub(a netip.Addr) bool {
+	a = a.Unmap()
+	return a == netip.AddrFrom4([4]byte{127, 0, 0, 53}) || a == netip.AddrFrom4([4]byte{127, 0, 0, 54})
 }
 
 // serverSet finds duplicates as dns_server_find does: same address, port (53

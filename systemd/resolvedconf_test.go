@@ -601,3 +601,11 @@ func TestParseResolvedConfLargeInputs(t *testing.T) {
 		t.Errorf("parsing took %v", d)
 	}
 }
+
+func TestIsStub(t *testing.T) {
+	for s, want := range map[string]bool{"127.0.0.53": true, "127.0.0.54": true, "::ffff:127.0.0.53": true, "127.0.0.1": false, "169.254.25.10": false, "::1": false} {
+		if got := IsStub(netip.MustParseAddr(s)); got != want {
+			t.Errorf("IsStub(%s) = %v, want %v", s, got, want)
+		}
+	}
+}

@@ -62,7 +62,7 @@ func runCheck(ctx context.Context, g *globals, o checkOptions) error {
 		e := g.edges()
 		n := e.Node
 		s, p := n.Observe(ctx)
-		env := &probes.Env{Snapshot: s, Config: g.cfg, Plan: p, Live: n.Live()}
+		env := &probes.Env{Snapshot: s, Config: g.cfg, Plan: p, Live: n.Live(), Log: g.log}
 		if n.Live() {
 			env.Host = probes.NewLive(g.cfg.Probes.Timeout, probes.FileState{Store: &files.Store{Root: "/", FS: files.OS(), StateDir: config.StateDir}})
 		}
