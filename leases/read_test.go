@@ -3,18 +3,17 @@ package leases
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/nodedns/nodedns/internal/golden"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/nodedns/nodedns/files"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden files")
 
 // copyRoot copies testdata/root (a small node: networkd, dhclient, dhclient6
 // and NetworkManager leases, sys/class/net/*/ifindex) into a fresh root.
@@ -71,19 +70,7 @@ func TestReadGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = append(got, '\n')
-	const golden = "testdata/read.golden"
-	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("Read(%s) mismatch with %s (-want +got):\n%s", root, golden, diff)
-	}
+	golden.Check(t, "testdata/read.golden", got)
 }
 
 // TestRead checks, independently of the golden file, the rules Read

@@ -2,20 +2,19 @@ package netplan
 
 import (
 	"errors"
-	"flag"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/nodedns/nodedns/internal/golden"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/nodedns/nodedns/files"
 	"go.yaml.in/yaml/v3"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 var cmpAddr = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
 
@@ -232,25 +231,8 @@ func TestLoadFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatalf("marshal Root: %v", err)
 			}
-			golden(t, filepath.Join("testdata", "nodes", f.name+".golden.yaml"), got)
+			golden.Check(t, filepath.Join("testdata", "nodes", f.name+".golden.yaml"), got)
 		})
-	}
-}
-
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s (-want +got):\n%s", path, diff)
 	}
 }
 

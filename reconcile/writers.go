@@ -153,10 +153,5 @@ func (f *fights) backoffs() []node.Backoff {
 	return out
 }
 
-// backedOff reports whether nodedns stopped fighting over p.
-func (f *fights) backedOff(p string) bool {
-	t := f.targets[p]
-	return t != nil && t.backoff != nil
-}
 
 func pid() int { return os.Getpid() }

@@ -2,17 +2,16 @@ package resolvconf
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/nodedns/nodedns/internal/golden"
+
 	"github.com/google/go-cmp/cmp"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
 
 // inputs returns the fixture files under testdata/in: the files quoted in the
 // incident reports (seeds 001, 002, 003), systemd-resolved 252's generated
@@ -77,20 +76,7 @@ func TestGolden(t *testing.T) {
 				t.Errorf("Bytes() differs from the input (-want +got):\n%s", cmp.Diff(string(data), string(got)))
 			}
 			got := describe(f)
-			path := filepath.Join("testdata", "golden", name+".golden")
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if diff := cmp.Diff(string(want), got); diff != "" {
-				t.Errorf("%s differs (-want +got):\n%s", path, diff)
-			}
+			golden.Check(t, filepath.Join("testdata", "golden", name+".golden"), []byte(got))
 		})
 	}
 }

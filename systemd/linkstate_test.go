@@ -2,19 +2,17 @@ package systemd
 
 import (
 	"encoding/json"
-	"flag"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/nodedns/nodedns/internal/golden"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/nodedns/nodedns/files"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 // Files as systemd-networkd 252 and systemd-resolved 252 wrote them in a
 // namespace on Debian 12 (networkd with a static .network on a bridge;
@@ -306,17 +304,5 @@ func TestSeed001NodeGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = append(got, '\n')
-	golden := filepath.Join("testdata", "seed001-node.golden.json")
-	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("read golden file (run with -update to create it): %v", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("seed 001 node mismatch (-want +got):\n%s", diff)
-	}
+	golden.Check(t, filepath.Join("testdata", "seed001-node.golden.json"), got)
 }

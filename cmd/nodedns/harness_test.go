@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,8 +16,6 @@ import (
 
 	"github.com/nodedns/nodedns/probes"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // result is one nodedns invocation.
 type result struct {
@@ -172,22 +169,6 @@ func byID(rep probes.Report, id string) probes.Result {
 		}
 	}
 	return probes.Result{}
-}
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		must(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		must(t, os.WriteFile(p, []byte(got), 0o644))
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs from the golden file (go test -update rewrites it):\n--- want\n%s\n--- got\n%s", p, want, got)
-	}
 }
 
 func readFile(t *testing.T, root, p string) string {

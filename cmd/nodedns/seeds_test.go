@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodedns/nodedns/internal/golden"
+
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -95,7 +97,7 @@ func TestSeeds(t *testing.T) {
 			if plan.code != 0 {
 				t.Fatalf("plan: exit %d\n%s%s", plan.code, plan.stdout, plan.stderr)
 			}
-			golden(t, "seeds/"+tc.seed+".plan.golden", plan.stdout)
+			golden.Check(t, filepath.Join("testdata", "seeds", tc.seed+".plan.golden"), []byte(plan.stdout))
 			if d := nodedns(t, "--root", root, "plan", "--detailed-exitcode"); d.code != 2 {
 				t.Errorf("plan --detailed-exitcode before apply: exit %d, want 2", d.code)
 			}

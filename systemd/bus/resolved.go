@@ -638,7 +638,7 @@ func decodeManager(props map[string]dbus.Variant) (systemd.ManagerState, error) 
 	if v, ok := props["Domains"]; ok {
 		var w []wireDomain
 		if err := v.Store(&w); err != nil {
-			errs = append(errs, fmt.Errorf("Domains: %w", err))
+			errs = append(errs, fmt.Errorf("decode property Domains: %w", err))
 		}
 		for _, d := range w {
 			m.Domains = append(m.Domains, systemd.LinkDomain{IfIndex: int(d.IfIndex), Domain: systemd.Domain{Name: d.Name, RoutingOnly: d.RoutingOnly}})
@@ -752,7 +752,7 @@ func decodeLink(ifindex int, props map[string]dbus.Variant) (systemd.LinkInfo, e
 	if v, ok := props["Domains"]; ok {
 		var w []wireLinkDom
 		if err := v.Store(&w); err != nil {
-			errs = append(errs, fmt.Errorf("Domains: %w", err))
+			errs = append(errs, fmt.Errorf("decode property Domains: %w", err))
 		}
 		for _, d := range w {
 			li.Domains = append(li.Domains, systemd.Domain{Name: d.Name, RoutingOnly: d.RoutingOnly})
