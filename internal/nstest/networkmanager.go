@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -417,6 +418,49 @@ func (nm *NetworkManager) PrintConfig(t testing.TB, args ...string) (string, int
 	}
 	t.Fatalf("NetworkManager --print-config: %v\n%s", err, out)
 	return "", 0
+}
+
+var (
+	proxyOnce sync.Once
+	proxyPath string
+	proxyErr  error
+)
+
+// ClientBusAddress returns a D-Bus address for a client in the test process that NetworkManager
+// accepts as a caller: a relay (internal/nstest/busproxy, built once) runs inside the node's
+// namespaces and connects to the node's bus from there. NM 1.42 refuses privileged calls (Reload,
+// GetSettings) from a connection whose PID it cannot see, and the test process is outside the
+// node's PID namespace.
+func (nm *NetworkManager) ClientBusAddress(t testing.TB) string {
+	t.Helper()
+	proxyOnce.Do(func() {
+		out, err := exec.Command("go", "env", "GOMOD").Output()
+		if err != nil {
+			proxyErr = fmt.Errorf("go env GOMOD: %w", err)
+			return
+		}
+		dir, err := os.MkdirTemp("", "nodedns-busproxy-")
+		if err != nil {
+			proxyErr = err
+			return
+		}
+		proxyPath = filepath.Join(dir, "busproxy")
+		cmd := exec.Command("go", "build", "-o", proxyPath, "./internal/nstest/busproxy")
+		cmd.Dir = filepath.Dir(strings.TrimSpace(string(out)))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			proxyErr = fmt.Errorf("go build busproxy: %v: %s", err, out)
+		}
+	})
+	if proxyErr != nil {
+		t.Fatal(proxyErr)
+	}
+	sock := filepath.Join(nm.Node.Dir(), fmt.Sprintf("bus-proxy-%d.sock", vethSeq.Add(1)))
+	nm.Node.Start(t, proxyPath, sock, "/run/dbus/system_bus_socket")
+	WaitFor(t, 10*time.Second, "the bus relay's socket", func() bool {
+		_, err := os.Stat(sock)
+		return err == nil
+	})
+	return "unix:path=" + sock
 }
 
 // LogTail returns the last n lines of NetworkManager's log.
