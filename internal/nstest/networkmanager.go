@@ -120,7 +120,8 @@ type NetworkManager struct {
 }
 
 // StartNetworkManager builds the node and its DHCP server and starts NetworkManager (unless
-// o.NoStart), waiting until it is on the bus and has written a resolv.conf with a nameserver.
+// o.NoStart), waiting until it is on the bus, holds a DHCP lease and has written a resolv.conf
+// with a nameserver.
 func StartNetworkManager(t testing.TB, o NMOptions) *NetworkManager {
 	t.Helper()
 	dir := NMDir(t)
@@ -175,6 +176,8 @@ mkdir -p /etc/NetworkManager/conf.d /etc/NetworkManager/system-connections
 	if !o.NoStart {
 		nm.Start(t)
 		nm.WaitResolvConf(t, "NetworkManager's first resolv.conf", func(s string) bool { return strings.Contains(s, "nameserver ") })
+		// With a global DNS in force resolv.conf comes before the lease: wait for that too.
+		nm.WaitDHCP(t, "NetworkManager's first DHCP lease", func(st string) bool { return strings.Contains(st, "dhcp4.ip_address=") })
 	}
 	return nm
 }
@@ -242,11 +245,30 @@ esac
 // Start starts NetworkManager and waits until it answers on the bus (`nmcli general` says running).
 func (nm *NetworkManager) Start(t testing.TB) {
 	t.Helper()
+	if err := nm.TryStart(t, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TryStart starts NetworkManager and waits until it answers on the bus, or returns an error when it
+// exits first (NM 1.42 exits 1 at once when a config file does not parse) or timeout passes.
+func (nm *NetworkManager) TryStart(t testing.TB, timeout time.Duration) error {
+	t.Helper()
 	nm.Node.Run(t, nm.script+" start")
-	WaitFor(t, 20*time.Second, "NetworkManager on the sandbox bus", func() bool {
+	deadline := time.Now().Add(timeout)
+	for {
 		out, err := nm.TryNmcli("-t", "-f", "RUNNING", "general")
-		return err == nil && strings.TrimSpace(out) == "running"
-	})
+		if err == nil && strings.TrimSpace(out) == "running" {
+			return nil
+		}
+		if !nm.Running() {
+			return fmt.Errorf("NetworkManager exited before it was on the bus:\n%s", nm.LogTail(5))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("NetworkManager not on the sandbox bus after %v", timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // Stop stops NetworkManager (SIGTERM) and waits until it is gone and its bus name is free.

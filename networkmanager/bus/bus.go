@@ -515,8 +515,8 @@ type Device struct {
 	// IfIndex is the Ifindex property of newer NM; NM 1.42 has none (0 here): map IPInterface to
 	// an ifindex with netlink.
 	IfIndex int
-	State     DeviceState
-	Managed   bool
+	State   DeviceState
+	Managed bool
 	// DHCP4 and DHCP6 are the Options of the device's DHCP4Config and DHCP6Config, by NM's option
 	// names (networkmanager.DHCP4DNS reads them); nil when the device has none.
 	DHCP4, DHCP6 map[string]string
