@@ -75,7 +75,29 @@ type Config struct {
 	Intern      *KeyFile
 	InternError error
 
-	groups []*mergedGroup
+	groups        []*mergedGroup
+	lib, run, etc []string // conf.d names NM read from each directory, for Description
+}
+
+// Description is the first line of `NetworkManager --print-config` without "# NetworkManager
+// configuration: ": the main file, then the conf.d names NM read from each directory, e.g.
+// "/etc/NetworkManager/NetworkManager.conf (lib: 10-a.conf) (etc: dns.conf, zz-nodedns.conf)".
+func (c *Config) Description() string {
+	main := c.MainFile
+	if main == "" {
+		main = MainConfPath
+	}
+	var b strings.Builder
+	b.WriteString(main)
+	for _, d := range []struct {
+		name  string
+		files []string
+	}{{"lib", c.lib}, {"run", c.run}, {"etc", c.etc}} {
+		if len(d.files) > 0 {
+			fmt.Fprintf(&b, " (%s: %s)", d.name, strings.Join(d.files, ", "))
+		}
+	}
+	return b.String()
 }
 
 type mergedGroup struct {
@@ -108,6 +130,7 @@ func LoadConfig(fsys NodeFS) (*Config, error) {
 		if err := c.readSnippet(fsys, path.Join(SystemConfDir, n)); err != nil {
 			return nil, err
 		}
+		c.lib = append(c.lib, n)
 	}
 	for _, n := range run {
 		if contains(etc, n) {
@@ -116,6 +139,7 @@ func LoadConfig(fsys NodeFS) (*Config, error) {
 		if err := c.readSnippet(fsys, path.Join(RunConfDir, n)); err != nil {
 			return nil, err
 		}
+		c.run = append(c.run, n)
 	}
 	if err := c.readMain(fsys); err != nil {
 		return nil, err
@@ -124,6 +148,7 @@ func LoadConfig(fsys NodeFS) (*Config, error) {
 		if err := c.readSnippet(fsys, path.Join(EtcConfDir, n)); err != nil {
 			return nil, err
 		}
+		c.etc = append(c.etc, n)
 	}
 	data, err := fsys.ReadFile(InternConfPath)
 	switch {
@@ -186,7 +211,7 @@ func (c *Config) readSnippet(fsys NodeFS, p string) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		// Listed but gone or a dangling symlink: NM's g_file_test fails and it refuses the
 		// whole configuration ("file ... not found").
-		return &ParseError{Path: p, Reason: "file not found (a dangling symlink?)"}
+		return &ParseError{Path: p, Reason: "file " + p + " not found", bare: true}
 	}
 	if err != nil {
 		return err

@@ -126,11 +126,11 @@ func TestLoadConfigErrors(t *testing.T) {
 		want ParseError
 	}{
 		{"bad conf.d file", MapFS{EtcConfDir + "/50-bad.conf": "[global-dns-domain-*]\nservers=10.66.0.53\nthis is not a key\n"},
-			ParseError{EtcConfDir + "/50-bad.conf", 3, "Key file contains line “this is not a key” which is not a key-value pair, group, or comment"}},
-		{"bad main file", MapFS{MainConfPath: "dns=none\n"}, ParseError{MainConfPath, 1, "Key file does not start with a group"}},
-		{"a directory named .conf", MapFS{EtcConfDir + "/60-dir.conf/x": "", EtcConfDir + "/a.conf": "[main]\n"}, ParseError{EtcConfDir + "/60-dir.conf", 0, "Not a regular file"}},
+			ParseError{Path: EtcConfDir + "/50-bad.conf", Line: 3, Reason: "Key file contains line “this is not a key” which is not a key-value pair, group, or comment"}},
+		{"bad main file", MapFS{MainConfPath: "dns=none\n"}, ParseError{Path: MainConfPath, Line: 1, Reason: "Key file does not start with a group"}},
+		{"a directory named .conf", MapFS{EtcConfDir + "/60-dir.conf/x": "", EtcConfDir + "/a.conf": "[main]\n"}, ParseError{Path: EtcConfDir + "/60-dir.conf", Reason: "Not a regular file"}},
 		{"a bad lib file shadowed by etc is never read", MapFS{SystemConfDir + "/a.conf": "bad\n", EtcConfDir + "/a.conf": "[main]\n", RunConfDir + "/b.conf": "also bad\n"},
-			ParseError{RunConfDir + "/b.conf", 1, "Key file contains line “also bad” which is not a key-value pair, group, or comment"}},
+			ParseError{Path: RunConfDir + "/b.conf", Line: 1, Reason: "Key file contains line “also bad” which is not a key-value pair, group, or comment"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -139,7 +139,7 @@ func TestLoadConfigErrors(t *testing.T) {
 			if !errors.As(err, &pe) {
 				t.Fatalf("err = %v, want a *ParseError", err)
 			}
-			if diff := cmp.Diff(tt.want, *pe); diff != "" {
+			if diff := cmp.Diff(tt.want, *pe, cmp.AllowUnexported(ParseError{})); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})

@@ -49,6 +49,8 @@ type ParseError struct {
 	Path   string
 	Line   int // 0: about the whole file
 	Reason string
+	// bare: NM prints Reason without the path in front (its "file PATH not found").
+	bare bool
 }
 
 func (e *ParseError) Error() string {
@@ -60,7 +62,12 @@ func (e *ParseError) Error() string {
 
 // NMMessage is the message NM 1.42 prints for this error ("Failed to read configuration: " is
 // put before it), e.g. "/etc/NetworkManager/conf.d/x.conf: Key file does not start with a group".
-func (e *ParseError) NMMessage() string { return e.Path + ": " + e.Reason }
+func (e *ParseError) NMMessage() string {
+	if e.bare {
+		return e.Reason
+	}
+	return e.Path + ": " + e.Reason
+}
 
 // Group returns the group named name, nil when there is none.
 func (kf *KeyFile) Group(name string) *Group {

@@ -59,7 +59,7 @@ func TestParseKeyFile(t *testing.T) {
 				if !errors.As(err, &pe) {
 					t.Fatalf("err = %v, want %v", err, tt.wantErr)
 				}
-				if diff := cmp.Diff(tt.wantErr, pe); diff != "" {
+				if diff := cmp.Diff(tt.wantErr, pe, cmp.AllowUnexported(ParseError{})); diff != "" {
 					t.Errorf("error (-want +got):\n%s", diff)
 				}
 				return

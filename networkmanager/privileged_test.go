@@ -260,7 +260,7 @@ func TestFactsBadCandidate(t *testing.T) {
 	if !errors.As(err, &pe) {
 		t.Fatalf("LoadConfig: %v, want a *ParseError", err)
 	}
-	if want := "Failed to read configuration: " + pe.NMMessage(); code != 7 || strings.TrimSpace(out) != want {
+	if want := "Failed to read configuration: " + pe.NMMessage(); code != 7 || strings.TrimRight(out, "\n") != want {
 		t.Errorf("--print-config exit %d:\n%s\nwant exit 7:\n%s", code, out, want)
 	}
 	nm.Reload(t) // success, as NM 1.42 answers it
