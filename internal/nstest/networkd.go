@@ -34,6 +34,9 @@ type DHCPOptions struct {
 	// networkd 252 does not ask for option 119 unless told to (RequestOptions=), but its
 	// UseDomains=yes searches option 15 just the same.
 	Domain string
+	// Options are more --dhcp-option values, e.g. "option:T1,4" to make a client renew every 4 s
+	// (dnsmasq's shortest lease is 2 minutes, but it sends the T1 and T2 it is given).
+	Options []string
 }
 
 // DHCPServer is dnsmasq serving DHCP only (no DNS: --port=0) on one interface of a sandbox, with
@@ -70,6 +73,9 @@ func (d *DHCPServer) start(t testing.TB, o DHCPOptions) {
 	}
 	if o.Domain != "" {
 		args = append(args, "--dhcp-option=option:domain-name,"+o.Domain, "--dhcp-option=option:domain-search,"+o.Domain)
+	}
+	for _, opt := range o.Options {
+		args = append(args, "--dhcp-option="+opt)
 	}
 	d.cmd = d.sb.Start(t, "dnsmasq", args...)
 	if d.Log == "" {
