@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"sort"
 	"strings"
@@ -31,28 +30,27 @@ type NodeFS interface {
 
 // RootFS is the node whose "/" is at root on this machine ("" or "/": this machine), read through
 // files.Store (bounded reads, symlinks resolved inside root, never a blocking open).
-func RootFS(root string) NodeFS { return rootFS{st: &files.Store{Root: root}, root: root} }
+func RootFS(root string) NodeFS { return ReaderFS(files.NewReader(root)) }
 
-type rootFS struct {
-	st   *files.Store
-	root string
-}
+// ReaderFS is the node r reads (the one reader of nodedns, with its FS seam).
+func ReaderFS(r files.Reader) NodeFS { return readerFS{r} }
 
-func (r rootFS) ReadFile(p string) ([]byte, error) {
-	// Stat never blocks, even on a FIFO; GKeyFile's word for anything but a regular file is one.
-	if fi, err := os.Stat(files.HostPath(r.root, p)); err == nil && !fi.Mode().IsRegular() {
+var fileKind = files.Kind{Name: "NetworkManager file", Max: MaxFileSize}
+
+type readerFS struct{ r files.Reader }
+
+func (r readerFS) ReadFile(p string) ([]byte, error) {
+	data, err := r.r.ReadFile(p, fileKind)
+	if errors.Is(err, files.ErrNotRegular) {
+		// GKeyFile's word for anything but a regular file.
 		return nil, fmt.Errorf("read %s: %w", p, ErrNotRegular)
 	}
-	return r.st.Read(p, MaxFileSize)
+	return data, err
 }
 
-func (r rootFS) ReadDir(p string) ([]string, error) {
-	entries, err := os.ReadDir(files.HostPath(r.root, p))
+func (r readerFS) ReadDir(p string) ([]string, error) {
+	entries, err := r.r.ReadDir(p)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			return nil, &fs.PathError{Op: "read directory", Path: p, Err: pe.Err}
-		}
 		return nil, err
 	}
 	names := make([]string, 0, len(entries))

@@ -1,33 +1,14 @@
 package networkmanager
 
 import (
-	"flag"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 
+	"github.com/nodedns/nodedns/internal/golden"
+
 	"github.com/google/go-cmp/cmp"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	p := "testdata/" + name
-	if *update {
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s (-want +got):\n%s", p, diff)
-	}
-}
 
 func addrs(s ...string) []netip.Addr {
 	var out []netip.Addr
@@ -51,7 +32,7 @@ func TestRenderOverride(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, tt.name, got)
+			golden.Check(t, "testdata/"+tt.name, got)
 			if !strings.HasPrefix(string(got), "# Managed by nodedns") {
 				t.Error("no managed-by header")
 			}
