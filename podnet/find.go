@@ -11,6 +11,17 @@
 //
 // Parsers of outside input (cgroup files, /run/netns names) are pure and live in parse.go; the /proc
 // and /run scans take their roots from Options so tests point them at a fixture tree.
+//
+// The check nodelocaldns.pods uses it in one round:
+//
+//	pods, err := podnet.Find(ctx, podnet.Options{}) // sorted by name; none on a fresh node: skipped
+//	pods = pods[:min(len(pods), maxPods)]
+//	rep := podnet.Probe(ctx, pods, podnet.Query{Name: "kubernetes.default.svc.cluster.local.",
+//		Targets: cacheAddrs, Timeout: probesTimeout})
+//	for _, f := range rep.Failures() { /* f.Pod.Name, f.Pod.HostIf, f.Results */ }
+//
+// It needs root with CAP_SYS_ADMIN (setns) and CAP_SYS_PTRACE (another user's /proc/PID/ns), in
+// the host's PID namespace, with every process visible in /proc.
 package podnet
 
 import (
@@ -136,6 +147,16 @@ func Find(ctx context.Context, o Options) ([]Pod, error) {
 		return nil, err
 	}
 	cands := merge(procs, named, hostNet)
+	byCgroup := 0
+	for _, c := range cands {
+		if c.pod.Kubepods {
+			byCgroup++
+		}
+	}
+	// One line per scan, as data: what was found where, and what could not be read (a process
+	// of another user without CAP_SYS_PTRACE).
+	o.Logger.Debug("pod namespaces", "found", len(cands), "kubepods", byCgroup, "netns_named", len(named),
+		"processes", len(procs.procs), "denied", procs.ndenied, "proc", o.ProcRoot, "run", o.RunRoot)
 	if len(cands) == 0 {
 		if procs.denied != nil {
 			return nil, fmt.Errorf("find pod namespaces: %w (reading other processes' namespaces needs root)", procs.denied)
@@ -176,8 +197,9 @@ type procInfo struct {
 }
 
 type procScan struct {
-	procs  []procInfo
-	denied error // the first permission error, reported when nothing could be found
+	procs   []procInfo
+	denied  error // the first permission error, reported when nothing could be found
+	ndenied int   // processes whose namespace could not be read for lack of permission
 }
 
 // maxCgroupFile bounds the read of a /proc/PID/cgroup file (a v1 node with a dozen hierarchies and
@@ -200,8 +222,11 @@ func scanProc(root string) (procScan, error) {
 		dir := filepath.Join(root, e.Name())
 		id, err := statNS(filepath.Join(dir, "ns/net"))
 		if err != nil {
-			if errors.Is(err, fs.ErrPermission) && s.denied == nil {
-				s.denied = err
+			if errors.Is(err, fs.ErrPermission) {
+				s.ndenied++
+				if s.denied == nil {
+					s.denied = err
+				}
 			}
 			continue
 		}

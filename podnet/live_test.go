@@ -17,8 +17,7 @@ import (
 // node is a sandbox node with its own PID and UTS namespaces (so a /proc scan sees only its
 // processes) and a healthy dual-stack node-local cache: the nodelocaldns bridge up with
 // 169.254.25.10/32, fd00:25::10/128 and the kernel's fe80:: address, NOTRACK rules for both
-// families, a real CoreDNS bound to both addresses. Forwarding is on, as on every Kubernetes node
-// (it decides whether a packet routed nowhere is dropped silently or answered with ICMP).
+// families, a real CoreDNS bound to both addresses. Forwarding is on, as on every Kubernetes node.
 type node struct {
 	sb    *nstest.Sandbox
 	cache *nstest.Cache

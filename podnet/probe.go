@@ -23,7 +23,7 @@ const (
 	// Answered: a DNS response came back (whatever its rcode: the packet reached a server).
 	Answered Outcome = iota
 	// Timeout: nothing came back within the round's timeout (a drop: seed 000's BPF program, seed
-	// 004's blackhole route).
+	// 004's blackhole route: a silent drop on the input path, seen as a timeout on kernel 6.18).
 	Timeout
 	// Refused: the connection was refused (ICMP port unreachable on UDP, a RST on TCP): the address
 	// is reached but nothing listens on the port.
