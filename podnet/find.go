@@ -38,6 +38,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/nodedns/nodedns/hostnet"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -382,10 +383,6 @@ func realSystem(host string) *system {
 	}
 }
 
-// dumpRetries is how often a netlink dump the kernel reports interrupted (links changing under it)
-// is tried, as cilium's safenetlink does.
-const dumpRetries = 5
-
 // linksIn lists the links of a namespace (netns.None(): this thread's own). The netlink socket is made inside
 // the namespace by inNS, so no thread stays there while the dump is read.
 func linksIn(ns netns.NsHandle) ([]link, error) {
@@ -404,15 +401,9 @@ func linksIn(ns netns.NsHandle) ([]link, error) {
 		return nil, fmt.Errorf("open a netlink socket: %w", err)
 	}
 	defer h.Close()
-	var ls []netlink.Link
-	for range dumpRetries {
-		ls, err = h.LinkList()
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
-			break
-		}
-	}
+	ls, err := hostnet.RetryDump("list links", h.LinkList)
 	if err != nil {
-		return nil, fmt.Errorf("list links: %w", err)
+		return nil, err
 	}
 	out := make([]link, 0, len(ls))
 	for _, l := range ls {
