@@ -1,0 +1,172 @@
+package nstest
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// CoreDNSEnv names the environment variable holding the CoreDNS v1.15.0 binary that .ci/run builds
+// (go install github.com/coredns/coredns@v1.15.0, about 6 minutes on 2 cores) and caches.
+const CoreDNSEnv = "NODEDNS_COREDNS"
+
+// CoreDNS finds the CoreDNS binary ($NODEDNS_COREDNS, $NODEDNS_CACHE/coredns-v1.15.0/bin, the
+// default cache, PATH), or skips the test.
+func CoreDNS(t testing.TB) string {
+	t.Helper()
+	cands := []string{os.Getenv(CoreDNSEnv)}
+	if c := os.Getenv("NODEDNS_CACHE"); c != "" {
+		cands = append(cands, filepath.Join(c, "coredns-v1.15.0/bin/coredns"))
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		cands = append(cands, filepath.Join(h, ".cache/nodedns-ci/coredns-v1.15.0/bin/coredns"))
+	}
+	if p, err := exec.LookPath("coredns"); err == nil {
+		cands = append(cands, p)
+	}
+	for _, c := range cands {
+		if fi, err := os.Stat(c); c != "" && err == nil && fi.Mode().IsRegular() {
+			return c
+		}
+	}
+	t.Skipf("needs CoreDNS v1.15.0: .ci/run builds it into $NODEDNS_CACHE/coredns-v1.15.0/bin (or set %s)", CoreDNSEnv)
+	return ""
+}
+
+// ClusterName is the name every cache built by StartCache answers from its cluster.local zone.
+const ClusterName = "kubernetes.default.svc.cluster.local."
+
+// ClusterNameAddr is ClusterName's answer.
+const ClusterNameAddr = "10.233.0.1"
+
+// DefaultCacheAddrs are a dual-stack node's cache addresses: kubespray's 169.254.25.10 and a ULA
+// from fd00::/8, as the Kubernetes docs recommend for IPv6.
+var DefaultCacheAddrs = []netip.Addr{netip.MustParseAddr("169.254.25.10"), netip.MustParseAddr("fd00:25::10")}
+
+// CacheOptions shape the node-local cache StartCache runs.
+type CacheOptions struct {
+	// Interface is the cache's interface, default nodelocaldns: a bridge (this kernel has no dummy
+	// link type), brought up, so the kernel gives it an fe80:: address as on AKS-style nodes.
+	Interface string
+	// Addrs are the cache addresses, each a /32 or /128 on the interface; default DefaultCacheAddrs.
+	Addrs []netip.Addr
+	// Forward, when set, adds a "." zone forwarding to this resolv.conf (as node-cache's
+	// `forward . /etc/resolv.conf`); without it the cache answers only cluster.local.
+	Forward string
+	// NoNotrack leaves out the raw-table NOTRACK rules.
+	NoNotrack bool
+}
+
+// Cache is a real CoreDNS as the node-local cache of a sandbox node: bound to every cache address,
+// answering ClusterName from a hosts zone for cluster.local (as node-cache forwards cluster.local
+// to kube-dns, outside the upstream chain).
+type Cache struct {
+	Interface string
+	Addrs     []netip.Addr
+	Corefile  string
+	Cmd       *exec.Cmd
+
+	sb  *Sandbox
+	bin string
+}
+
+// StartCache makes a healthy node-local cache in the sandbox: the interface up with the cache
+// addresses (waiting until the IPv6 ones are no longer tentative: CoreDNS cannot bind a tentative
+// address), the raw-table NOTRACK rules node-cache installs for both families (PREROUTING and
+// OUTPUT, udp and tcp 53; iptables and ip6tables), and CoreDNS bound to the addresses, answering on
+// each of them over UDP and TCP before StartCache returns.
+func (sb *Sandbox) StartCache(t testing.TB, o CacheOptions) *Cache {
+	t.Helper()
+	NeedTools(t, "apt-get install iptables bind9-dnsutils", "iptables", "ip6tables", "dig")
+	c := &Cache{Interface: o.Interface, Addrs: o.Addrs, sb: sb, bin: CoreDNS(t)}
+	if c.Interface == "" {
+		c.Interface = "nodelocaldns"
+	}
+	if len(c.Addrs) == 0 {
+		c.Addrs = DefaultCacheAddrs
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "set -e\nip link add %[1]s type bridge\nip link set %[1]s up\n", c.Interface)
+	for _, a := range c.Addrs {
+		fmt.Fprintf(&b, "ip addr add %s dev %s\n", netip.PrefixFrom(a, a.BitLen()), c.Interface)
+	}
+	sb.Run(t, b.String())
+	WaitFor(t, 10*time.Second, "the IPv6 cache addresses to leave DAD", func() bool {
+		out, err := sb.Try("ip -6 addr show dev " + c.Interface + " tentative")
+		return err == nil && strings.TrimSpace(out) == ""
+	})
+	if !o.NoNotrack {
+		for _, a := range c.Addrs {
+			c.Notrack(t, "-A", a)
+		}
+	}
+	var bind []string
+	for _, a := range c.Addrs {
+		bind = append(bind, a.String())
+	}
+	corefile := fmt.Sprintf(`cluster.local:53 {
+    bind %[1]s
+    hosts {
+        %[2]s %[3]s
+    }
+}
+`, strings.Join(bind, " "), ClusterNameAddr, strings.TrimSuffix(ClusterName, "."))
+	if o.Forward != "" {
+		corefile += fmt.Sprintf(".:53 {\n    bind %s\n    errors\n    forward . %s\n}\n", strings.Join(bind, " "), o.Forward)
+	}
+	c.Corefile = filepath.Join(sb.Dir(), fmt.Sprintf("Corefile-%s", c.Interface))
+	if err := os.WriteFile(c.Corefile, []byte(corefile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.Start(t)
+	return c
+}
+
+// Notrack adds (-A) or deletes (-D) the raw-table NOTRACK rules node-cache installs for addr, with
+// iptables or ip6tables by its family.
+func (c *Cache) Notrack(t testing.TB, op string, addr netip.Addr) {
+	t.Helper()
+	cmd := "iptables"
+	if addr.Is6() {
+		cmd = "ip6tables"
+	}
+	c.sb.Run(t, fmt.Sprintf(`for c in PREROUTING OUTPUT; do for p in udp tcp; do %s -t raw %s $c -d %s -p $p --dport 53 -j NOTRACK; done; done`,
+		cmd, op, netip.PrefixFrom(addr, addr.BitLen())))
+}
+
+// Start starts CoreDNS (stopping a running one first) and waits until it answers ClusterName on
+// every cache address over UDP and TCP, asked from the node with dig.
+func (c *Cache) Start(t testing.TB) {
+	t.Helper()
+	c.Stop()
+	c.Cmd = c.sb.Start(t, c.bin, "-conf", c.Corefile)
+	for _, a := range c.Addrs {
+		for _, tcp := range []string{"+notcp", "+tcp"} {
+			WaitFor(t, 20*time.Second, fmt.Sprintf("the cache on %s (%s)", a, tcp), func() bool {
+				out, err := c.sb.Try(fmt.Sprintf("dig %s +tries=1 +time=1 @%s %s A", tcp, a, ClusterName))
+				return err == nil && strings.Contains(out, "status: NOERROR") && strings.Contains(out, ClusterNameAddr)
+			})
+		}
+	}
+}
+
+// Stop kills CoreDNS. In a sandbox with its own PID namespace the command is nsenter, which forks
+// the program and does not pass SIGKILL on: the program (its only child) is killed first.
+func (c *Cache) Stop() {
+	if c.Cmd != nil && c.Cmd.Process != nil {
+		if c.sb.Opts.PIDNamespace {
+			if pid, err := childPID(c.Cmd.Process.Pid); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		_ = c.Cmd.Process.Kill()
+		_ = c.Cmd.Wait()
+		c.Cmd = nil
+	}
+}
