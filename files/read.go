@@ -323,3 +323,16 @@ func IfNames(r Reader) (names map[int]string, errs []error) {
 	}
 	return names, errs
 }
+
+// ReadKernel reads a file of this machine's kernel interfaces (/proc, /sys) with the same guarantees
+// as ReadFile (bounded by k, never a blocking open, FIFOs and devices refused), but lets the kernel
+// resolve the path: /proc's magic links (/proc/PID/root, /proc/PID/cwd, /proc/self) lead into other
+// processes' mount namespaces, which no walk inside a root can follow. For live checks only; a node
+// path under --root goes through a Reader.
+func ReadKernel(p string, k Kind) ([]byte, error) {
+	data, err := (&Store{Root: "/", FS: OS()}).readHost(p, k)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	return data, nil
+}

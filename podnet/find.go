@@ -29,7 +29,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -38,6 +37,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/nodedns/nodedns/files"
 	"github.com/nodedns/nodedns/hostnet"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -241,13 +241,10 @@ func scanProc(root string) (procScan, error) {
 	return s, nil
 }
 
+// readBounded reads a /proc file: never a blocking open, at most limit bytes, the path resolved by
+// the kernel (it may run through a sandbox's /proc/PID/root).
 func readBounded(p string, limit int64) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, limit))
+	return files.ReadKernel(p, files.Kind{Name: "/proc file", Max: limit})
 }
 
 // netnsEntry is one pod-like name under /run/netns.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/miekg/dns"
+	"github.com/nodedns/nodedns/files"
 	"github.com/nodedns/nodedns/hostnet"
 )
 
@@ -70,7 +71,7 @@ func NewLive(timeout time.Duration, state StateStore) *Live {
 }
 
 func readBootID() (string, error) {
-	b, err := hostFS.ReadFile("/proc/sys/kernel/random/boot_id", procKind)
+	b, err := files.ReadKernel("/proc/sys/kernel/random/boot_id", procKind)
 	if err != nil {
 		return "", fmt.Errorf("read boot id: %w", err)
 	}
@@ -78,7 +79,7 @@ func readBootID() (string, error) {
 }
 
 func readUptime() (time.Duration, error) {
-	b, err := hostFS.ReadFile("/proc/uptime", procKind)
+	b, err := files.ReadKernel("/proc/uptime", procKind)
 	if err != nil {
 		return 0, fmt.Errorf("read uptime: %w", err)
 	}
@@ -367,7 +368,7 @@ func readLegacy(ctx context.Context) Backend {
 		names  string
 		cmd    string
 	}{{4, "/proc/net/ip_tables_names", "iptables-legacy-save"}, {6, "/proc/net/ip6_tables_names", "ip6tables-legacy-save"}} {
-		names, err := hostFS.ReadFile(v.names, procKind)
+		names, err := files.ReadKernel(v.names, procKind)
 		if err != nil || !slicesContainsLine(names, "raw") {
 			continue
 		}

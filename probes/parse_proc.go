@@ -32,7 +32,7 @@ type CacheProcess struct {
 func socketInodes(proc string, addrs []netip.Addr) map[string]bool {
 	inodes := map[string]bool{}
 	for _, t := range []string{"udp", "udp6", "tcp", "tcp6"} {
-		data, err := hostFS.ReadFile(filepath.Join(proc, "net", t), procKind)
+		data, err := files.ReadKernel(filepath.Join(proc, "net", t), procKind)
 		if err != nil {
 			continue
 		}
@@ -100,17 +100,17 @@ func FindCacheProcess(proc string, addrs []netip.Addr) *CacheProcess {
 	if len(inodes) == 0 {
 		return nil
 	}
-	dirs, _ := hostFS.ReadDir(proc)
+	dirs, _ := os.ReadDir(proc)
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
 		if err != nil {
 			continue
 		}
-		comm, err := hostFS.ReadFile(filepath.Join(proc, d.Name(), "comm"), procKind)
+		comm, err := files.ReadKernel(filepath.Join(proc, d.Name(), "comm"), procKind)
 		if err != nil || !slices.Contains(cacheComms, strings.TrimSpace(string(comm))) {
 			continue
 		}
-		fds, _ := hostFS.ReadDir(filepath.Join(proc, d.Name(), "fd"))
+		fds, _ := os.ReadDir(filepath.Join(proc, d.Name(), "fd"))
 		for _, fd := range fds {
 			t, err := os.Readlink(filepath.Join(proc, d.Name(), "fd", fd.Name()))
 			if err != nil || !strings.HasPrefix(t, "socket:[") {
@@ -127,7 +127,7 @@ func FindCacheProcess(proc string, addrs []netip.Addr) *CacheProcess {
 func readCacheProcess(proc string, pid int, comm string) *CacheProcess {
 	cp := &CacheProcess{PID: pid, Comm: comm, Corefile: "Corefile", Resolv: map[string]*resolvconf.File{}}
 	base := filepath.Join(proc, strconv.Itoa(pid))
-	cmdline, _ := hostFS.ReadFile(filepath.Join(base, "cmdline"), procKind)
+	cmdline, _ := files.ReadKernel(filepath.Join(base, "cmdline"), procKind)
 	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
 	for i, a := range args {
 		switch {
@@ -179,10 +179,6 @@ func readCacheProcess(proc string, pid int, comm string) *CacheProcess {
 	}
 	return cp
 }
-
-// hostFS reads this machine's /proc (the live checks never run under --root): bounded, and never a
-// blocking open.
-var hostFS = files.NewReader("/")
 
 // procKind bounds a /proc file nodedns reads (a socket table on a busy node is the largest).
 var procKind = files.Kind{Name: "/proc file", Max: 16 << 20}
