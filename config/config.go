@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Netplan modes (design.md: `netplan.mode`).
+// Netplan modes (docs/contract.md: `netplan.mode`).
 const (
 	NetplanOff      = "off"
 	NetplanOverride = "override"
@@ -103,7 +103,7 @@ type Daemon struct {
 // and the daemon must not turn into a poller.
 const MinResyncInterval = 10 * time.Second
 
-// Default returns the built-in defaults (design.md "Config keys").
+// Default returns the built-in defaults (docs/contract.md "Config keys").
 func Default() Config {
 	return Config{
 		NodeLocalDNS: NodeLocalDNS{Interface: "nodelocaldns"},
@@ -145,7 +145,7 @@ var keys = []key{
 	{"kubelet.resolvConf", DefaultKubeletResolvConf, func(c *Config, v any) (err error) { c.Kubelet.ResolvConf, err = absPath(v); return }},
 	{"resolved.restartCommand", []string{}, func(c *Config, v any) (err error) { c.Resolved.RestartCommand, err = strList(v); return }},
 	{"netplan.mode", "", func(c *Config, v any) error {
-		// YAML `mode: false` means off (design.md); viper hands us a bool or, from env, a string.
+		// YAML `mode: false` means off (docs/contract.md); viper hands us a bool or, from env, a string.
 		if b, ok := v.(bool); ok {
 			if b {
 				return fmt.Errorf("true is not a mode (off, override, pin)")

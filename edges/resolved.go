@@ -24,7 +24,7 @@ import (
 )
 
 // LinkRecordPath is the node path where the per-link settings nodedns changed over D-Bus are
-// recorded with their original values, so `nodedns restore` can put them back (design.md invariant
+// recorded with their original values, so `nodedns restore` can put them back (docs/contract.md invariant
 // 4). It is written through files.Store, so restore removes it after the links are reverted.
 const LinkRecordPath = config.StateDir + "/resolved-links.json"
 

@@ -1,7 +1,7 @@
 // Package files is the only way nodedns changes a node's files. It writes atomically (temp file in
 // the same directory, fsync, rename, fsync the directory), never replaces a symlink with a file,
 // falls back to an in-place rewrite where rename cannot work (a bind-mounted /etc/resolv.conf), backs
-// every path up once before its first change, and restores exactly what it backed up (design.md,
+// every path up once before its first change, and restores exactly what it backed up (docs/contract.md,
 // invariants 3, 4 and 5).
 //
 // Every path given to a Store is a node path ("/etc/resolv.conf") resolved under Store.Root, the way

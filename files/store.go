@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// DefaultStateDir is the node path of nodedns's state directory (design.md, "Where things live").
+// DefaultStateDir is the node path of nodedns's state directory (docs/contract.md, "Where things live").
 const DefaultStateDir = "/var/lib/nodedns"
 
 // MaxSymlinks is how many symlinks ResolveLink follows before giving up: Linux's MAXSYMLINKS

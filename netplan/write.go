@@ -12,7 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// NodednsFile is the node path of the one netplan file nodedns writes (design.md). "90-" sorts after
+// NodednsFile is the node path of the one netplan file nodedns writes (docs/contract.md). "90-" sorts after
 // the installer's 00-, cloud-init's 50- and most hand-written files, so its scalars win and its
 // lists append (netplan 0.106 merge rules).
 const NodednsFile = "/etc/netplan/90-nodedns.yaml"
@@ -20,7 +20,7 @@ const NodednsFile = "/etc/netplan/90-nodedns.yaml"
 // FileMode is the mode of NodednsFile: netplan 0.106 warns about files readable by others.
 const FileMode = 0o600
 
-// Header is the first line of NodednsFile (design.md: every file nodedns creates says it is managed).
+// Header is the first line of NodednsFile (docs/contract.md: every file nodedns creates says it is managed).
 const Header = "# Managed by nodedns: keeps DHCP search domains (and loop DNS servers) out of netplan's DHCP interfaces. `nodedns restore` removes it."
 
 // Override switches DHCP-provided search domains off on one netplan definition, as a drop-in on top

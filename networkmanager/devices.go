@@ -131,7 +131,7 @@ type DHCPDNS struct {
 	Invalid []string
 }
 
-// Domains are the DHCP search domains of the lease (design.md): Search then DomainName,
+// Domains are the DHCP search domains of the lease (docs/contract.md): Search then DomainName,
 // trailing dots dropped, repeated ones once.
 func (d DHCPDNS) Domains() []string {
 	var out []string

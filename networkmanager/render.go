@@ -50,7 +50,7 @@ type Override struct {
 	Options []string
 }
 
-// overrideHeader opens zz-nodedns.conf (design.md: every file nodedns creates names nodedns and
+// overrideHeader opens zz-nodedns.conf (docs/contract.md: every file nodedns creates names nodedns and
 // says it is managed).
 const overrideHeader = `# Managed by nodedns: do not edit, nodedns rewrites this file and ` + "`nodedns restore`" + ` removes it.
 # It overrides NetworkManager's global DNS (a later conf.d file wins key by key) so that

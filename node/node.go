@@ -1,7 +1,7 @@
 // Package node is nodedns's model of a node's DNS setup: one Snapshot, read from the node's files
 // under a root directory by one tolerant reader per source. A bad source is recorded as a Problem
 // naming the file (and line where there is one) and skipped; Observe never fails as a whole, so one
-// broken lease file cannot stop nodedns from fixing the rest of the node (design.md invariant 5).
+// broken lease file cannot stop nodedns from fixing the rest of the node (docs/contract.md, invariant 5).
 //
 // Reading the live node (systemd-resolved over D-Bus, netlink) is layered on top by other packages;
 // this package only reads files.

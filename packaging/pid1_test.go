@@ -15,7 +15,7 @@ import (
 )
 
 // TestUnitUnderSystemd runs the shipped unit under a real systemd (252) as PID 1 of a fresh PID,
-// mount, network, cgroup, UTS and IPC namespace (testing.md, "systemd as PID 1"), with the real
+// mount, network, cgroup, UTS and IPC namespace, with the real
 // nodedns binary in `run --root` mode on a copy of the example node:
 //   - it reaches active through READY=1 (Type=notify) with the unit's hardening in force;
 //   - a stand-in kubelet.service ordered after it sees it active when it starts (Before=kubelet);

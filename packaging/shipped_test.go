@@ -97,7 +97,7 @@ func TestShippedConfigs(t *testing.T) {
 
 func testUnit(t *testing.T) {
 	u := parseUnit(t, readRepo(t, "packaging/systemd/nodedns.service"))
-	// What the issue and design.md fix.
+	// What the issue and docs/contract.md fix.
 	for _, want := range []struct{ sec, key, val string }{
 		{"Service", "Type", "notify"},
 		{"Service", "ExecStart", "/usr/bin/nodedns run"},

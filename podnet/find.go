@@ -1,6 +1,6 @@
 // Package podnet finds a node's pod network namespaces and sends DNS probes from inside them, so
-// the self-check sees what pods see (seed 000: a CNI datapath that drops pod traffic to the
-// node-local cache while the host's own queries are answered; seed 004: an ip rule that sends one
+// the self-check sees what pods see (docs/incidents.md, incident 000: a CNI datapath that drops pod traffic to the
+// node-local cache while the host's own queries are answered; incident 004: an ip rule that sends one
 // pod interface's traffic around the local table).
 //
 // Everything here is read-only towards the pods: nothing is created, changed or removed inside a
@@ -126,7 +126,7 @@ func (o Options) hostProc() string {
 	return o.Host
 }
 
-// Find returns the node's pod network namespaces, as design.md defines them: the namespace of any
+// Find returns the node's pod network namespaces, as docs/contract.md defines them: the namespace of any
 // process in kubelet's pod cgroups, and the namespaces the runtime names under RunRoot/netns
 // (containerd cni-<uuid>, CRI-O <uuid>); never the host's own namespace (the Host process's and PID
 // 1's: a hostNetwork pod is in kubepods but shares it), never one that is neither (a VPN's, another

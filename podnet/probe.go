@@ -22,7 +22,7 @@ type Outcome int
 const (
 	// Answered: a DNS response came back (whatever its rcode: the packet reached a server).
 	Answered Outcome = iota
-	// Timeout: nothing came back within the round's timeout (a drop: seed 000's BPF program, seed
+	// Timeout: nothing came back within the round's timeout (a drop: incident 000's BPF program, incident
 	// 004's blackhole route: a silent drop on the input path, seen as a timeout on kernel 6.18).
 	Timeout
 	// Refused: the connection was refused (ICMP port unreachable on UDP, a RST on TCP): the address
@@ -92,7 +92,7 @@ type Report struct {
 	Elapsed time.Duration
 }
 
-// DefaultTimeout is a round's timeout when Query.Timeout is zero (design.md's probes.timeout).
+// DefaultTimeout is a round's timeout when Query.Timeout is zero (docs/contract.md's probes.timeout).
 const DefaultTimeout = 2 * time.Second
 
 // Query is one probe round's question.

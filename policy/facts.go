@@ -1,7 +1,7 @@
 // Package policy decides what a node's DNS setup should be. It is pure: from a node.Snapshot and the
 // config it derives Facts (the cache, loop and upstream addresses, the DHCP search domains) and a Plan
 // (the file changes, the pending actions, what is blocked and why). Nothing here reads or writes the
-// node, so every rule of design.md is a table test away.
+// node, so every rule of docs/contract.md is a table test away.
 package policy
 
 import (
@@ -124,7 +124,7 @@ func (f Facts) IsDHCPLink(name string, index int) bool {
 	return (name != "" && f.DHCPLinks[name]) || (index > 0 && f.DHCPLinks[fmt.Sprintf("#%d", index)])
 }
 
-// upstreams takes the first source that has any non-loop server (design.md "upstreams": not a
+// upstreams takes the first source that has any non-loop server (docs/contract.md "Upstreams": not a
 // union, so a server from an old lease does not linger after a renewal).
 func (f Facts) upstreams(s *node.Snapshot, cfg config.Config) ([]netip.Addr, string) {
 	type source struct {

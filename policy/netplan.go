@@ -15,7 +15,7 @@ import (
 // NetworkdDropInHeader starts nodedns's .network drop-in.
 const NetworkdDropInHeader = "Managed by nodedns: systemd-networkd must not take search domains from DHCP (they reach every pod's search list)."
 
-// NetplanMode is the effective netplan.mode (design.md): the config's, else pin when nodedns's own
+// NetplanMode is the effective netplan.mode (docs/contract.md): the config's, else pin when nodedns's own
 // file already pins an interface (a pin made by `nodedns netplan pin` must survive the next apply),
 // else override when netplan or networkd have DHCP interfaces, else off.
 func NetplanMode(cfg config.Config, s *node.Snapshot) string {

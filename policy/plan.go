@@ -58,7 +58,7 @@ func (p Plan) Empty() bool {
 	return len(p.Changes) == 0 && len(p.Actions) == 0 && len(p.Blocked) == 0
 }
 
-// Header texts of the files nodedns creates or edits (design.md: every file starts with a comment
+// Header texts of the files nodedns creates or edits (docs/contract.md: every file starts with a comment
 // naming nodedns and saying it is managed).
 const (
 	KubeletHeader = "Managed by nodedns: the loop-free resolv.conf for kubelet (resolvConf). Edits are overwritten."
@@ -67,7 +67,7 @@ const (
 	HookHeader    = "Managed by nodedns: drops DHCP search domains and loop addresses before dhclient-script writes resolv.conf."
 )
 
-// Compute derives the plan for a snapshot. It implements design.md's invariants: no written file lists
+// Compute derives the plan for a snapshot. It implements docs/contract.md's invariants: no written file lists
 // a loop address; nothing written has zero nameservers (if no upstream is known the target is
 // Blocked and its last good file kept).
 func Compute(s *node.Snapshot, cfg config.Config) Plan {

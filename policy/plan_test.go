@@ -117,7 +117,7 @@ func randomSnapshot(t testing.TB, r *rand.Rand) (*node.Snapshot, config.Config) 
 	return s, cfg
 }
 
-// TestPlanInvariants is the property test of design.md's invariants 1 and 2 over generated nodes:
+// TestPlanInvariants is the property test of docs/contract.md's invariants 1 and 2 over generated nodes:
 // every resolv.conf the plan writes has 1 to 3 nameservers and none is a loop address; the resolved
 // drop-in never lists a loop address and never leaves resolved without a server; with no upstream the
 // kubelet file is blocked, not written.

@@ -12,7 +12,7 @@ import (
 	"github.com/nodedns/nodedns/files"
 )
 
-// StatePath is the node path of the reboot baseline (design.md "Where things live": /var/lib/nodedns).
+// StatePath is the node path of the reboot baseline (docs/contract.md "Where things live": /var/lib/nodedns).
 const StatePath = config.StateDir + "/state.json"
 
 // StateStore loads and saves the reboot baseline.

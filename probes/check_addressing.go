@@ -17,7 +17,7 @@ type addressingStatic struct{}
 func (addressingStatic) ID() string { return "addressing.static" }
 
 // EffectiveNetplanMode is config netplan.mode, defaulting to override when netplan has DHCP interfaces
-// (design.md) and off otherwise.
+// (docs/contract.md) and off otherwise.
 //
 // It is policy.NetplanMode: a pin nodedns already wrote keeps the mode at pin.
 func EffectiveNetplanMode(cfg config.Config, s *node.Snapshot) string {

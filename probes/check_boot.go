@@ -127,7 +127,7 @@ func (env *Env) checkBaseline(ctx context.Context) bootLive {
 	}
 	return bootLive{
 		problems: []string{fmt.Sprintf("%s after the %s grace period", what, grace)},
-		hints: []string{"node-local-dns recreates them when its pod starts: check that it started after the reboot (kubelet running, image pullable: seed 002); run `nodedns check --wait 120s` in preflight after a reboot; " +
+		hints: []string{"node-local-dns recreates them when its pod starts: check that it started after the reboot (kubelet running, image pullable: docs/incidents.md, incident 002); run `nodedns check --wait 120s` in preflight after a reboot; " +
 			"if the change is intended, remove " + StatePath + " and the next passing check records the new baseline"},
 	}
 }

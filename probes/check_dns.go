@@ -191,14 +191,14 @@ func (searchNXDomain) Run(ctx context.Context, env *Env) Result {
 			unsure = append(unsure, a.String())
 		case a.msg.Rcode == dns.RcodeNameError:
 		case a.msg.Rcode == dns.RcodeSuccess && len(a.msg.Answer) == 0:
-			// Seed 003: NOERROR without records (NODATA) for a name that does not exist. musl stops
+			// Incident 003 (docs/incidents.md): NOERROR without records (NODATA) for a name that does not exist. musl stops
 			// walking the search list there, so `svc.ns` never reaches `svc.ns.svc.cluster.local`.
 			nodata = append(nodata, fmt.Sprintf("%s answers NODATA for %s %s", a.server, a.name, dns.TypeToString[a.qtype]))
 			if !slices.Contains(nodataDomains, d) {
 				nodataDomains = append(nodataDomains, d)
 			}
 		case a.msg.Rcode == dns.RcodeSuccess:
-			// A wildcard: every name under d exists. Not seed 003, but worth knowing.
+			// A wildcard: every name under d exists. Not incident 003, but worth knowing.
 			wild = append(wild, fmt.Sprintf("%s at %s", a.name, a.server))
 		default:
 			unsure = append(unsure, a.String())

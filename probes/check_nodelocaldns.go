@@ -130,7 +130,7 @@ func localRule(rules []hostnet.Rule, family int) int {
 	return -1
 }
 
-// Bypass is a rule ahead of the local table that catches traffic to a cache address (seed 004: `from
+// Bypass is a rule ahead of the local table that catches traffic to a cache address (docs/incidents.md, incident 004: `from
 // all iif vlan.eth.2 lookup 102` at priority 10, so pods behind that VLAN never reach the local route).
 type Bypass struct {
 	Addr netip.Addr
@@ -212,7 +212,7 @@ func (nodelocalRoutes) Run(_ context.Context, env *Env) Result {
 		problems = append(problems, strings.Join(rs, "; "))
 		h := fmt.Sprintf("add `ip rule add to %s lookup local priority %d` ahead of it", bypass[0].Addr, max(bypass[0].Rule.Priority-1, 0))
 		if len(iifs) > 0 {
-			h += " (pods behind " + strings.Join(uniq(iifs), ", ") + " cannot reach the cache: seed 004, EKS security groups for pods)"
+			h += " (pods behind " + strings.Join(uniq(iifs), ", ") + " cannot reach the cache: EKS security groups for pods, docs/incidents.md incident 004)"
 		}
 		hints = append(hints, h)
 	}
@@ -369,7 +369,7 @@ func (nodelocalDNS) Run(ctx context.Context, env *Env) Result {
 		return Result{Status: Problem, Message: fmt.Sprintf("nothing listens on %s port 53: %s", addrList(p.probed), strings.Join(refused, "; ")),
 			Hint: "the cache is not running: check the node-local-dns pod on this node (kubectl -n kube-system logs ds/nodelocaldns)"}
 	case len(failed)+len(refused) > 0:
-		// Seed 000: the interface, address and route are fine, yet packets to the link-local address
+		// Incident 000 (docs/incidents.md): the interface, address and route are fine, yet packets to the link-local address
 		// vanish (Cilium 1.16 with BPF host routing and bpf.masquerade).
 		return Result{Status: Problem, Message: fmt.Sprintf("the cache does not answer within %s although %s carries %s: %s", timeout, env.Config.NodeLocalDNS.Interface, addrList(p.probed), strings.Join(append(failed, refused...), "; ")),
 			Hint: "packets to the link-local address are dropped or diverted before the cache: with Cilium, set bpf.hostLegacyRouting=true or use a LocalRedirectPolicy for node-local-dns; check the cache pod's logs and `nodedns check` on a healthy node"}

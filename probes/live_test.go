@@ -414,7 +414,7 @@ chmod -R a+rX /etc/systemd`)
 
 		// An address node-cache also binds (the cluster DNS IP) that did not come back: only the
 		// baseline knows it was there. Every address on the interface is a cache address
-		// (design.md), so while it is there node-cache binds it and has NOTRACK rules for it, as
+		// (docs/contract.md), so while it is there node-cache binds it and has NOTRACK rules for it, as
 		// the real node-cache does for both of its addresses.
 		n.nd.Run(t, "ip addr add 10.233.0.3/32 dev nodelocaldns")
 		n.notrack(t, "-A", "10.233.0.3")
@@ -502,7 +502,7 @@ chmod -R a+rX /etc/systemd`)
 		if strings.Contains(line, "\n") || len(line) > probes.NPDMaxLen || !strings.HasPrefix(line, "nodelocaldns.iptables: ") {
 			t.Errorf("--npd printed %q (%d chars): want one line of at most %d naming nodelocaldns.iptables", line, len(line), probes.NPDMaxLen)
 		}
-		// With the cache down a loop cannot be probed: dns.loop is unknown, not a problem (design.md).
+		// With the cache down a loop cannot be probed: dns.loop is unknown, not a problem (docs/contract.md).
 		n.stopCache()
 		rep, code := n.check(t)
 		n.startCache(t)

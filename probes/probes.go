@@ -1,4 +1,4 @@
-// Package probes is nodedns's self-check: one small type per check id of design.md, all sharing one
+// Package probes is nodedns's self-check: one small type per check id of docs/contract.md, all sharing one
 // observed snapshot. The ids, statuses and JSON shape are a contract for Ansible, kubespray and
 // node-problem-detector: keep them stable.
 //
@@ -28,7 +28,7 @@ import (
 // Status of a check or a report.
 type Status string
 
-// Statuses (design.md "Check ids and JSON").
+// Statuses (docs/contract.md "Check ids").
 const (
 	OK      Status = "ok"
 	Problem Status = "problem"
@@ -71,7 +71,7 @@ func (env *Env) log() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// Check is one id of design.md.
+// Check is one id of docs/contract.md.
 type Check interface {
 	ID() string
 	Run(ctx context.Context, env *Env) Result

@@ -11,7 +11,7 @@ import (
 )
 
 // writerCheck maps a target `nodedns run` stopped fighting over to the check id that reports it, so
-// `nodedns check` shows the backoff next to what the other writer keeps breaking (design.md: the
+// `nodedns check` shows the backoff next to what the other writer keeps breaking (docs/contract.md: the
 // check ids are a contract, so no id is added for it).
 func (env *Env) writerCheck(target string) string {
 	switch {

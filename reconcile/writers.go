@@ -12,7 +12,7 @@ import (
 )
 
 // fights tracks, per target, what nodedns last wrote and how often another writer replaced it
-// (design.md "writers"): another writer's content is new input, not something to revert blindly;
+// (docs/contract.md "Other writers"): another writer's content is new input, not something to revert blindly;
 // more than backoffAfter rewrites within window and nodedns stops fighting over that target until
 // the other writer has left it alone for one whole window.
 type fights struct {

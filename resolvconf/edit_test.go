@@ -396,7 +396,7 @@ func TestEnsureHeader(t *testing.T) {
 }
 
 // TestEditHostFile runs the edits nodedns makes to a regular /etc/resolv.conf
-// (design.md) on the file kubespray left behind in seed 002, and on a
+// (docs/contract.md) on the file kubespray left behind in seed 002, and on a
 // dhclient-written file with a DHCP search domain (seed 001).
 func TestEditHostFile(t *testing.T) {
 	loop := inSet("169.254.25.10", "169.254.20.10", "10.233.0.3")

@@ -206,7 +206,7 @@ func loadConfFile(cfg *ResolvedConfig, r files.Reader, nodePath string) {
 }
 
 // readConf reads one configuration file as the systemd-resolve user would: resolved reads its
-// configuration unprivileged (testing.md; measured with a 0600 drop-in), so a regular file without
+// configuration unprivileged (measured with a 0600 drop-in), so a regular file without
 // the "other" read bit is an error, as is a directory ("is a directory", as resolved says).
 func readConf(r files.Reader, nodePath string) ([]byte, error) {
 	fi, err := r.Stat(nodePath)

@@ -13,7 +13,7 @@ import (
 )
 
 // TestBadInput feeds nodedns broken sources. Each must give a clear error naming the file and the
-// reason, leave what depends on it untouched, and still fix what does not (design.md invariant 5).
+// reason, leave what depends on it untouched, and still fix what does not (docs/contract.md, invariant 5).
 func TestBadInput(t *testing.T) {
 	tests := []struct {
 		name  string

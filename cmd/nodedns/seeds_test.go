@@ -12,7 +12,7 @@ import (
 )
 
 // TestSeeds drives check, plan, apply, check, plan, restore over fixture roots built from the files
-// the incident reports quote (../shared/seeds). What this version cannot fix from files alone is
+// the incident reports quote (docs/incidents.md). What this version cannot fix from files alone is
 // listed in after, with the reason, and checked as strictly as what it does fix.
 func TestSeeds(t *testing.T) {
 	tests := []struct {

@@ -35,7 +35,7 @@ func NMDir(t testing.TB) string {
 	return dir
 }
 
-// NMBaseConf is a NetworkManager.conf that works in a sandbox (testing.md, "NetworkManager"): the
+// NMBaseConf is a NetworkManager.conf that works in a sandbox: the
 // keyfile plugin only, NM's internal DHCP client, NM writing /etc/resolv.conf itself as a plain
 // file, no hostname changes, no polkit, no automatic connections, and only iface managed.
 func NMBaseConf(iface string) string {
@@ -135,7 +135,7 @@ func StartNetworkManager(t testing.TB, o NMOptions) *NetworkManager {
 
 	node.SystemBus(t)
 	node.Isolate(t)
-	// NetworkManager needs a read-only sysfs to work without udev (testing.md). /usr/lib gets an
+	// NetworkManager needs a read-only sysfs to work without udev (measured with 1.42.4). /usr/lib gets an
 	// overlay too, so tests can put files in /usr/lib/NetworkManager/conf.d and
 	// system-connections, which this machine does not have.
 	node.Run(t, `set -e
@@ -165,7 +165,7 @@ mkdir -p /etc/NetworkManager/conf.d /etc/NetworkManager/system-connections
 	if nm.offer.Range == "" {
 		nm.offer = NMDefaultDHCP()
 	}
-	// dnsmasq first: NM's first DISCOVER would otherwise be lost (3 s retry; testing.md).
+	// dnsmasq first: NM's first DISCOVER would otherwise be lost (3 s retry).
 	nm.DHCP = peer.StartDHCPServer(t, nm.PeerIface, nm.offer)
 
 	t.Cleanup(func() {
