@@ -153,5 +153,4 @@ func (f *fights) backoffs() []node.Backoff {
 	return out
 }
 
-
 func pid() int { return os.Getpid() }

@@ -10,8 +10,8 @@ import (
 	"github.com/nodedns/nodedns/internal/nstest"
 )
 
-// TestNetplanEndToEnd runs the netplan integration against real components in two namespaces
-//: dnsmasq hands out a lease with domain-search example.org; real systemd-networkd 252
+// TestNetplanEndToEnd runs the netplan integration against real components in two namespaces:
+// dnsmasq hands out a lease with domain-search example.org; real systemd-networkd 252
 // (read-only /sys, private bus) takes it through the netplan-generated .network file, and real
 // systemd-resolved 252 shows the domain. The nodedns binary then runs live inside the node's
 // sandbox (its /etc and /var/lib are overlays: the host's files are never touched):
