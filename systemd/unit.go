@@ -1,0 +1,1160 @@
+package systemd
+
+// unit.go reads how a service unit starts its program, from files only: the
+// unit file and its drop-ins ([Service] ExecStart=, Environment=,
+// EnvironmentFile=, Type=), the environment files they name, the expansion
+// of $VAR and ${VAR} in the command line, and /proc/PID/cmdline. nodedns uses
+// it to find the configuration file kubelet really reads (its --config):
+// kubespray writes it into /etc/kubernetes/kubelet.env, kubeadm into
+// 10-kubeadm.conf. Every rule follows systemd 252 (src/shared/conf-parser.c,
+// src/core/load-fragment.c, src/basic/env-file.c, src/basic/env-util.c,
+// src/basic/extract-word.c, src/basic/escape.c of v252); nothing here reads a
+// file or talks to D-Bus.
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+)
+
+// UnitFile is one unit file or drop-in, as read from the node.
+type UnitFile struct {
+	Path string // node path, for file:line
+	Data []byte
+}
+
+// ExecCommand is one command of ExecStart= as systemd parsed it, before the
+// environment is expanded (that happens when the command starts: ExpandArgv).
+type ExecCommand struct {
+	// Path is the executable, prefixes taken off and the path simplified.
+	Path string
+	// Argv is the argument vector as written ($VAR references kept).
+	Argv []string
+	// IgnoreFailure is the '-' prefix; NoEnvExpand the ':' prefix (no
+	// $VAR expansion at all).
+	IgnoreFailure, NoEnvExpand bool
+	// Source is the ExecStart= line (its first line when continued).
+	Source Setting
+}
+
+// EnvVar is one environment assignment with where it was written.
+type EnvVar struct {
+	Name, Value string
+	Source      Setting
+}
+
+// EnvFile is one EnvironmentFile= entry.
+type EnvFile struct {
+	// Path is absolute and simplified. systemd expands glob patterns in it
+	// when the command starts: a caller that reads the files must too.
+	Path string
+	// Optional is the '-' prefix: a missing or unreadable file is skipped.
+	// Without it, systemd refuses to start the command.
+	Optional bool
+	Source   Setting
+}
+
+// ServiceUnit is what a service's unit file and drop-ins set for how its
+// program starts.
+type ServiceUnit struct {
+	// Name is the unit name (kubelet.service); it resolves %n, %N, %p, %i.
+	Name string
+	// Type is [Service] Type= ("" when unset: simple).
+	Type string
+	// ExecStart are the commands after every reset (an empty ExecStart=
+	// drops the ones before it, as kubeadm's 10-kubeadm.conf does).
+	ExecStart []ExecCommand
+	// Environment are Environment= assignments; a later one of the same name
+	// replaces an earlier one in place.
+	Environment []EnvVar
+	// EnvironmentFiles are EnvironmentFile= entries in order (later files win).
+	EnvironmentFiles []EnvFile
+	// Warnings are lines systemd would log and skip.
+	Warnings []Warning
+	// Err is set when systemd 252 would refuse to load the unit (an invalid
+	// section header, a line that is not UTF-8, an ExecStart= it cannot
+	// parse, more than one ExecStart= outside Type=oneshot). The other fields
+	// hold what was read.
+	Err error
+}
+
+// ParseServiceUnit reads a service unit from its files in the order systemd
+// applies them: the unit file first, then its drop-ins (the caller orders
+// them: systemd sorts the *.conf of every kubelet.service.d directory by file
+// name, a name in a higher-priority directory shadowing the same name in a
+// lower one).
+func ParseServiceUnit(name string, files []UnitFile) *ServiceUnit {
+	u := &ServiceUnit{Name: name}
+	for _, f := range files {
+		if u.Err != nil {
+			break
+		}
+		u.parseFile(f)
+	}
+	if u.Err == nil && len(u.ExecStart) > 1 && u.Type != "oneshot" {
+		// service_verify in 252: "Service has more than one ExecStart=
+		// setting, which is only allowed for Type=oneshot services."
+		src := u.ExecStart[1].Source
+		u.Err = fmt.Errorf("%s: more than one ExecStart= in a Type=%s service: systemd refuses to load %s", src, orDefault(u.Type, "simple"), name)
+	}
+	return u
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func (u *ServiceUnit) warn(p string, line int, format string, args ...any) {
+	u.Warnings = append(u.Warnings, Warning{Path: p, Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (u *ServiceUnit) fail(p string, line int, format string, args ...any) {
+	u.Err = fmt.Errorf("%s:%d: %s", p, line, fmt.Sprintf(format, args...))
+}
+
+// parseFile is config_parse of conf-parser.c (252) over one file: lines end
+// at \n, \r, \r\n or NUL; a line whose first non-blank character is # or ; is
+// a comment, even inside a continued value; a line ending in an unescaped
+// backslash continues on the next, the backslash becoming a space.
+func (u *ServiceUnit) parseFile(f UnitFile) {
+	var (
+		line, first int
+		cont        []byte
+		contOn      bool
+		section     string
+		bomSeen     bool
+	)
+	for _, raw := range splitLines(f.Data) {
+		line++
+		if l := strings.TrimLeft(raw, whitespace); l != "" && strings.ContainsRune(comments, rune(l[0])) {
+			continue
+		}
+		l := raw
+		if !bomSeen && strings.HasPrefix(l, utf8BOM) {
+			l, bomSeen = l[len(utf8BOM):], true
+		}
+		if !contOn {
+			first = line
+		}
+		if endsEscaped(l) {
+			cont = append(append(cont, l[:len(l)-1]...), ' ')
+			contOn = true
+			continue
+		}
+		logical := l
+		if contOn {
+			logical = string(cont) + l
+			cont, contOn = nil, false
+		}
+		if !u.parseLine(f.Path, first, logical, &section) {
+			return
+		}
+	}
+	if contOn {
+		u.parseLine(f.Path, first, string(cont), &section)
+	}
+}
+
+// parseLine is parse_line of conf-parser.c for a unit file. line is the
+// first physical line of the logical one (systemd itself names the last; the
+// first is where a reader finds the key). It returns false on a fatal error.
+func (u *ServiceUnit) parseLine(p string, line int, l string, section *string) bool {
+	l = strings.Trim(l, whitespace)
+	if l == "" {
+		return true
+	}
+	if !validUTF8(l) {
+		u.fail(p, line, "line is not valid UTF-8: systemd refuses to load the unit")
+		return false
+	}
+	if l[0] == '[' {
+		if len(l) < 2 || l[len(l)-1] != ']' {
+			u.fail(p, line, "invalid section header %q", l)
+			return false
+		}
+		n := l[1 : len(l)-1]
+		if !stringIsSafe(n) {
+			u.fail(p, line, "bad characters in section header %q", l)
+			return false
+		}
+		*section = n
+		return true
+	}
+	if *section == "" {
+		u.warn(p, line, "assignment outside of section, ignoring")
+		return true
+	}
+	eq := strings.IndexByte(l, '=')
+	if eq < 0 {
+		u.warn(p, line, "missing '=', ignoring line")
+		return true
+	}
+	if eq == 0 {
+		u.warn(p, line, "missing key name before '=', ignoring line")
+		return true
+	}
+	if *section != "Service" {
+		return true // [Unit], [Install] and others say nothing about how the program starts
+	}
+	key := strings.Trim(l[:eq], whitespace)
+	value := strings.Trim(l[eq+1:], whitespace)
+	src := Setting{Path: p, Line: line}
+	switch key { // keys are case-sensitive, as systemd's gperf table is
+	case "ExecStart":
+		return u.execStart(src, value)
+	case "Environment":
+		u.environment(src, value)
+	case "EnvironmentFile":
+		u.environmentFile(src, value)
+	case "Type":
+		u.Type = value
+	}
+	return true
+}
+
+// Extract flags of extract_first_word (extract-word.h, 252) that this file uses.
+const (
+	exUnquote       = 1 << iota // EXTRACT_UNQUOTE: quotes group and are removed
+	exCUnescape                 // EXTRACT_CUNESCAPE: C escapes are undone
+	exRelax                     // EXTRACT_RELAX: unbalanced quotes or a trailing backslash end the word
+	exUnescapeRelax             // EXTRACT_UNESCAPE_RELAX: an unknown escape keeps its backslash
+)
+
+var errWord = errors.New("unbalanced quoting or invalid escape")
+
+// extractWord is extract_first_word with WHITESPACE separators. It returns
+// the word, the rest of the input, and ok false when no word is left.
+func extractWord(s string, flags int) (word, rest string, ok bool, err error) {
+	i := 0
+	for i < len(s) && strings.IndexByte(whitespace, s[i]) >= 0 {
+		i++
+	}
+	if i >= len(s) {
+		return "", "", false, nil
+	}
+	var b strings.Builder
+	var quote byte
+	for i < len(s) {
+		c := s[i]
+		switch {
+		case quote != 0 && c == quote:
+			quote = 0
+			i++
+		case c == '\\':
+			if i+1 >= len(s) {
+				if flags&exUnescapeRelax != 0 && (quote == 0 || flags&exRelax != 0) {
+					b.WriteByte('\\')
+					return b.String(), "", true, nil
+				}
+				if flags&exRelax != 0 {
+					return b.String(), "", true, nil
+				}
+				return "", s, false, errWord
+			}
+			if flags&exCUnescape != 0 {
+				r, n, eightBit, ok := cunescapeOne(s[i+1:])
+				switch {
+				case ok && eightBit:
+					b.WriteByte(byte(r))
+					i += 1 + n
+				case ok:
+					b.WriteRune(r)
+					i += 1 + n
+				case flags&exUnescapeRelax != 0:
+					b.WriteByte('\\')
+					b.WriteByte(s[i+1])
+					i += 2
+				default:
+					return "", s, false, errWord
+				}
+			} else {
+				b.WriteByte(s[i+1])
+				i += 2
+			}
+		case quote != 0:
+			b.WriteByte(c)
+			i++
+		case (c == '\'' || c == '"') && flags&exUnquote != 0:
+			quote = c
+			i++
+		case strings.IndexByte(whitespace, c) >= 0:
+			for i < len(s) && strings.IndexByte(whitespace, s[i]) >= 0 {
+				i++
+			}
+			return b.String(), s[i:], true, nil
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
+	if quote != 0 && flags&exRelax == 0 {
+		return "", s, false, errWord
+	}
+	return b.String(), "", true, nil
+}
+
+// extractWordAndWarn is extract_first_word_and_warn: on an invalid escape it
+// retries keeping the unknown escapes verbatim.
+func extractWordAndWarn(s string, flags int) (string, string, bool, error) {
+	w, rest, ok, err := extractWord(s, flags)
+	if err == nil || flags&exUnescapeRelax != 0 {
+		return w, rest, ok, err
+	}
+	return extractWord(s, flags|exUnescapeRelax)
+}
+
+// cunescapeOne is cunescape_one of escape.c (252) without NUL: the escape
+// after a backslash, its length, and whether it is a raw byte.
+func cunescapeOne(s string) (r rune, n int, eightBit, ok bool) {
+	if s == "" {
+		return 0, 0, false, false
+	}
+	switch s[0] {
+	case 'a':
+		return '\a', 1, false, true
+	case 'b':
+		return '\b', 1, false, true
+	case 'f':
+		return '\f', 1, false, true
+	case 'n':
+		return '\n', 1, false, true
+	case 'r':
+		return '\r', 1, false, true
+	case 't':
+		return '\t', 1, false, true
+	case 'v':
+		return '\v', 1, false, true
+	case '\\', '"', '\'':
+		return rune(s[0]), 1, false, true
+	case 's':
+		return ' ', 1, false, true
+	case 'x':
+		if len(s) < 3 || !isHexDigit(s[1]) || !isHexDigit(s[2]) {
+			return 0, 0, false, false
+		}
+		v := hexDigit(s[1])<<4 | hexDigit(s[2])
+		if v == 0 {
+			return 0, 0, false, false
+		}
+		return rune(v), 3, true, true
+	case 'u', 'U':
+		n := 4
+		if s[0] == 'U' {
+			n = 8
+		}
+		if len(s) < 1+n {
+			return 0, 0, false, false
+		}
+		var v uint32
+		for i := 1; i <= n; i++ {
+			if !isHexDigit(s[i]) {
+				return 0, 0, false, false
+			}
+			v = v<<4 | uint32(hexDigit(s[i]))
+		}
+		if v == 0 || (s[0] == 'U' && !unicharValid(v)) {
+			return 0, 0, false, false
+		}
+		return rune(v), 1 + n, false, true
+	case '0', '1', '2', '3', '4', '5', '6', '7':
+		if len(s) < 3 {
+			return 0, 0, false, false
+		}
+		v := 0
+		for i := 0; i < 3; i++ {
+			if s[i] < '0' || s[i] > '7' {
+				return 0, 0, false, false
+			}
+			v = v<<3 | int(s[i]-'0')
+		}
+		if v == 0 || v > 255 {
+			return 0, 0, false, false
+		}
+		return rune(v), 3, true, true
+	}
+	return 0, 0, false, false
+}
+
+// unicharValid is unichar_is_valid (utf8.c): a Unicode scalar value that is
+// not a noncharacter.
+func unicharValid(v uint32) bool {
+	return v < 0x110000 && v&0xFFFFF800 != 0xD800 && !(v >= 0xFDD0 && v <= 0xFDEF) && v&0xFFFE != 0xFFFE
+}
+
+func isHexDigit(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func hexDigit(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	default:
+		return int(c-'A') + 10
+	}
+}
+
+// execStart is config_parse_exec (load-fragment.c, 252). It returns false when
+// the unit fails to load.
+func (u *ServiceUnit) execStart(src Setting, value string) bool {
+	if value == "" {
+		u.ExecStart = nil // an empty assignment resets the list
+		return true
+	}
+	p := value
+	for semicolon := true; semicolon; {
+		semicolon = false
+		first, rest, ok, err := extractWordAndWarn(p, exUnquote|exCUnescape)
+		if err != nil {
+			u.fail(src.Path, src.Line, "ExecStart=: unbalanced quoting in %q", value)
+			return false
+		}
+		if !ok {
+			return true
+		}
+		p = rest
+		if first == ";" {
+			semicolon = true
+			continue
+		}
+		c := ExecCommand{Source: src}
+		argv0 := false
+		// The privilege prefixes change nothing nodedns reads, but which
+		// combinations are prefixes decides where the path starts: "+",
+		// "!" or "!!", once.
+		priv := ""
+		f := first
+	prefixes:
+		for f != "" {
+			switch {
+			case f[0] == '-' && !c.IgnoreFailure:
+				c.IgnoreFailure = true
+			case f[0] == '@' && !argv0:
+				argv0 = true
+			case f[0] == ':' && !c.NoEnvExpand:
+				c.NoEnvExpand = true
+			case f[0] == '+' && priv == "":
+				priv = "+"
+			case f[0] == '!' && (priv == "" || priv == "!"):
+				priv += "!"
+			default:
+				break prefixes
+			}
+			f = f[1:]
+		}
+		bad := func(format string, args ...any) bool {
+			if c.IgnoreFailure {
+				u.warn(src.Path, src.Line, "ExecStart=: "+format+", ignoring", args...)
+				return true
+			}
+			u.fail(src.Path, src.Line, "ExecStart=: "+format, args...)
+			return false
+		}
+		exe, err := u.specifiers(f)
+		if err != nil {
+			return bad("%v", err)
+		}
+		switch {
+		case exe == "":
+			return bad("empty executable path in %q", value)
+		case !stringIsSafe(exe):
+			return bad("executable name contains special characters: %q", exe)
+		case strings.HasSuffix(exe, "/"):
+			return bad("executable path is a directory: %q", exe)
+		case !strings.HasPrefix(exe, "/") && (strings.Contains(exe, "/") || exe == "." || exe == ".." || len(exe) > 255),
+			strings.HasPrefix(exe, "/") && !pathValid(exe):
+			return bad("neither a valid executable name nor an absolute path: %q", exe)
+		}
+		if !argv0 {
+			c.Argv = append(c.Argv, exe)
+		}
+		c.Path = simplifyPath(exe)
+		for p != "" {
+			if p[0] == ';' && (len(p) == 1 || strings.IndexByte(whitespace, p[1]) >= 0) {
+				p = strings.TrimLeft(p[1:], whitespace)
+				semicolon = true
+				break
+			}
+			if strings.HasPrefix(p, `\;`) && (len(p) == 2 || strings.IndexByte(whitespace, p[2]) >= 0) {
+				p = strings.TrimLeft(p[2:], whitespace)
+				c.Argv = append(c.Argv, ";")
+				continue
+			}
+			w, rest, ok, err := extractWordAndWarn(p, exUnquote|exCUnescape)
+			if err != nil {
+				return bad("unbalanced quoting in %q", value)
+			}
+			if !ok {
+				break
+			}
+			p = rest
+			w, err = u.specifiers(w)
+			if err != nil {
+				return bad("%v", err)
+			}
+			c.Argv = append(c.Argv, w)
+		}
+		if len(c.Argv) == 0 {
+			return bad("empty executable name or zeroeth argument in %q", value)
+		}
+		u.ExecStart = append(u.ExecStart, c)
+	}
+	return true
+}
+
+// environment is config_parse_environ (load-fragment.c, 252).
+func (u *ServiceUnit) environment(src Setting, value string) {
+	if value == "" {
+		u.Environment = nil
+		return
+	}
+	for p := value; ; {
+		w, rest, ok, err := extractWord(p, exCUnescape|exUnquote)
+		if err != nil {
+			u.warn(src.Path, src.Line, "Environment=: invalid syntax, ignoring: %s", value)
+			return
+		}
+		if !ok {
+			return
+		}
+		p = rest
+		w, err = u.specifiers(w)
+		if err != nil {
+			u.warn(src.Path, src.Line, "Environment=: %v, ignoring", err)
+			continue
+		}
+		name, val, found := strings.Cut(w, "=")
+		if !found || !envNameValid(name) || !validUTF8(val) {
+			u.warn(src.Path, src.Line, "Environment=: invalid environment assignment, ignoring: %s", w)
+			continue
+		}
+		u.Environment = envReplace(u.Environment, EnvVar{Name: name, Value: val, Source: src})
+	}
+}
+
+// environmentFile is config_parse_unit_env_file (load-fragment.c, 252).
+func (u *ServiceUnit) environmentFile(src Setting, value string) {
+	if value == "" {
+		u.EnvironmentFiles = nil
+		return
+	}
+	n, err := u.specifiers(value)
+	if err != nil {
+		u.warn(src.Path, src.Line, "EnvironmentFile=: %v, ignoring", err)
+		return
+	}
+	f := EnvFile{Source: src}
+	if strings.HasPrefix(n, "-") {
+		f.Optional, n = true, n[1:]
+	}
+	if !strings.HasPrefix(n, "/") {
+		u.warn(src.Path, src.Line, "EnvironmentFile=: path %q is not absolute, ignoring", n)
+		return
+	}
+	n = simplifyPath(n)
+	for _, c := range strings.Split(n, "/") {
+		if c == ".." {
+			u.warn(src.Path, src.Line, "EnvironmentFile=: path %q is not normalized, ignoring", n)
+			return
+		}
+	}
+	f.Path = n
+	u.EnvironmentFiles = append(u.EnvironmentFiles, f)
+}
+
+// pathValid is path_is_valid (path-util.c, 252): at most PATH_MAX bytes and
+// no component longer than NAME_MAX.
+func pathValid(p string) bool {
+	if p == "" || len(p) >= 4096 {
+		return false
+	}
+	for _, c := range strings.Split(p, "/") {
+		if len(c) > 255 {
+			return false
+		}
+	}
+	return true
+}
+
+// simplifyPath is path_simplify (path-util.c): repeated slashes and "."
+// components go, and so does a trailing slash; ".." stays.
+func simplifyPath(p string) string {
+	abs := strings.HasPrefix(p, "/")
+	var parts []string
+	for _, c := range strings.Split(p, "/") {
+		if c == "" || c == "." {
+			continue
+		}
+		parts = append(parts, c)
+	}
+	out := strings.Join(parts, "/")
+	if abs {
+		return "/" + out
+	}
+	if out == "" {
+		return "."
+	}
+	return out
+}
+
+// hostSpecifiers are the specifiers of unit_full_printf (unit-printf.c, 252)
+// whose value depends on the running host or manager (file paths, cgroups,
+// directories, user, host name, machine and boot ids, OS release): they are
+// kept as written.
+const hostSpecifiers = "fyYcrRCdELSthsaAbBHlqmMovwWgGuUTV"
+
+// specifiers resolves the % specifiers of a unit setting that depend on the
+// unit's name alone (%n %N %p %P %i %I %j %J, and %% for a literal %). One
+// that depends on the host is kept as written; an unknown one is an error,
+// as in systemd.
+func (u *ServiceUnit) specifiers(s string) (string, error) {
+	if !strings.Contains(s, "%") {
+		return s, nil
+	}
+	name := u.Name
+	base := strings.TrimSuffix(name, path.Ext(name))
+	prefix, instance, _ := strings.Cut(base, "@")
+	lastPart := prefix
+	if i := strings.LastIndexByte(prefix, '-'); i >= 0 {
+		lastPart = prefix[i+1:]
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+1 >= len(s) {
+			return "", fmt.Errorf("failed to resolve unit specifiers in %q: a lone %% at the end", s)
+		}
+		i++
+		switch c := s[i]; c {
+		case '%':
+			b.WriteByte('%')
+		case 'n':
+			b.WriteString(name)
+		case 'N':
+			b.WriteString(base)
+		case 'p':
+			b.WriteString(prefix)
+		case 'P':
+			b.WriteString(unitNameUnescape(prefix))
+		case 'i':
+			b.WriteString(instance)
+		case 'I':
+			b.WriteString(unitNameUnescape(instance))
+		case 'j':
+			b.WriteString(lastPart)
+		case 'J':
+			b.WriteString(unitNameUnescape(lastPart))
+		default:
+			if strings.IndexByte(hostSpecifiers, c) < 0 {
+				return "", fmt.Errorf("failed to resolve unit specifiers in %q: unknown specifier %%%c", s, c)
+			}
+			b.WriteByte('%')
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), nil
+}
+
+// unitNameUnescape is unit_name_unescape: "-" is "/", "\xNN" a byte.
+func unitNameUnescape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '-':
+			b.WriteByte('/')
+		case s[i] == '\\' && i+3 < len(s) && s[i+1] == 'x' && isHexDigit(s[i+2]) && isHexDigit(s[i+3]):
+			b.WriteByte(byte(hexDigit(s[i+2])<<4 | hexDigit(s[i+3])))
+			i += 3
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
+// envNameValid is env_name_is_valid (env-util.c, 252): letters, digits and
+// '_', not starting with a digit.
+func envNameValid(n string) bool {
+	if n == "" || n[0] >= '0' && n[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// envReplace is strv_env_replace_consume: the assignment replaces the first
+// one of the same name in place (dropping any later ones), or is appended.
+func envReplace(list []EnvVar, v EnvVar) []EnvVar {
+	for i := range list {
+		if list[i].Name == v.Name {
+			list[i] = v
+			out := list[:i+1]
+			for _, w := range list[i+1:] {
+				if w.Name != v.Name {
+					out = append(out, w)
+				}
+			}
+			return out
+		}
+	}
+	return append(list, v)
+}
+
+// ParseEnvFile parses an environment file as systemd 252 reads
+// EnvironmentFile= (load_env_file, env-file.c): KEY=VALUE assignments, blank
+// lines and # or ; comments (a comment ending in a backslash goes on to the
+// next line); a value in single quotes is literal; in double quotes a
+// backslash escapes " \ ` $ and a newline (a continuation line, eaten whole)
+// and is kept before anything else; unquoted, a backslash escapes the next
+// character (a newline is eaten) and trailing blanks are dropped. Quoted and
+// unquoted parts join: A="x"'y'z is xyz. A later assignment of the same name
+// replaces an earlier one. An assignment whose name is not a valid variable
+// name is skipped with a warning (strv_env_clean). A file that is not UTF-8
+// is an error: systemd then refuses to start the command unless the
+// EnvironmentFile= entry is optional ('-').
+func ParseEnvFile(p string, data []byte) ([]EnvVar, []Warning, error) {
+	const (
+		preKey = iota
+		key
+		preValue
+		value
+		valueEscape
+		singleQuote
+		doubleQuote
+		doubleQuoteEscape
+		comment
+		commentEscape
+	)
+	var (
+		vars     []EnvVar
+		warns    []Warning
+		state    = preKey
+		line     = 1
+		keyLine  int
+		k, v     []byte
+		hasValue bool
+		lastKeyW = -1 // index where trailing whitespace of the key starts
+		lastValW = -1
+	)
+	// The data is read up to its first NUL, as read_full_stream hands a C string.
+	if i := strings.IndexByte(string(data), 0); i >= 0 {
+		data = data[:i]
+	}
+	push := func() error {
+		if lastKeyW >= 0 {
+			k = k[:lastKeyW]
+		}
+		name, val := string(k), string(v)
+		src := Setting{Path: p, Line: keyLine}
+		if !validUTF8(name) || (hasValue && !validUTF8(val)) {
+			return fmt.Errorf("%s:%d: invalid UTF-8: systemd does not load this environment file", p, keyLine)
+		}
+		if !envNameValid(name) {
+			warns = append(warns, Warning{Path: p, Line: keyLine, Msg: fmt.Sprintf("invalid environment assignment %q, ignoring", name+"="+val)})
+		} else {
+			vars = envReplace(vars, EnvVar{Name: name, Value: val, Source: src})
+		}
+		k, v, hasValue, lastKeyW, lastValW = k[:0], nil, false, -1, -1
+		return nil
+	}
+	isNL := func(c byte) bool { return c == '\n' || c == '\r' }
+	isWS := func(c byte) bool { return strings.IndexByte(whitespace, c) >= 0 }
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch state {
+		case preKey:
+			switch {
+			case strings.IndexByte(comments, c) >= 0:
+				state = comment
+			case !isWS(c):
+				state, keyLine, lastKeyW = key, line, -1
+				k = append(k[:0], c)
+			}
+		case key:
+			switch {
+			case isNL(c):
+				state, k = preKey, k[:0]
+			case c == '=':
+				state, lastValW = preValue, -1
+			default:
+				if !isWS(c) {
+					lastKeyW = -1
+				} else if lastKeyW < 0 {
+					lastKeyW = len(k)
+				}
+				k = append(k, c)
+			}
+		case preValue:
+			switch {
+			case isNL(c):
+				if err := push(); err != nil {
+					return nil, nil, err
+				}
+				state = preKey
+			case c == '\'':
+				state, hasValue = singleQuote, true
+			case c == '"':
+				state, hasValue = doubleQuote, true
+			case c == '\\':
+				state, hasValue = valueEscape, true
+			case !isWS(c):
+				state, hasValue = value, true
+				v = append(v, c)
+			}
+		case value:
+			switch {
+			case isNL(c):
+				if lastValW >= 0 {
+					v = v[:lastValW]
+				}
+				if err := push(); err != nil {
+					return nil, nil, err
+				}
+				state = preKey
+			case c == '\\':
+				state, lastValW = valueEscape, -1
+			default:
+				if !isWS(c) {
+					lastValW = -1
+				} else if lastValW < 0 {
+					lastValW = len(v)
+				}
+				v = append(v, c)
+			}
+		case valueEscape:
+			state = value
+			if !isNL(c) {
+				v = append(v, c)
+			}
+		case singleQuote:
+			if c == '\'' {
+				state = preValue
+			} else {
+				v = append(v, c)
+			}
+		case doubleQuote:
+			switch c {
+			case '"':
+				state = preValue
+			case '\\':
+				state = doubleQuoteEscape
+			default:
+				v = append(v, c)
+			}
+		case doubleQuoteEscape:
+			state = doubleQuote
+			switch {
+			case strings.IndexByte("\"\\`$", c) >= 0:
+				v = append(v, c)
+			case c != '\n':
+				v = append(v, '\\', c)
+			}
+		case comment:
+			switch {
+			case c == '\\':
+				state = commentEscape
+			case isNL(c):
+				state = preKey
+			}
+		case commentEscape:
+			state = comment
+		}
+		if c == '\n' {
+			line++
+		}
+	}
+	switch state {
+	case preValue, value, valueEscape, singleQuote, doubleQuote, doubleQuoteEscape:
+		if state == value && lastValW >= 0 {
+			v = v[:lastValW]
+		}
+		if err := push(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return vars, warns, nil
+}
+
+// MergeEnv merges environment lists as exec_child does (strv_env_merge): a
+// later list's assignment replaces an earlier one of the same name, in place.
+// For a unit's command: Environment= first, then each EnvironmentFile= in
+// order (systemd 252 lets the files win).
+func MergeEnv(lists ...[]EnvVar) []EnvVar {
+	var out []EnvVar
+	for _, l := range lists {
+		for _, v := range l {
+			out = envReplace(out, v)
+		}
+	}
+	return out
+}
+
+// ExpandedArg is one argument after expansion, with the variable it came from.
+type ExpandedArg struct {
+	Value string
+	// Var names the variable whose value this argument is (a whole-word
+	// $VAR) or contains (${VAR}); "" for an argument as written.
+	Var string
+}
+
+// ExpandArgv expands the environment in a command's argv as systemd 252 does
+// when it starts the command (replace_env_argv, env-util.c):
+//
+//   - a word that is $NAME as a whole (not ${ or $$) becomes the value of
+//     NAME split at whitespace, with quotes removed and a backslash taking the
+//     next character literally; an unset NAME gives no argument at all;
+//   - inside any other word, ${NAME} is replaced by the value as it is (an
+//     unset NAME by nothing) and $$ by $; a bare $NAME inside a word, or
+//     ${NAME:...}, stays as written.
+//
+// env is looked up by name (the last assignment of a name counts).
+func ExpandArgv(argv []string, env []EnvVar) []ExpandedArg {
+	get := func(name string) (string, bool) {
+		for i := len(env) - 1; i >= 0; i-- {
+			if env[i].Name == name {
+				return env[i].Value, true
+			}
+		}
+		return "", false
+	}
+	var out []ExpandedArg
+	for _, a := range argv {
+		if len(a) >= 1 && a[0] == '$' && (len(a) == 1 || (a[1] != '{' && a[1] != '$')) {
+			name := a[1:]
+			val, ok := get(name)
+			if !ok {
+				continue
+			}
+			for rest := val; ; {
+				w, r, ok, _ := extractWord(rest, exRelax|exUnquote)
+				if !ok {
+					break
+				}
+				out = append(out, ExpandedArg{Value: w, Var: name})
+				rest = r
+			}
+			continue
+		}
+		v, used := replaceEnv(a, get)
+		out = append(out, ExpandedArg{Value: v, Var: used})
+	}
+	return out
+}
+
+// replaceEnv is replace_env with no flags: ${NAME} and $$ only. It returns the
+// last variable it substituted.
+func replaceEnv(s string, get func(string) (string, bool)) (string, string) {
+	var b strings.Builder
+	used := ""
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '{':
+			end := -1
+			for j := i + 2; j < len(s); j++ {
+				if s[j] == '}' {
+					end = j
+					break
+				}
+				if s[j] == ':' {
+					break // ${NAME:-x} is not expanded without REPLACE_ENV_ALLOW_EXTENDED
+				}
+			}
+			if end < 0 {
+				b.WriteByte('$')
+				continue
+			}
+			name := s[i+2 : end]
+			if name != "" {
+				if v, ok := get(name); ok {
+					b.WriteString(v)
+				}
+				used = name
+			}
+			i = end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String(), used
+}
+
+// ParseCmdline splits /proc/PID/cmdline: arguments each ended by a NUL. A
+// process that rewrote its arguments into one string with spaces (as
+// setproctitle does) comes out as that one string; kubelet does not do that.
+func ParseCmdline(data []byte) []string {
+	if len(data) == 0 {
+		return nil
+	}
+	s := string(data)
+	s = strings.TrimSuffix(s, "\x00")
+	return strings.Split(s, "\x00")
+}
+
+// KubeletFlags are kubelet's own configuration flags as it parses them.
+type KubeletFlags struct {
+	// Config is --config: the KubeletConfiguration file (resolvConf,
+	// clusterDNS, clusterDomain). A relative path is relative to kubelet's
+	// working directory (/ under systemd unless WorkingDirectory= says
+	// otherwise).
+	Config    string
+	HasConfig bool
+	// ConfigDir is --config-dir (kubelet 1.28+): drop-ins merged over Config,
+	// which can set resolvConf and clusterDNS too.
+	ConfigDir    string
+	HasConfigDir bool
+	// ConfigIndex and ConfigDirIndex are the positions in the argument list
+	// of the arguments that set them (-1 when unset).
+	ConfigIndex, ConfigDirIndex int
+}
+
+// KubeletFlagsFromArgs finds --config and --config-dir in kubelet's arguments
+// (argv without argv[0]) as its pflag flag set parses them: --config=PATH or
+// --config PATH (the next argument, whatever it looks like), the last one
+// winning; `--` ends the flags; '_' and '-' are the same in flag names
+// (kubelet's WordSepNormalizeFunc). Other flags are not interpreted, so the
+// value of another flag written as "--flag --config" would be misread; no
+// kubelet flag takes such a value.
+func KubeletFlagsFromArgs(args []string) KubeletFlags {
+	f := KubeletFlags{ConfigIndex: -1, ConfigDirIndex: -1}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		if !strings.HasPrefix(a, "--") {
+			continue
+		}
+		name, val, hasVal := strings.Cut(a[2:], "=")
+		name = strings.ReplaceAll(name, "_", "-")
+		if name != "config" && name != "config-dir" {
+			continue
+		}
+		idx := i
+		if !hasVal {
+			if i+1 >= len(args) {
+				break // kubelet exits: "flag needs an argument"
+			}
+			i++
+			val = args[i]
+		}
+		if name == "config" {
+			f.Config, f.HasConfig, f.ConfigIndex = val, true, idx
+		} else {
+			f.ConfigDir, f.HasConfigDir, f.ConfigDirIndex = val, true, idx
+		}
+	}
+	return f
+}
+
+// KubeletConfigRef is where a kubelet unit names kubelet's config file.
+type KubeletConfigRef struct {
+	KubeletFlags
+	// Command is the ExecStart= command that starts kubelet.
+	Command ExecCommand
+	// Var is the variable that carried --config into the command
+	// ("KUBELET_ARGS" from kubespray's kubelet.env, "KUBELET_CONFIG_ARGS"
+	// from kubeadm's 10-kubeadm.conf); "" when ExecStart= writes it itself.
+	Var string
+	// Source is the file:line that wrote --config: the variable's
+	// assignment, or the ExecStart= line.
+	Source Setting
+	// Referenced is false when the command line has no --config and it was
+	// taken from a KUBELET_CONFIG or KUBELET_CONFIG_ARGS variable that the
+	// command does not use.
+	Referenced bool
+}
+
+// FindKubeletConfig returns kubelet's --config as the unit starts it: the
+// last ExecStart= command whose executable is named kubelet (else the last
+// command), expanded with env (MergeEnv of the unit's Environment= and its
+// environment files), searched by KubeletFlagsFromArgs. When the command line
+// has none, a variable KUBELET_CONFIG (a path, or arguments with --config)
+// or KUBELET_CONFIG_ARGS is used, with Referenced false. ok is false when
+// neither names a config file.
+func FindKubeletConfig(u *ServiceUnit, env []EnvVar) (ref KubeletConfigRef, ok bool) {
+	if u == nil || len(u.ExecStart) == 0 {
+		return KubeletConfigRef{}, false
+	}
+	cmd := u.ExecStart[len(u.ExecStart)-1]
+	for _, c := range u.ExecStart {
+		if path.Base(c.Path) == "kubelet" {
+			cmd = c
+		}
+	}
+	var args []ExpandedArg
+	if cmd.NoEnvExpand {
+		for _, a := range cmd.Argv {
+			args = append(args, ExpandedArg{Value: a})
+		}
+	} else {
+		args = ExpandArgv(cmd.Argv, env)
+	}
+	vals := make([]string, 0, len(args))
+	for _, a := range args {
+		vals = append(vals, a.Value)
+	}
+	if len(vals) > 0 {
+		vals = vals[1:] // argv[0]
+	}
+	ref = KubeletConfigRef{Command: cmd, Referenced: true}
+	ref.KubeletFlags = KubeletFlagsFromArgs(vals)
+	if ref.HasConfig {
+		ref.Var = args[ref.ConfigIndex+1].Var
+		ref.Source = cmd.Source
+		if ref.Var != "" {
+			for i := len(env) - 1; i >= 0; i-- {
+				if env[i].Name == ref.Var {
+					ref.Source = env[i].Source
+					break
+				}
+			}
+		}
+		return ref, true
+	}
+	for _, name := range []string{"KUBELET_CONFIG", "KUBELET_CONFIG_ARGS"} {
+		for i := len(env) - 1; i >= 0; i-- {
+			v := env[i]
+			if v.Name != name {
+				continue
+			}
+			var words []string
+			for rest := v.Value; ; {
+				w, r, ok, _ := extractWord(rest, exRelax|exUnquote)
+				if !ok {
+					break
+				}
+				words, rest = append(words, w), r
+			}
+			fl := KubeletFlagsFromArgs(words)
+			if !fl.HasConfig && len(words) == 1 && strings.HasPrefix(words[0], "/") {
+				fl.Config, fl.HasConfig, fl.ConfigIndex = words[0], true, 0
+			}
+			if fl.HasConfig {
+				return KubeletConfigRef{KubeletFlags: fl, Command: cmd, Var: name, Source: v.Source}, true
+			}
+			break
+		}
+	}
+	return ref, false
+}
