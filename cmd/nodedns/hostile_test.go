@@ -35,12 +35,18 @@ type runResult struct {
 	maxRSS int64 // bytes
 }
 
-// runBin runs the nodedns binary with a deadline and reports its exit code and peak RSS.
+// runBin runs the nodedns binary with a deadline and reports its exit code and peak RSS (measured
+// through the rusage wrapper of main_test.go, so the test binary's own size does not count).
 func runBin(t *testing.T, deadline time.Duration, args ...string) runResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, nstest.Build(t), args...)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, self, append([]string{nstest.Build(t)}, args...)...)
+	cmd.Env = append(os.Environ(), rusageWrapperEnv+"=1")
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("nodedns %s did not finish within %v (a blocking read?):\n%s", strings.Join(args, " "), deadline, out)
@@ -53,9 +59,16 @@ func runBin(t *testing.T, deadline time.Duration, args ...string) runResult {
 		}
 		r.code = ee.ExitCode()
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.maxRSS = ru.Maxrss * 1024
+	i := strings.LastIndex(r.out, "maxrss-kib ")
+	if i < 0 {
+		t.Fatalf("nodedns %s: the wrapper reported no RSS:\n%s", strings.Join(args, " "), r.out)
 	}
+	var kib int64
+	if _, err := fmt.Sscan(r.out[i+len("maxrss-kib "):], &kib); err != nil {
+		t.Fatal(err)
+	}
+	r.maxRSS = kib * 1024
+	r.out = r.out[:i]
 	return r
 }
 
