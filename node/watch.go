@@ -8,6 +8,7 @@ import (
 	"github.com/nodedns/nodedns/files"
 	"github.com/nodedns/nodedns/leases"
 	"github.com/nodedns/nodedns/netplan"
+	"github.com/nodedns/nodedns/networkmanager"
 	"github.com/nodedns/nodedns/resolvconf"
 	"github.com/nodedns/nodedns/systemd"
 	"go.yaml.in/yaml/v3"
@@ -28,6 +29,7 @@ func Watches(cfg config.Config, s *Snapshot) []files.Watch {
 	ws = append(ws, leases.Watches()...)
 	ws = append(ws, netplan.Watches()...)
 	ws = append(ws, systemd.Watches()...)
+	ws = append(ws, networkmanager.Watches()...)
 	resolv := func(p string) files.Watch {
 		return files.Watch{Dir: path.Dir(p), Match: files.Names(path.Base(p)), Complete: completeResolv}
 	}

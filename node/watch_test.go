@@ -77,7 +77,9 @@ func TestWatchesCoverEveryRead(t *testing.T) {
 		"seed 002": "../cmd/nodedns/testdata/seeds/002",
 		"seed 003": "../cmd/nodedns/testdata/seeds/003",
 		"example":  "../examples/kubespray-host-resolvconf",
-		"networkd": networkdNode(t),
+		// NetworkManager's configuration, profiles, intern file and device state (issue 12).
+		"kubespray networkmanager": "../cmd/nodedns/testdata/kubespray/networkmanager",
+		"networkd":                 networkdNode(t),
 	}
 	cfg := config.Default()
 	for name, root := range roots {
