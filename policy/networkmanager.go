@@ -70,9 +70,9 @@ func nmDevName(d node.NMDevice) string {
 	return fmt.Sprintf("ifindex %d", d.IfIndex)
 }
 
-// starServers are the valid addresses of a global DNS configuration's "*" domain (nil when it has
+// NMStarServers are the valid addresses of a global DNS configuration's "*" domain (nil when it has
 // none).
-func starServers(g *networkmanager.GlobalDNS) []netip.Addr {
+func NMStarServers(g *networkmanager.GlobalDNS) []netip.Addr {
 	if g == nil {
 		return nil
 	}
@@ -102,7 +102,7 @@ func NMOverrideReasons(s *node.Snapshot, f Facts) []string {
 	g := nm.Others.GlobalDNS()
 	if g.Overrides() {
 		var loops []string
-		for _, a := range starServers(g) {
+		for _, a := range NMStarServers(g) {
 			if f.IsLoop(a, false) {
 				loops = append(loops, a.String())
 			}
@@ -215,7 +215,7 @@ func (p *Plan) networkManager(s *node.Snapshot) {
 		if cur.Exists {
 			p.Changes = append(p.Changes, Change{Path: target, Target: target, Op: OpRemove, Before: cur.Data,
 				Reason: "NetworkManager's own configuration no longer puts a loop address or a DHCP search domain into /etc/resolv.conf"})
-			p.Actions = append(p.Actions, nmReload(s, starServers(nm.Others.GlobalDNS()), false, "NetworkManager reads conf.d only on Reload or restart"))
+			p.Actions = append(p.Actions, nmReload(s, NMStarServers(nm.Others.GlobalDNS()), false, "NetworkManager reads conf.d only on Reload or restart"))
 			return
 		}
 		p.nmStale(s)
@@ -255,7 +255,7 @@ func (p *Plan) nmStale(s *node.Snapshot) {
 		return
 	}
 	g := nm.Config.GlobalDNS()
-	want := starServers(g)
+	want := NMStarServers(g)
 	ours := false
 	if g != nil {
 		d, ok := g.Domain("*")
@@ -271,7 +271,7 @@ func (p *Plan) nmStale(s *node.Snapshot) {
 		return out
 	}
 	if nm.Live != nil {
-		live := starServers(nm.Live.GlobalDNS)
+		live := NMStarServers(nm.Live.GlobalDNS)
 		stale := hasLoop(live)
 		if (ours && !slices.Equal(live, want)) || len(stale) > 0 {
 			p.Actions = append(p.Actions, nmReload(s, want, ours, fmt.Sprintf("NetworkManager runs with global DNS %s while its configuration says %s: reload it", nmAddrs(live), nmAddrs(want))))
