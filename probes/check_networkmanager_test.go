@@ -130,12 +130,12 @@ func TestNetworkManagerChecks(t *testing.T) {
 			msg:  map[string]string{"resolvconf.loop": "from a global DNS configuration set over D-Bus (stored in /var/lib/NetworkManager/NetworkManager-intern.conf)"},
 		},
 		{
-			name:    "a fix only in /run",
+			name: "a fix only in /run",
 			// /run's conf.d is read after /usr/lib's (and before /etc's and the main file).
 			changes: map[string]string{"/run/NetworkManager/conf.d/fix.conf": "[global-dns-domain-*]\nservers=10.66.0.53\n", dnsConf: "",
 				"/usr/lib/NetworkManager/conf.d/dns.conf": "[global-dns-domain-*]\nservers=169.254.25.10\n", resolvConf: fixedResolv},
-			want:    map[string]Status{"boot.persistence": Problem},
-			msg:     map[string]string{"boot.persistence": "NetworkManager's loop-free global DNS lives only in /run/NetworkManager/conf.d: after a reboot it lists 169.254.25.10 (the node-local cache) again"},
+			want: map[string]Status{"boot.persistence": Problem},
+			msg:  map[string]string{"boot.persistence": "NetworkManager's loop-free global DNS lives only in /run/NetworkManager/conf.d: after a reboot it lists 169.254.25.10 (the node-local cache) again"},
 		},
 		{
 			name:    "NetworkManager refuses its configuration",
