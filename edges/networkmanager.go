@@ -433,10 +433,10 @@ func (n *NetworkManager) binary() string {
 const printConfigTimeout = 20 * time.Second
 
 // printConfig runs `NetworkManager --print-config` with /etc/NetworkManager/conf.d replaced by a
-// copy in which changes (node path: content, nil for removed) are made, and returns its output
-// with the copy's path turned back into /etc/NetworkManager/conf.d, and its exit code (NM 1.42
-// exits 7 naming the file it cannot read). The other files are NM's own: the main file, the /run
-// and /usr/lib conf.d and the intern file, as a Reload would read them.
+// copy in which changes (node path: content, nil for removed) are made, and the intern file by a
+// copy, and returns its output with the copies' paths turned back into the node's, and its exit
+// code (NM 1.42 exits 7 naming the file it cannot read). The other files are NM's own: the main
+// file and the /run and /usr/lib conf.d, as a Reload would read them.
 func (n *NetworkManager) printConfig(ctx context.Context, root string, changes map[string][]byte) (string, int, error) {
 	bin := n.binary()
 	if bin == "" {
@@ -447,13 +447,25 @@ func (n *NetworkManager) printConfig(ctx context.Context, root string, changes m
 		return "", 0, fmt.Errorf("copy %s: %w", networkmanager.EtcConfDir, err)
 	}
 	defer os.RemoveAll(dir)
-	if err := copyConfDir(files.NewReader(root), dir, changes); err != nil {
+	confDir, intern := filepath.Join(dir, "conf.d"), filepath.Join(dir, "NetworkManager-intern.conf")
+	r := files.NewReader(root)
+	if err := copyConfDir(r, confDir, changes); err != nil {
 		return "", 0, err
+	}
+	// A copy of the intern file too: --print-config loads the configuration as NM does, and NM
+	// 1.42.4 then rewrites the intern file, dropping a global DNS set over D-Bus once a conf.d file
+	// sets one (measured: TestFactsPrintConfigWritesIntern). On the real file that would lose the
+	// D-Bus configuration before nodedns has backed it up, and while NM still runs with it.
+	if data, err := r.ReadFile(networkmanager.InternConfPath, files.Kind{Name: "NetworkManager file", Max: networkmanager.MaxFileSize}); err == nil {
+		if err := os.WriteFile(intern, data, 0o600); err != nil {
+			return "", 0, fmt.Errorf("copy %s: %w", networkmanager.InternConfPath, err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, printConfigTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "--print-config", "--config-dir="+dir).CombinedOutput()
-	msg := strings.TrimSpace(strings.ReplaceAll(string(out), dir, networkmanager.EtcConfDir))
+	out, err := exec.CommandContext(ctx, bin, "--print-config", "--config-dir="+confDir, "--intern-config="+intern).CombinedOutput()
+	msg := strings.ReplaceAll(string(out), confDir, networkmanager.EtcConfDir)
+	msg = strings.TrimSpace(strings.ReplaceAll(msg, intern, networkmanager.InternConfPath))
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -469,6 +481,9 @@ func (n *NetworkManager) printConfig(ctx context.Context, root string, changes m
 // applies changes.
 func copyConfDir(r files.Reader, dir string, changes map[string][]byte) error {
 	kind := files.Kind{Name: "NetworkManager file", Max: networkmanager.MaxFileSize}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("copy %s: %w", networkmanager.EtcConfDir, err)
+	}
 	entries, err := r.ReadDir(networkmanager.EtcConfDir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("copy %s: %w", networkmanager.EtcConfDir, err)

@@ -212,6 +212,7 @@ func TestNMPrintConfigCopy(t *testing.T) {
 	// Lists what it finds and fails when a file says "bad".
 	script := `#!/bin/sh
 dir=${2#--config-dir=}
+[ "${3#--intern-config=}" = "$(dirname "$dir")/NetworkManager-intern.conf" ] || { echo "intern: $3"; exit 8; }
 cd "$dir" || exit 9
 for f in $(ls -A | sort); do
 	if [ -L "$f" ]; then echo "$dir/$f -> $(readlink "$f")"; elif [ -d "$f" ]; then echo "$dir/$f/"; else echo "$dir/$f: $(tr "\n" " " < "$f" | sed "s/ $//")"; fi
