@@ -125,7 +125,15 @@ func (s *Snapshot) readNetworkManager(r files.Reader) {
 
 	fsys := networkmanager.ReaderFS(r)
 	n.Config, n.ConfigErr = networkmanager.LoadConfig(fsys)
-	n.Others, n.OthersErr = networkmanager.LoadConfig(networkmanager.Overlay(fsys, map[string][]byte{networkmanager.NodeDNSConfPath: nil}))
+	// What the rest of the node asks for: without nodedns's file, and with the intern file as it was
+	// before nodedns's override made NM drop a global DNS set over D-Bus (NM 1.42.4 drops it for
+	// good at the reload; the backup is what `restore` puts back). Without that, the D-Bus
+	// configuration's searches would vanish from the override after its first reload.
+	others := map[string][]byte{networkmanager.NodeDNSConfPath: nil}
+	if data, ok := readBackup(r, networkmanager.InternConfPath); ok {
+		others[networkmanager.InternConfPath] = data
+	}
+	n.Others, n.OthersErr = networkmanager.LoadConfig(networkmanager.Overlay(fsys, others))
 	gone := map[string][]byte{}
 	if names, err := fsys.ReadDir(networkmanager.RunConfDir); err == nil {
 		for _, name := range names {
@@ -171,6 +179,31 @@ func (s *Snapshot) readNetworkManager(r files.Reader) {
 		}
 		n.Devices = append(n.Devices, d)
 	}
+}
+
+// BackupDir is where nodedns keeps its one-time backups (files.Store: the manifest and one copy per
+// content, named by its SHA-256).
+const BackupDir = files.DefaultStateDir + "/backup"
+
+// readBackup returns the bytes nodedns backed up for node path p before its first change, when it
+// backed up a file there.
+func readBackup(r files.Reader, p string) ([]byte, bool) {
+	mp := path.Join(BackupDir, files.ManifestName)
+	data, err := r.ReadFile(mp, files.State)
+	if err != nil {
+		return nil, false
+	}
+	entries, err := files.ParseManifest(mp, data)
+	if err != nil {
+		return nil, false
+	}
+	for _, e := range entries {
+		if e.Path == p && e.Kind == files.KindFile {
+			data, err := r.ReadFile(path.Join(BackupDir, e.SHA256), nmFileKind)
+			return data, err == nil
+		}
+	}
+	return nil, false
 }
 
 // readManagedKind is readManaged with the size bound of the file's own kind.

@@ -41,6 +41,9 @@ func Watches(cfg config.Config, s *Snapshot) []files.Watch {
 		files.Watch{Dir: path.Dir(DhclientConf), Match: files.Names(path.Base(DhclientConf))},
 		files.Watch{Dir: path.Dir(DhclientHook), Match: files.Names(path.Base(DhclientHook))},
 	)
+	// The backup manifest and its copies: the intern file NetworkManager dropped its D-Bus global
+	// DNS from (networkmanager.go readBackup).
+	ws = append(ws, files.Watch{Dir: BackupDir, Match: func(n string) bool { return n == files.ManifestName || isSHA256(n) }})
 	for _, d := range networkDirs {
 		ws = append(ws, files.Watch{Dir: d, Match: files.Suffix(".network"), Complete: files.NewlineTerminated})
 	}
@@ -73,4 +76,17 @@ func completeResolv(b []byte) error {
 func completeYAML(b []byte) error {
 	var v any
 	return yaml.Unmarshal(b, &v)
+}
+
+// isSHA256 matches the name of a backup copy: 64 lowercase hex digits.
+func isSHA256(n string) bool {
+	if len(n) != 64 {
+		return false
+	}
+	for _, c := range n {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return false
+		}
+	}
+	return true
 }

@@ -108,7 +108,7 @@ func NMOverrideReasons(s *node.Snapshot, f Facts) []string {
 			}
 		}
 		if len(loops) > 0 {
-			why = append(why, fmt.Sprintf("NetworkManager's global DNS lists %s (%s)", strings.Join(loops, " "), node.NMGlobalDNSSource(g)))
+			why = append(why, fmt.Sprintf("NetworkManager's global DNS lists %s, from %s", strings.Join(loops, " "), node.NMGlobalDNSSource(g)))
 		}
 		return why
 	}

@@ -100,7 +100,7 @@ func TestPlanNetworkManager(t *testing.T) {
 				servers: []netip.Addr{upstream53}, domains: []string{"example.org"}},
 			write:   ours([]netip.Addr{upstream53}),
 			reloads: []ReloadNetworkManager{{Expect: []netip.Addr{upstream53}}},
-			reason:  "NetworkManager's global DNS lists 169.254.25.10 ([global-dns-domain-*] servers= in /etc/NetworkManager/conf.d/dns.conf:3)", upstream: NMUpstreamSource,
+			reason:  "NetworkManager's global DNS lists 169.254.25.10, from [global-dns-domain-*] servers= in /etc/NetworkManager/conf.d/dns.conf:3", upstream: NMUpstreamSource,
 		},
 		{
 			name:  "DHCP search domain only",
