@@ -3,11 +3,15 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nodedns/nodedns/internal/golden"
+	"github.com/nodedns/nodedns/networkmanager"
 	"github.com/nodedns/nodedns/probes"
 )
 
@@ -97,5 +101,32 @@ func TestKubesprayNetworkManagerRoot(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(root, "etc/resolv.conf"), []byte(origResolv), 0o644))
 	if diff := cmp.Diff(orig, treeState(t, root)); diff != "" {
 		t.Errorf("restore did not give back the original tree (-orig +now):\n%s", diff)
+	}
+}
+
+// TestNetworkManagerFIFOInputs: a FIFO as a conf.d file, the intern file, a keyfile or a device
+// state file of NetworkManager never blocks plan or check (the real binary runs with a deadline),
+// and the file is named (a keyfile that is not a regular file is no profile, for NM or nodedns: it
+// is skipped). A conf.d file NM cannot read blocks zz-nodedns.conf; nothing else of the node waits
+// for it.
+func TestNetworkManagerFIFOInputs(t *testing.T) {
+	for _, p := range []string{
+		"/etc/NetworkManager/conf.d/dns.conf",
+		networkmanager.InternConfPath,
+		"/etc/NetworkManager/system-connections/enp1s0.nmconnection",
+		"/run/NetworkManager/devices/2",
+	} {
+		t.Run(p, func(t *testing.T) {
+			root := copyTree(t, "testdata/kubespray/networkmanager")
+			full := filepath.Join(root, p)
+			must(t, os.Remove(full))
+			must(t, syscall.Mkfifo(full, 0o644))
+			for _, args := range [][]string{{"plan"}, {"check", "-o", "json"}} {
+				r := runBin(t, 10*time.Second, append([]string{"--root", root}, args...)...)
+				if !strings.Contains(r.out, p) && !strings.Contains(p, "system-connections") {
+					t.Errorf("%s (exit %d) does not name %s:\n%s", args[0], r.code, p, r.out)
+				}
+			}
+		})
 	}
 }
