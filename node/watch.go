@@ -22,8 +22,11 @@ import (
 // this package walks Observe and a plan on the seed nodes and fails on any path outside it.
 //
 // Not declared, on purpose: /sys/class/net (sysfs sends no inotify events; a link that comes or
-// goes shows in networkd's link and lease files, which are watched) and the nodedns unit with its
-// drop-ins and .wants links (read for the boot.persistence check only; no plan depends on them).
+// goes shows in networkd's link and lease files, which are watched), the nodedns unit with its
+// drop-ins and .wants links (read for the boot.persistence check only; no plan depends on them), and
+// nodedns's own backups (BackupDir: only nodedns's own passes write them, so watching them would
+// only make every first backup start another pass; the intern file NetworkManager changes after
+// the backup is watched).
 func Watches(cfg config.Config, s *Snapshot) []files.Watch {
 	var ws []files.Watch
 	ws = append(ws, leases.Watches()...)
@@ -41,9 +44,6 @@ func Watches(cfg config.Config, s *Snapshot) []files.Watch {
 		files.Watch{Dir: path.Dir(DhclientConf), Match: files.Names(path.Base(DhclientConf))},
 		files.Watch{Dir: path.Dir(DhclientHook), Match: files.Names(path.Base(DhclientHook))},
 	)
-	// The backup manifest and its copies: the intern file NetworkManager dropped its D-Bus global
-	// DNS from (networkmanager.go readBackup).
-	ws = append(ws, files.Watch{Dir: BackupDir, Match: func(n string) bool { return n == files.ManifestName || isSHA256(n) }})
 	for _, d := range networkDirs {
 		ws = append(ws, files.Watch{Dir: d, Match: files.Suffix(".network"), Complete: files.NewlineTerminated})
 	}
@@ -76,17 +76,4 @@ func completeResolv(b []byte) error {
 func completeYAML(b []byte) error {
 	var v any
 	return yaml.Unmarshal(b, &v)
-}
-
-// isSHA256 matches the name of a backup copy: 64 lowercase hex digits.
-func isSHA256(n string) bool {
-	if len(n) != 64 {
-		return false
-	}
-	for _, c := range n {
-		if !strings.ContainsRune("0123456789abcdef", c) {
-			return false
-		}
-	}
-	return true
 }
