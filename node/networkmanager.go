@@ -88,8 +88,11 @@ func (n *NetworkManager) DHCPDevices() []NMDevice {
 
 // NMOwnsResolvConf reports whether NetworkManager writes /etc/resolv.conf, so nodedns must never
 // edit it (NM rewrites it on every reload or restart: a write war) and fixes NM instead: NM's
-// header or symlink, or NM on the bus saying it writes the file (DNS mode default or dnsmasq, a
-// resolv.conf manager other than unmanaged) while the file is not systemd-resolved's.
+// header or symlink, or NM on the bus saying it writes the file itself (DNS mode default or
+// dnsmasq, rc-manager file) while the file is not systemd-resolved's. With rc-manager symlink NM
+// 1.42 leaves a regular /etc/resolv.conf alone (it writes only /run/NetworkManager/resolv.conf),
+// and with resolvconf or netconfig another program writes the file: the symlink or the header
+// tells those apart.
 func (s *Snapshot) NMOwnsResolvConf() bool {
 	n := &s.NetworkManager
 	if n.OwnsResolvConf {
@@ -98,7 +101,7 @@ func (s *Snapshot) NMOwnsResolvConf() bool {
 	if n.Live == nil || s.ResolvConfManagedByResolved() {
 		return false
 	}
-	return (n.Live.DNSMode == "default" || n.Live.DNSMode == "dnsmasq") && n.Live.RcManager != "unmanaged" && n.Live.RcManager != ""
+	return (n.Live.DNSMode == "default" || n.Live.DNSMode == "dnsmasq") && n.Live.RcManager == "file"
 }
 
 // nmFileKind bounds a NetworkManager file read here (networkmanager.MaxFileSize).
