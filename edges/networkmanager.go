@@ -206,13 +206,13 @@ func (n *NetworkManager) logDecision(s *node.Snapshot, bus string) {
 
 // liveDevices turns NM's devices into the snapshot's: those with DHCP options, by ifindex (from
 // the IP interface's name: NM 1.42's Device has no Ifindex), with the connection profile the device
-// state file names.
+// state file names. NM's answer wins for every device it reports; a device state file of a device
+// NM does not report (yet: NM restarted a moment ago and has not realized it) stands, so a restart
+// of NM does not make its DHCP servers and domains vanish for a pass and the override flap.
 func (n *NetworkManager) liveDevices(devs []bus.Device, fromFiles []node.NMDevice) []node.NMDevice {
 	var out []node.NMDevice
+	reported := map[int]bool{}
 	for _, d := range devs {
-		if d.DHCP4 == nil && d.DHCP6 == nil {
-			continue
-		}
 		name := d.IPInterface
 		if name == "" {
 			name = d.Interface
@@ -223,6 +223,12 @@ func (n *NetworkManager) liveDevices(devs []bus.Device, fromFiles []node.NMDevic
 			if idx, err = n.ifIndex(name); err != nil {
 				n.log().Debug("NetworkManager device without a link", "device", d.Path, "interface", name, "err", err)
 			}
+		}
+		if idx > 0 {
+			reported[idx] = true
+		}
+		if d.DHCP4 == nil && d.DHCP6 == nil {
+			continue
 		}
 		nd := node.NMDevice{IfIndex: idx, IfName: name, Source: fmt.Sprintf("NetworkManager device %s (D-Bus)", name)}
 		if i := slices.IndexFunc(fromFiles, func(f node.NMDevice) bool { return f.IfIndex == idx && idx > 0 }); i >= 0 {
@@ -235,6 +241,11 @@ func (n *NetworkManager) liveDevices(devs []bus.Device, fromFiles []node.NMDevic
 			nd.DHCP6 = networkmanager.DHCP6DNS(d.DHCP6)
 		}
 		out = append(out, nd)
+	}
+	for _, f := range fromFiles {
+		if !reported[f.IfIndex] {
+			out = append(out, f)
+		}
 	}
 	slices.SortFunc(out, func(a, b node.NMDevice) int { return a.IfIndex - b.IfIndex })
 	return out

@@ -96,6 +96,18 @@ func TestNMObserve(t *testing.T) {
 		t.Errorf("profiles: %+v", nm.Connections)
 	}
 
+	// NM just restarted: it reports lo only; enp1s0's device state file stands until NM reports it.
+	f.devices = f.devices[:1]
+	s3 := &node.Snapshot{NetworkManager: node.NetworkManager{OwnsResolvConf: true, Devices: []node.NMDevice{
+		{IfIndex: 1, IfName: "lo", Source: "/run/NetworkManager/devices/1", DHCP4: networkmanager.DHCPDNS{Search: []string{"stale.example"}}},
+		{IfIndex: 2, IfName: "enp1s0", Source: "/run/NetworkManager/devices/2", DHCP4: networkmanager.DHCPDNS{Search: []string{"example.org"}}}}}}
+	if err := n.Observe(context.Background(), s3); err != nil {
+		t.Fatal(err)
+	}
+	if got := s3.NetworkManager.Devices; len(got) != 1 || got[0].Source != "/run/NetworkManager/devices/2" {
+		t.Errorf("devices while NM has not realized enp1s0: %+v", got)
+	}
+
 	// NM off the bus: the files stand.
 	f.owner = ""
 	s2 := &node.Snapshot{NetworkManager: node.NetworkManager{RunDir: true}}
