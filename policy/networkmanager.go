@@ -177,7 +177,15 @@ func NMOverride(s *node.Snapshot, f Facts) networkmanager.Override {
 		}
 		searches = append(searches, d)
 	}
-	return networkmanager.Override{Servers: slices.Clone(f.Upstreams), Searches: searches}
+	// NM 1.42's global DNS takes plain addresses only: a link-local upstream with a zone
+	// (fe80::1%eth0) cannot be written there.
+	var servers []netip.Addr
+	for _, a := range f.Upstreams {
+		if a.Zone() == "" {
+			servers = append(servers, a)
+		}
+	}
+	return networkmanager.Override{Servers: servers, Searches: searches}
 }
 
 // nmReload is the reload that makes a change of NetworkManager's configuration count; it backs up
@@ -226,6 +234,10 @@ func (p *Plan) networkManager(s *node.Snapshot) {
 		return
 	}
 	o := NMOverride(s, p.Facts)
+	if len(o.Servers) == 0 {
+		p.block(target, "%s, but the upstreams (%s) are link-local addresses with a zone, which NetworkManager 1.42's global DNS does not take; set `upstreams` in the config", strings.Join(why, "; "), addrList(p.Facts.Upstreams))
+		return
+	}
 	after, err := networkmanager.RenderOverride(o)
 	if err != nil {
 		p.block(target, "%v", err)

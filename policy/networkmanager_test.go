@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"strings"
@@ -280,5 +281,84 @@ func TestNetworkManagerFacts(t *testing.T) {
 		if c.Path == networkmanager.NodeDNSConfPath {
 			t.Errorf("zz-nodedns.conf planned while NM does not write resolv.conf")
 		}
+	}
+}
+
+// TestPlanNetworkManagerInvariants is invariants 1 and 2 over generated NetworkManager nodes: a
+// global DNS from a conf.d file or set over D-Bus, DHCP servers and domains, static search domains,
+// config upstreams, all drawn from the pools of TestPlanInvariants. Every zz-nodedns.conf written
+// lists 1 to 3 servers, none a loop address, and no DHCP or cluster search domain; NM's
+// resolv.conf is never edited; with no upstream the override is blocked, never written.
+func TestPlanNetworkManagerInvariants(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var writes, blocked int
+	for i := range 3000 {
+		cfg := config.Default()
+		cfg.ClusterDNS = []netip.Addr{clusterIP}
+		if r.IntN(4) == 0 {
+			for _, a := range pick(r, addrPool, 2) {
+				cfg.Upstreams = append(cfg.Upstreams, netip.MustParseAddr(a))
+			}
+		}
+		fsys := networkmanager.MapFS{}
+		global := func() string {
+			var ss []string
+			for _, a := range pick(r, addrPool, 3) {
+				if !strings.Contains(a, "%") {
+					ss = append(ss, a)
+				}
+			}
+			return strings.Join(ss, ",")
+		}
+		switch r.IntN(3) {
+		case 0:
+			fsys["/etc/NetworkManager/conf.d/dns.conf"] = "[global-dns-domain-*]\nservers=" + global() + "\n[global-dns]\nsearches=" + strings.Join(pick(r, domainPool, 3), ",") + "\n"
+		case 1:
+			fsys[networkmanager.InternConfPath] = "[.intern.global-dns]\nsearches=" + strings.Join(pick(r, domainPool, 2), ",") + "\n[.intern.global-dns-domain-*]\nservers=" + global() + "\n"
+		}
+		if r.IntN(2) == 0 {
+			fsys["/etc/NetworkManager/system-connections/enp1s0.nmconnection"] = "[connection]\nuuid=" + nmConnUUID + "\n[ipv4]\ndns-search=" + strings.Join(pick(r, domainPool, 2), ";") + "\n"
+		}
+		n := nmNode{files: fsys, resolv: nmHeader + resolvText(pick(r, addrPool, 3), pick(r, domainPool, 2)), domains: pick(r, domainPool, 2)}
+		for _, a := range pick(r, addrPool, 3) {
+			if !strings.Contains(a, "%") {
+				n.servers = append(n.servers, netip.MustParseAddr(a))
+			}
+		}
+		s := n.snapshot(t)
+		p := Compute(s, cfg)
+		f := p.Facts
+		for _, c := range p.Changes {
+			if c.Path == node.EtcResolvConf {
+				t.Fatalf("case %d: NM's resolv.conf edited", i)
+			}
+			if c.Path != networkmanager.NodeDNSConfPath || c.Op != OpWrite {
+				continue
+			}
+			writes++
+			o, err := networkmanager.ParseOverride(c.Path, c.After)
+			if err != nil || len(o.Servers) < 1 || len(o.Servers) > 3 {
+				t.Fatalf("case %d: override with %d servers (%v):\n%s", i, len(o.Servers), err, c.After)
+			}
+			for _, a := range o.Servers {
+				if f.IsLoop(a, true) {
+					t.Fatalf("case %d: override lists loop address %s:\n%s", i, a, c.After)
+				}
+			}
+			for _, d := range o.Searches {
+				if f.IsDHCPDomain(d) || f.IsClusterDomain(d) {
+					t.Fatalf("case %d: override searches %s:\n%s", i, d, c.After)
+				}
+			}
+		}
+		if slices.ContainsFunc(p.Blocked, func(b Blocked) bool { return b.Target == networkmanager.NodeDNSConfPath }) {
+			blocked++
+			if slices.ContainsFunc(f.Upstreams, func(a netip.Addr) bool { return a.Zone() == "" }) {
+				t.Fatalf("case %d: override blocked with upstreams %v: %v", i, f.Upstreams, p.Blocked)
+			}
+		}
+	}
+	if writes < 500 || blocked < 10 {
+		t.Errorf("generator too narrow: %d overrides written, %d blocked", writes, blocked)
 	}
 }
