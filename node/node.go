@@ -165,6 +165,9 @@ type Snapshot struct {
 	DhclientConf bool // /etc/dhcp/dhclient.conf exists: dhclient is in use or may be
 	DhclientHook Managed
 
+	// NetworkManager is NM's configuration, profiles and DHCP state (networkmanager.go).
+	NetworkManager NetworkManager
+
 	Unit Unit
 
 	// Files is the reader the snapshot was read with, for readers that come later (the checks'
@@ -230,6 +233,7 @@ func Observe(r files.Reader, cfg config.Config, now time.Time) *Snapshot {
 		s.DhclientConf = true
 	}
 	s.DhclientHook = s.readManaged(r, DhclientHook)
+	s.readNetworkManager(r)
 	s.Unit = s.readUnit(r)
 	return s
 }

@@ -64,7 +64,8 @@ func (r *recorder) ResolveLink(p string) (string, error) {
 // notWatched are the inputs node.Watches leaves out on purpose (see its doc).
 func notWatched(p string) bool {
 	return strings.HasPrefix(p, files.SysClassNet+"/") || p == files.SysClassNet ||
-		strings.Contains(p, "/systemd/system") // the nodedns unit, its drop-ins and .wants links: boot.persistence only
+		strings.Contains(p, "/systemd/system") || // the nodedns unit, its drop-ins and .wants links: boot.persistence only
+		strings.HasPrefix(p, node.BackupDir+"/") // nodedns's own backups: only its own passes write them
 }
 
 // TestWatchesCoverEveryRead walks what Observe reads and what a plan writes on the seed nodes, the
@@ -77,7 +78,9 @@ func TestWatchesCoverEveryRead(t *testing.T) {
 		"seed 002": "../cmd/nodedns/testdata/seeds/002",
 		"seed 003": "../cmd/nodedns/testdata/seeds/003",
 		"example":  "../examples/kubespray-host-resolvconf",
-		"networkd": networkdNode(t),
+		// NetworkManager's configuration, profiles, intern file and device state (issue 12).
+		"kubespray networkmanager": "../cmd/nodedns/testdata/kubespray/networkmanager",
+		"networkd":                 networkdNode(t),
 	}
 	cfg := config.Default()
 	for name, root := range roots {

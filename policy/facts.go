@@ -85,6 +85,8 @@ func Derive(s *node.Snapshot, cfg config.Config) Facts {
 		}
 	}
 
+	f.addNetworkManager(s) // its devices' DHCP links and domains (networkmanager.go)
+
 	// DHCP search domains: every lease file, expired or not (a server that handed a domain out once
 	// will again), plus resolved's per-link search domains on DHCP links.
 	for _, l := range s.Leases {
@@ -152,6 +154,9 @@ func (f Facts) upstreams(s *node.Snapshot, cfg config.Config) ([]netip.Addr, str
 			rs = append(rs, s.ResolvedResolv.File.Nameservers()...)
 		}
 		srcs = append(srcs, source{"systemd-resolved", rs})
+	}
+	if s.NetworkManager.InUse() {
+		srcs = append(srcs, source{NMUpstreamSource, nmDHCPServers(s)})
 	}
 	var ls []netip.Addr
 	for _, l := range s.Leases {

@@ -22,6 +22,9 @@ func (resolvConfLoop) Run(_ context.Context, env *Env) Result {
 	}
 	// The host's own libc may use a loopback stub (127.0.0.53): only cache and cluster addresses loop.
 	if bad := loopAddrs(env, rc.File.Nameservers(), false); len(bad) > 0 {
+		if env.Snapshot.NMOwnsResolvConf() {
+			return nmResolvConfLoop(env, bad, rc.File.Nameservers()) // check_networkmanager.go
+		}
 		hint := hintApply + ", or remove the line"
 		if env.Snapshot.ResolvConfManagedByResolved() {
 			hint = "systemd-resolved serves it: " + hintApply
