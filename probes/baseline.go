@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodedns/nodedns/config"
 	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/policy"
 )
 
 // StatePath is the node path of the reboot baseline (docs/contract.md "Where things live": /var/lib/nodedns).
@@ -58,6 +59,12 @@ func ParseBaseline(data []byte) (Baseline, error) {
 	if b.BootID == "" {
 		return b, fmt.Errorf("%s: no bootID", StatePath)
 	}
+	// A baseline written before kernel-made addresses were left out may list the interface's old
+	// fe80::, which no boot brings back (currentBaseline).
+	b.Addresses = slices.DeleteFunc(b.Addresses, func(s string) bool {
+		p, err := netip.ParsePrefix(s)
+		return err == nil && policy.KernelMade(p.Addr())
+	})
 	return b, nil
 }
 
@@ -81,7 +88,11 @@ func (env *Env) currentBaseline(ctx context.Context) Baseline {
 	}
 	b.Interface, b.LinkType = nv.link.Name, nv.link.Type
 	for _, p := range nv.link.Addrs {
-		b.Addresses = append(b.Addresses, p.String())
+		// The kernel's fe80:: follows the interface's MAC, which a bridge or dummy gets afresh at
+		// every boot: not something the next boot must bring back (nor a cache address).
+		if !policy.KernelMade(p.Addr()) {
+			b.Addresses = append(b.Addresses, p.String())
+		}
 	}
 	for _, r := range nv.routes {
 		if r.LinkIndex == nv.link.Index {

@@ -82,7 +82,7 @@ var IDs = []string{
 	"resolvconf.loop", "resolvconf.search", "resolvconf.nameservers", "kubelet.resolvconf",
 	"resolved.dns", "resolved.domains", "dhcp.search", "addressing.static",
 	"nodelocaldns.interface", "nodelocaldns.routes", "nodelocaldns.iptables", "nodelocaldns.dns",
-	"dns.loop", "dns.search-nxdomain", "boot.persistence",
+	"nodelocaldns.pods", "dns.loop", "dns.search-nxdomain", "boot.persistence",
 }
 
 // All returns the checks in IDs order.
@@ -91,7 +91,7 @@ func All() []Check {
 		resolvConfLoop{}, resolvConfSearch{}, resolvConfNameservers{}, kubeletResolvConf{},
 		resolvedDNS{}, resolvedDomains{}, dhcpSearch{}, addressingStatic{},
 		nodelocalInterface{}, nodelocalRoutes{}, nodelocalIptables{}, nodelocalDNS{},
-		dnsLoop{}, searchNXDomain{}, bootPersistence{},
+		nodelocalPods{}, dnsLoop{}, searchNXDomain{}, bootPersistence{},
 	}
 }
 
