@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nodedns/nodedns/config"
@@ -60,9 +61,17 @@ func ParseBaseline(data []byte) (Baseline, error) {
 		return b, fmt.Errorf("%s: no bootID", StatePath)
 	}
 	// A baseline written before kernel-made addresses were left out may list the interface's old
-	// fe80::, which no boot brings back (currentBaseline).
+	// fe80:: and its local route, which no boot brings back (currentBaseline).
 	b.Addresses = slices.DeleteFunc(b.Addresses, func(s string) bool {
 		p, err := netip.ParsePrefix(s)
+		return err == nil && policy.KernelMade(p.Addr())
+	})
+	b.Routes = slices.DeleteFunc(b.Routes, func(s string) bool {
+		f := strings.Fields(s) // local PREFIX dev NAME table local
+		if len(f) < 2 {
+			return false
+		}
+		p, err := netip.ParsePrefix(f[1])
 		return err == nil && policy.KernelMade(p.Addr())
 	})
 	return b, nil
@@ -95,7 +104,7 @@ func (env *Env) currentBaseline(ctx context.Context) Baseline {
 		}
 	}
 	for _, r := range nv.routes {
-		if r.LinkIndex == nv.link.Index {
+		if r.LinkIndex == nv.link.Index && !policy.KernelMade(r.Dst.Addr()) {
 			b.Routes = append(b.Routes, "local "+r.Dst.String()+" dev "+nv.link.Name+" table local")
 		}
 	}

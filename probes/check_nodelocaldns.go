@@ -247,7 +247,15 @@ func (nodelocalRoutes) Run(ctx context.Context, env *Env) Result {
 			rs = append(rs, fmt.Sprintf("`%s` catches %s to %s before the local table", ruleString(b.Rule), who, b.Addr))
 		}
 		problems = append(problems, strings.Join(rs, "; "))
-		h := fmt.Sprintf("add `%s rule add to %s lookup local priority %d` ahead of it", ipCmd(bypass[0].Addr), bypass[0].Addr, max(bypass[0].Rule.Priority-1, 0))
+		// One rule per address caught, each ahead of the first rule that catches it.
+		var adds []string
+		for _, b := range bypass {
+			add := fmt.Sprintf("`%s rule add to %s lookup local priority %d`", ipCmd(b.Addr), b.Addr, max(b.Rule.Priority-1, 0))
+			if !slices.ContainsFunc(adds, func(s string) bool { return strings.Contains(s, " to "+b.Addr.String()+" ") }) {
+				adds = append(adds, add)
+			}
+		}
+		h := "add " + strings.Join(adds, " and ") + " ahead of it"
 		if len(iifs) > 0 {
 			h += " (pods behind " + strings.Join(uniq(iifs), ", ") + " cannot reach the cache: EKS security groups for pods, docs/incidents.md incident 004)"
 		}
