@@ -71,6 +71,12 @@ type Live struct {
 	podsErr error
 }
 
+// ProbeRounds is how many DNS rounds a live report waits for one after the other, each bounded by
+// probes.timeout whatever the number of addresses and pods: nodelocaldns.dns (the host's probes, shared
+// with dns.loop), nodelocaldns.pods, dns.loop's random name and dns.search-nxdomain. A caller with a
+// deadline (node-problem-detector's rule timeout) needs that many timeouts and a little more.
+const ProbeRounds = 4
+
 // NewLive returns the real node's live seams. timeout bounds every DNS query (config probes.timeout).
 func NewLive(timeout time.Duration, state StateStore) *Live {
 	return &Live{
