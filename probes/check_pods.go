@@ -58,7 +58,7 @@ func (nodelocalPods) Run(ctx context.Context, env *Env) Result {
 	if len(targets) == 0 {
 		return Result{Status: Unknown, Message: fmt.Sprintf("%s does not answer the host either (see nodelocaldns.dns): whether the %d pod network namespaces reach it cannot be told", what, len(pods))}
 	}
-	probed := pods[:min(len(pods), maxPods)]
+	probed := pickPods(pods, maxPods)
 	rep := l.ProbePods(ctx, probed, podnet.Query{Name: clusterName(env), Targets: targets, Timeout: env.Config.Probes.Timeout})
 	if rep.HostErr != nil {
 		return Result{Status: Unknown, Message: "the host's comparison queries could not be sent: " + rep.HostErr.Error()}
@@ -82,7 +82,7 @@ func (nodelocalPods) Run(ctx context.Context, env *Env) Result {
 	}
 	of := fmt.Sprintf("%d pod network namespaces", len(entered))
 	if len(pods) > len(probed) {
-		of += fmt.Sprintf(" (the first %d of %d, probes.maxPods)", len(probed), len(pods))
+		of += fmt.Sprintf(" (%d of %d, probes.maxPods, every kind of host-side interface among them)", len(probed), len(pods))
 	}
 	if len(notEntered) > 0 {
 		of += fmt.Sprintf("; %s could not be entered (gone meanwhile?): %v", strings.Join(notEntered, ", "), firstErr)
@@ -90,8 +90,12 @@ func (nodelocalPods) Run(ctx context.Context, env *Env) Result {
 
 	failures := rep.Failures()
 	if len(failures) == 0 {
+		names := strings.Join(entered, ", ")
+		if len(entered) > maxNamed {
+			names = fmt.Sprintf("%s and %d more", strings.Join(entered[:maxNamed], ", "), len(entered)-maxNamed)
+		}
 		return Result{Status: OK, Message: fmt.Sprintf("%s answers %s on %s over udp and tcp, as it answers the host: %s (%s)",
-			what, strings.Join(entered, ", "), addrList(targets), of, rep.Elapsed.Round(1e6))}
+			what, names, addrList(targets), of, rep.Elapsed.Round(1e6))}
 	}
 	var labels, each []string
 	for _, f := range failures {
@@ -106,6 +110,52 @@ func (nodelocalPods) Run(ctx context.Context, env *Env) Result {
 	msg := fmt.Sprintf("%s %s no answer from %s on %s, which answers the host (%d of %d pods): %s; probed from %s",
 		strings.Join(labels, ", "), verb, what, addrList(targets), len(failures), len(entered), strings.Join(each, "; "), of)
 	return Result{Status: Problem, Message: msg, Hint: podsHint(env, p.mode.Interface(), failures, targets)}
+}
+
+// maxNamed bounds how many answered pods an ok message names.
+const maxNamed = 8
+
+// cniPrefixes are the host-side interface names CNIs give pod veths (Cilium lxc…, AWS VPC CNI eni…
+// and branch-ENI vlan…, Calico cali…, generic veth…, GKE gke…, Azure azv…): pods behind different
+// kinds take different datapaths (docs/incidents.md, incident 004 cuts off the vlan… pods only).
+var cniPrefixes = []string{"lxc", "vlan", "eni", "cali", "veth", "gke", "azv", "tap", "cni"}
+
+// ifKind is the kind of a host-side interface: its CNI prefix, else its first three characters.
+func ifKind(name string) string {
+	for _, p := range cniPrefixes {
+		if strings.HasPrefix(name, p) {
+			return p
+		}
+	}
+	return name[:min(len(name), 3)]
+}
+
+// pickPods picks at most max pods to probe, stable from run to run: round-robin over the kinds of
+// host-side interface, each kind in name order, so that with more pods than probes.maxPods every
+// datapath present is still asked from (a few branch-ENI pods among hundreds of others).
+func pickPods(pods []podnet.Pod, max int) []podnet.Pod {
+	if len(pods) <= max {
+		return pods
+	}
+	var kinds []string
+	byKind := map[string][]podnet.Pod{}
+	for _, p := range pods {
+		k := ifKind(p.HostIf)
+		if _, ok := byKind[k]; !ok {
+			kinds = append(kinds, k)
+		}
+		byKind[k] = append(byKind[k], p)
+	}
+	var out []podnet.Pod
+	for i := 0; len(out) < max; i++ {
+		for _, k := range kinds {
+			if i < len(byKind[k]) && len(out) < max {
+				out = append(out, byKind[k][i])
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b podnet.Pod) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // failedQueries describes a pod's failed queries: one outcome for all when every query to every

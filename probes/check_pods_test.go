@@ -256,7 +256,11 @@ func TestPodsCheck(t *testing.T) {
 			pods:      fakePods{pods: []podnet.Pod{pod("ipvlan-0", "")}, outcome: map[string]podnet.Outcome{"ipvlan-0": podnet.Refused}},
 			hostPIDNS: true, want: Problem, msg: []string{"ipvlan-0 (host-side interface not found)", "refused"}},
 		{name: "at most probes.maxPods, the first by name", pods: fakePods{pods: many(20)}, hostPIDNS: true,
-			want: OK, msg: []string{"the first 16 of 20, probes.maxPods"}, probed: podNames(many(16))},
+			want: OK, msg: []string{"16 of 20, probes.maxPods", "pod-07 and 8 more"}, notIn: []string{"pod-08"}, probed: podNames(many(16))},
+		{name: "a branch-ENI pod among many others is still asked from", hostPIDNS: true,
+			pods: fakePods{pods: append(many(20), pod("zz-api-0", apiPod.HostIf)), outcome: map[string]podnet.Outcome{"zz-api-0": podnet.Timeout}},
+			want: Problem, msg: []string{"zz-api-0 (host side vlan8c0e1d2f3a4) gets no answer", "16 of 21, probes.maxPods"},
+			probed: append(podNames(many(15)), "zz-api-0")},
 		{name: "no namespace could be entered", pods: fakePods{pods: []podnet.Pod{webPod}, enter: map[string]error{"web-0": errors.New("enter namespace: operation not permitted")}},
 			hostPIDNS: true, want: Unknown, msg: []string{"no pod network namespace could be entered", "operation not permitted"}, hint: []string{"CAP_SYS_ADMIN"}},
 		{name: "a pod gone meanwhile does not hide the others",
@@ -282,6 +286,28 @@ func TestPodsCheck(t *testing.T) {
 				t.Errorf("mentions the kernel's fe80:: address: %s (%s)", r.Message, r.Hint)
 			}
 		})
+	}
+}
+
+func TestPickPods(t *testing.T) {
+	var pods []podnet.Pod
+	for i := range 6 {
+		pods = append(pods, pod(fmt.Sprintf("a-%d", i), fmt.Sprintf("lxc%012d", i)))
+	}
+	pods = append(pods, pod("b-0", "vlanc6461fc2633"), pod("b-1", "vlan8c0e1d2f3a4"), pod("c-0", "eni1a2b3c4d5e6"), pod("d-0", ""), pod("e-0", "weird0"))
+	tests := []struct {
+		max  int
+		want []string
+	}{
+		{20, podNames(pods)},
+		{5, []string{"a-0", "b-0", "c-0", "d-0", "e-0"}},
+		{7, []string{"a-0", "a-1", "b-0", "b-1", "c-0", "d-0", "e-0"}},
+		{3, []string{"a-0", "b-0", "c-0"}},
+	}
+	for _, tc := range tests {
+		if got := podNames(pickPods(pods, tc.max)); !slices.Equal(got, tc.want) {
+			t.Errorf("max %d: %v, want %v", tc.max, got, tc.want)
+		}
 	}
 }
 
