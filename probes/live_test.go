@@ -485,6 +485,36 @@ nft add rule inet nstest_seed000 pre iifname "lxc*" ip6 daddr `+cacheAddr6+` dro
 		judge(t, []string{"bpf.hostLegacyRouting=true", "LocalRedirectPolicy", "cilium#36761"}, nil)
 	})
 
+	t.Run("ip6 NOTRACK rules from ip6tables-legacy or an nft inet table", func(t *testing.T) {
+		// Either is where node-cache or an operator may have put them: both count as the iptables-nft
+		// ones do (docs/contract.md "Check ids", nodelocaldns.iptables).
+		needTools(t, "ip6tables-legacy", "ip6tables-legacy-save")
+		for _, v := range []struct{ name, add, del string }{
+			{"ip6tables-legacy",
+				`for c in PREROUTING OUTPUT; do for p in udp tcp; do ip6tables-legacy -t raw -A $c -d ` + cacheAddr6 + `/128 -p $p --dport 53 -j NOTRACK; done; done`,
+				"ip6tables-legacy -t raw -F"},
+			{"nft inet table",
+				`nft add table inet nstest_raw
+nft add chain inet nstest_raw pre '{ type filter hook prerouting priority -300; }'
+nft add chain inet nstest_raw out '{ type filter hook output priority -300; }'
+for c in pre out; do for p in udp tcp; do nft add rule inet nstest_raw $c ip6 daddr ` + cacheAddr6 + ` $p dport 53 notrack; done; done`,
+				"nft delete table inet nstest_raw"},
+		} {
+			t.Run(v.name, func(t *testing.T) {
+				n.nd.Run(t, "set -e\nip6tables -t raw -F\n"+v.add)
+				defer func() {
+					n.nd.Run(t, v.del)
+					n.cache.Notrack(t, "-A", netip.MustParseAddr(cacheAddr6))
+					n.requireHealthy(t, "after "+v.name)
+				}()
+				rep, code := n.check(t)
+				if r := byID(rep)["nodelocaldns.iptables"]; r.Status != probes.OK || code != 0 || !strings.Contains(r.Message, "fd00:25::10") {
+					t.Errorf("exit %d, nodelocaldns.iptables %s: %s", code, r.Status, r.Message)
+				}
+			})
+		}
+	})
+
 	t.Run("CoreDNS forwarding through a resolved stub that forwards back to the cache", func(t *testing.T) {
 		n.nd.SystemBus(t)
 		n.nd.Run(t, `set -e
