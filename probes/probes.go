@@ -4,7 +4,7 @@
 //
 // The files: probes.go is the report, the Env every check reads and the message helpers the checks
 // share; check_<family>.go holds the checks of one family of ids (resolvconf, kubelet, resolved,
-// dhcp, addressing, nodelocaldns, dns, boot); parse_<format>.go a parser of outside input the live
+// dhcp, addressing, nodelocaldns, pods, dns, boot); parse_<format>.go a parser of outside input the live
 // checks use (iptables-save, nf_tables expressions, the Corefile, /proc): pure functions of bytes,
 // of decoded expressions or of a directory root, with no check logic, each with a table test and the
 // decoders with a fuzz target (as CoreDNS's loop plugin parses in setup.go and acts in loop.go). live.go is the running node as the live checks
