@@ -51,11 +51,13 @@ func Derive(s *node.Snapshot, cfg config.Config) Facts {
 	}
 
 	// Cache addresses: config, then the interface's (live, added by the live layer into the snapshot),
-	// then kubelet's clusterDNS when link-local (kubespray points kubelet at the cache).
+	// then kubelet's clusterDNS when link-local or in fd00::/8 (kubespray points kubelet at the
+	// cache). Never an address the kernel made by itself (an up interface's fe80::).
 	f.CacheAddrs = appendNew(f.CacheAddrs, cfg.NodeLocalDNS.Addresses...)
 	f.CacheAddrs = appendNew(f.CacheAddrs, s.CacheInterfaceAddrs...)
+	f.CacheAddrs = slices.DeleteFunc(f.CacheAddrs, KernelMade)
 	for _, a := range s.Kubelet.ClusterDNS {
-		if a.IsLinkLocalUnicast() {
+		if KubeletNamesCache(a) {
 			f.CacheAddrs = appendNew(f.CacheAddrs, a)
 		} else {
 			// A routable clusterDNS in kubelet's config is the CoreDNS service (no node-local cache, or
