@@ -220,6 +220,14 @@ func (p *Plan) networkManager(s *node.Snapshot) {
 	}
 	why := NMOverrideReasons(s, p.Facts)
 	if len(why) == 0 {
+		if cur.Exists && len(nm.DHCPDevices()) == 0 && !nm.Others.GlobalDNS().Overrides() {
+			// No device reports DHCP options right now: NetworkManager is (re)starting or a lease is
+			// pending (seen with 1.42.4: for a few ms after a restart NM is on the bus with its
+			// devices not yet configured). Whether DHCP hands out a search domain cannot be told,
+			// so the override stays; removing it would let NM put the domain back for a moment.
+			p.nmStale(s)
+			return
+		}
 		if cur.Exists {
 			p.Changes = append(p.Changes, Change{Path: target, Target: target, Op: OpRemove, Before: cur.Data,
 				Reason: "NetworkManager's own configuration no longer puts a loop address or a DHCP search domain into /etc/resolv.conf"})

@@ -126,6 +126,13 @@ func TestPlanNetworkManager(t *testing.T) {
 			write: "-", reloads: []ReloadNetworkManager{{}}, upstream: NMUpstreamSource,
 		},
 		{
+			// NM restarting: on the bus, no device reports DHCP options yet. The override cannot be
+			// judged unneeded, so it stays (removing it let NM put example.org back for a moment).
+			name:     "override kept while no device reports DHCP options",
+			node:     nmNode{files: networkmanager.MapFS{networkmanager.NodeDNSConfPath: ours([]netip.Addr{upstream53})}, resolv: nmHeader + "nameserver 10.66.0.53\n"},
+			upstream: "/etc/resolv.conf",
+		},
+		{
 			name: "override in place, NM reloaded",
 			node: nmNode{files: networkmanager.MapFS{"/etc/NetworkManager/conf.d/dns.conf": kubesprayDNSConf, networkmanager.NodeDNSConfPath: ours([]netip.Addr{upstream53})},
 				resolv: fixedResolv, servers: []netip.Addr{upstream53}, domains: []string{"example.org"}},
