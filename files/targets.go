@@ -1,10 +1,13 @@
 package files
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // ManagedPaths are the node paths nodedns writes whatever its config says (docs/contract.md, "What
@@ -181,4 +184,86 @@ func (s *Store) restorable(entries []Entry) func(e Entry) error {
 		}
 		return nil
 	}
+}
+
+// ManagedFiles lists the regular files present on the node that restore may change (Store.Targets,
+// a linked path's final target; wildcards of one path component expanded), sorted, without the
+// state directory's backup and temp directories. `nodedns restore` looks among them for files that
+// carry nodedns's mark but have no backup.
+func (s *Store) ManagedFiles() ([]string, error) {
+	t := s.targets()
+	var cands, errs []string
+	for _, pat := range t.Patterns() {
+		if !hasMeta(pat) {
+			cands = append(cands, pat)
+			continue
+		}
+		matches, err := s.glob(pat)
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
+		cands = append(cands, matches...)
+	}
+	for _, l := range t.Linked() {
+		if final, err := s.resolve(l, true); err == nil && final != l {
+			cands = append(cands, final)
+		}
+	}
+	slices.Sort(cands)
+	cands = slices.Compact(cands)
+	var out []string
+	for _, p := range cands {
+		if s.isState(p) {
+			continue
+		}
+		if _, _, fi, err := s.lstatNode(p); err == nil && fi != nil && fi.Mode().IsRegular() {
+			out = append(out, p)
+		}
+	}
+	if len(errs) > 0 {
+		return out, fmt.Errorf("list managed files: %s", strings.Join(errs, "; "))
+	}
+	return out, nil
+}
+
+// glob expands a pattern whose wildcards stand in at most one directory level and the last
+// component (/etc/systemd/network/*.network.d/nodedns.conf, /var/lib/nodedns/*).
+func (s *Store) glob(pat string) ([]string, error) {
+	dirs := []string{path.Dir(pat)}
+	if d := path.Dir(pat); hasMeta(d) {
+		parent, g := path.Dir(d), path.Base(d)
+		if hasMeta(parent) {
+			return nil, nil
+		}
+		es, err := s.ReadDir(parent)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+				return nil, nil
+			}
+			return nil, err
+		}
+		dirs = dirs[:0]
+		for _, e := range es {
+			if ok, _ := path.Match(g, e.Name()); ok {
+				dirs = append(dirs, path.Join(parent, e.Name()))
+			}
+		}
+	}
+	var out []string
+	for _, d := range dirs {
+		es, err := s.ReadDir(d)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+				continue
+			}
+			return out, err
+		}
+		for _, e := range es {
+			p := path.Join(d, e.Name())
+			if ok, _ := path.Match(pat, p); ok && !IsTemp(e.Name()) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out, nil
 }

@@ -33,8 +33,8 @@ type UntrustedError struct {
 }
 
 func (e *UntrustedError) Error() string {
-	return fmt.Sprintf("refusing untrusted state %s: it %s (owner uid %d, mode %s); nodedns trusts only state owned by uid %d and writable by nobody else, since anyone who can write it chooses what restore puts back. Check who changed it, then: %s",
-		e.Path, e.Problem, e.UID, modeString(e.Mode), os.Geteuid(), e.Fix)
+	return fmt.Sprintf("refusing untrusted state %s: it %s (owner uid %d, mode %s); nodedns trusts only state owned by root (or the user running it) and writable by nobody else, since whoever can write it chooses what restore puts back. Check who changed it, then: %s",
+		e.Path, e.Problem, e.UID, modeString(e.Mode), e.Fix)
 }
 
 // modeString shows a mode as ls does, with the octal permission bits: "drwxrwxrwx (0777)".
@@ -57,10 +57,11 @@ func untrusted(p string, fi fs.FileInfo, dir bool, wantMode fs.FileMode) error {
 		if dir {
 			want = "a directory"
 		}
-		e.Problem = fmt.Sprintf("is a %s, not %s", fileType(fi.Mode()), want)
+		e.Problem = fmt.Sprintf("is not %s but a %s", want, fileType(fi.Mode()))
 		e.Fix = fmt.Sprintf("rm %s", p)
-	case uid >= 0 && uid != euid:
-		e.Problem = fmt.Sprintf("is owned by uid %d, not uid %d", uid, euid)
+	case uid > 0 && uid != euid:
+		// Root's files are trusted by everyone: root could change anything anyway.
+		e.Problem = fmt.Sprintf("is owned by uid %d, neither root nor uid %d", uid, euid)
 	case fi.Mode()&0o002 != 0:
 		e.Problem = "is writable by others"
 	case fi.Mode()&0o020 != 0:
@@ -69,7 +70,7 @@ func untrusted(p string, fi fs.FileInfo, dir bool, wantMode fs.FileMode) error {
 		return nil
 	}
 	if e.Fix == "" {
-		e.Fix = fmt.Sprintf("chown %d %s && chmod %04o %s", euid, p, unixMode(wantMode), p)
+		e.Fix = fmt.Sprintf("chown %d:%d %s && chmod %04o %s", euid, os.Getegid(), p, unixMode(wantMode), p)
 	}
 	return e
 }

@@ -47,7 +47,7 @@ func TestUntrustedStateIsRefused(t *testing.T) {
 				mkdirMode(t, s, backup, 0o700)
 				chown(t, s, backup, 1000, 1000)
 			},
-			want: []string{"refusing untrusted state " + backup + ": it is owned by uid 1000, not uid 0", "chown 0 " + backup},
+			want: []string{"refusing untrusted state " + backup + ": it is owned by uid 1000, neither root nor uid 0", "chown 0:0 " + backup},
 		},
 		{
 			name: "backup directory a symlink out of the root",

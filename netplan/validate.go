@@ -169,7 +169,9 @@ func isNetplanDir(d string) bool {
 // copyTree copies the node's netplan YAML files (following symlinks inside root) into a new
 // temporary directory, mode 0600 so netplan's permission warnings do not drown its errors.
 func (r Runner) copyTree(root string, changes map[string][]byte) (string, error) {
-	tmp, err := os.MkdirTemp(r.TempDir, "nodedns-netplan-")
+	// The creator's PID in the name: a later sweep removes the directory of a process that died
+	// in the middle (files.Store.SweepWork).
+	tmp, err := os.MkdirTemp(r.TempDir, files.WorkPattern("nodedns-netplan"))
 	if err != nil {
 		return "", fmt.Errorf("netplan copy: %w", err)
 	}
