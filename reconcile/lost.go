@@ -98,10 +98,11 @@ func (n *Node) unbacked(st *files.Store) ([]string, error) {
 			continue
 		}
 		data, err := st.ReadFile(p, files.Config)
-		if err != nil {
-			if !errors.Is(err, fs.ErrNotExist) {
-				lerr = errors.Join(lerr, err)
-			}
+		switch {
+		case errors.Is(err, files.ErrTooLarge), errors.Is(err, files.ErrNotRegular), errors.Is(err, fs.ErrNotExist):
+			continue // not one of nodedns's files (a copy of the binary the packages keep for purge)
+		case err != nil:
+			lerr = errors.Join(lerr, err)
 			continue
 		}
 		if mark(data) != "" {
