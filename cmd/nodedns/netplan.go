@@ -51,12 +51,14 @@ func runPin(ctx context.Context, g *globals, dryRun, apply bool) error {
 	e := g.edges()
 	defer e.Close()
 	n := e.Node
-	// The state lock from reading the node to the write (docs/contract.md, invariant 4).
-	release, err := n.Hold(0)
-	if err != nil {
-		return &exitError{1, err}
+	if !dryRun {
+		// The state lock from reading the node to the write (docs/contract.md, invariant 4).
+		release, err := n.Hold(0)
+		if err != nil {
+			return &exitError{1, err}
+		}
+		defer release()
 	}
-	defer release()
 	_, p := n.Observe(ctx)
 
 	var blocked []policy.Blocked
