@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -250,37 +251,50 @@ func TestCrashAnywhere(t *testing.T) {
 			orig := nodeState(t, root)
 			tmp := t.TempDir()
 			start := time.Now()
-			if code, out := binRun(bin, tmp, "--root", root, "apply"); code != 0 {
+			code, out := binRun(bin, tmp, "--log-level", "info", "--root", root, "apply")
+			if code != 0 {
 				t.Fatalf("apply: exit %d\n%s", code, out)
 			}
 			applyTook := time.Since(start)
+			applyWrites := firstWrite(out, start, applyTook)
 			want := nodeState(t, root)
 			if cmp.Equal(orig, want) {
 				t.Fatal("apply changed nothing: the test would prove nothing")
 			}
 			start = time.Now()
-			d := startDaemon(t, bin, copySeed(t, base, sh.seed), tmp)
+			d, log := startDaemon(t, bin, copySeed(t, base, sh.seed), tmp)
 			runTook := time.Since(start)
+			runWrites := firstWrite(log, start, runTook)
 			d.stop()
 
 			for _, mode := range []struct {
-				cmd   string
-				kills int
-				span  time.Duration
-			}{{"apply", crashApplyKills / len(crashShapes), applyTook * 11 / 10}, {"run", crashRunKills / len(crashShapes), runTook * 12 / 10}} {
+				cmd          string
+				kills        int
+				span, writes time.Duration
+			}{
+				{"apply", crashApplyKills / len(crashShapes), applyTook * 11 / 10, applyWrites},
+				{"run", crashRunKills / len(crashShapes), runTook * 12 / 10, runWrites},
+			} {
 				var fails failures
 				var c crashCounts
 				rng := rand.New(rand.NewPCG(seed, uint64(len(mode.cmd))+uint64(sh.seed[2])))
+				// Half the kills anywhere, half from just before the first write to the end: a netplan
+				// node spends most of an apply in `netplan generate`, and writes in its last few ms.
 				delays := make([]time.Duration, mode.kills)
+				from := max(mode.writes-5*time.Millisecond, 0)
 				for i := range delays {
-					delays[i] = time.Duration(rng.Int64N(int64(mode.span)))
+					if i%2 == 0 || from >= mode.span {
+						delays[i] = time.Duration(rng.Int64N(int64(mode.span)))
+					} else {
+						delays[i] = from + time.Duration(rng.Int64N(int64(mode.span-from)))
+					}
 				}
 				began := time.Now()
 				parallel(mode.kills, func(i int) {
 					crashOnce(t, bin, base, sh.seed, mode.cmd, delays[i], orig, want, &c, &fails, i)
 				})
-				t.Logf("%s, %s: %d SIGKILLs at random points of the first %v (%d landed while it ran, %d after it had finished; %d left changed files, %d left temp files), every file old or new bytes, the next apply exit 0 to the same node with no leftover, restore byte-exact; took %v",
-					sh.name, mode.cmd, mode.kills, mode.span.Round(time.Millisecond), c.killed, c.finished, c.changedWhenKilled, c.leftBehind, time.Since(began).Round(100*time.Millisecond))
+				t.Logf("%s, %s: %d SIGKILLs at random points of the first %v, half after %v (its first write) (%d landed while it ran, %d after it had finished; %d left changed files, %d left temp files), every file old or new bytes, the next apply exit 0 to the same node with no leftover, restore byte-exact; took %v",
+					sh.name, mode.cmd, mode.kills, mode.span.Round(time.Millisecond), mode.writes.Round(time.Millisecond), c.killed, c.finished, c.changedWhenKilled, c.leftBehind, time.Since(began).Round(100*time.Millisecond))
 				fails.report(t, fmt.Sprintf("; replay with NODEDNS_CRASH_SEED=%d", seed))
 			}
 		})
@@ -369,13 +383,26 @@ func crashOnce(t *testing.T, bin, base, seed, command string, delay time.Duratio
 	}
 }
 
+// firstWrite is when, after start, a run's log says it wrote its first file; took when it says none.
+func firstWrite(log string, start time.Time, took time.Duration) time.Duration {
+	m := regexp.MustCompile(`time=(\S+) level=INFO msg=wrote`).FindStringSubmatch(log)
+	if m == nil {
+		return took
+	}
+	at, err := time.Parse(time.RFC3339Nano, m[1])
+	if err != nil {
+		return took
+	}
+	return min(max(at.Sub(start), 0), took)
+}
+
 type daemon struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 }
 
-// startDaemon starts `nodedns run` and returns once it is ready.
-func startDaemon(t *testing.T, bin, root, tmp string) *daemon {
+// startDaemon starts `nodedns run` and returns once it is ready, with its log so far.
+func startDaemon(t *testing.T, bin, root, tmp string) (*daemon, string) {
 	t.Helper()
 	cmd := exec.Command(bin, "--root", root, "run")
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
@@ -399,7 +426,7 @@ func startDaemon(t *testing.T, bin, root, tmp string) *daemon {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	return d
+	return d, lb.String()
 }
 
 func (d *daemon) stop() {
