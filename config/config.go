@@ -297,6 +297,9 @@ func FromSettings(settings map[string]any) (Config, error) {
 			return Config{}, &Error{Key: k.name, Value: v, Err: err}
 		}
 	}
+	if err := validatePaths(c); err != nil {
+		return Config{}, err
+	}
 	return c, nil
 }
 

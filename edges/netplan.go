@@ -8,14 +8,50 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/files"
 	"github.com/nodedns/nodedns/netplan"
 	"github.com/nodedns/nodedns/policy"
 )
+
+func rootOr(r string) string {
+	if r == "" {
+		return "/"
+	}
+	return r
+}
 
 // netplanValidator runs `netplan generate --root-dir` on a copy of the node's netplan files with
 // the planned file in place. A rejection keeps the change from being written and carries netplan's
 // own file:line:col message.
 type netplanValidator struct{ runner netplan.Runner }
+
+// NetplanRunner is the netplan runner of the node whose / is root: its copies go into nodedns's work
+// directory under the node's state directory (files.Store.TempDir), so a run under --root leaves
+// nothing outside it, and the next holder of the state lock removes what a killed run left there.
+// A user who cannot write that directory (a non-root `nodedns plan` on a live node) gets the
+// system's temp directory instead; untrusted state is an error.
+func NetplanRunner(root string) (netplan.Runner, error) {
+	st := &files.Store{Root: rootOr(root), FS: files.OS(), StateDir: config.StateDir}
+	dir, err := st.TempDir()
+	if err == nil && unix.Access(dir, unix.W_OK|unix.X_OK) == nil {
+		return netplan.Runner{TempDir: dir}, nil
+	}
+	var ue *files.UntrustedError
+	if errors.As(err, &ue) {
+		return netplan.Runner{}, err
+	}
+	return netplan.Runner{}, nil
+}
+
+func (v netplanValidator) run(root string) (netplan.Runner, error) {
+	if v.runner.TempDir != "" || v.runner.Bin != "" {
+		return v.runner, nil
+	}
+	return NetplanRunner(root)
+}
 
 func (v netplanValidator) Validate(ctx context.Context, root string, c policy.Change) error {
 	if c.Path != netplan.NodednsFile {
@@ -25,7 +61,11 @@ func (v netplanValidator) Validate(ctx context.Context, root string, c policy.Ch
 	if c.Op == policy.OpWrite {
 		data = c.After
 	}
-	if err := v.runner.Validate(ctx, root, c.Path, data); err != nil {
+	r, err := v.run(root)
+	if err == nil {
+		err = r.Validate(ctx, root, c.Path, data)
+	}
+	if err != nil {
 		return fmt.Errorf("validate %s: %w", c.Path, err)
 	}
 	return nil
@@ -39,7 +79,11 @@ func (v netplanValidator) Explain(ctx context.Context, root string, b policy.Blo
 	if b.Target != netplan.NodednsFile {
 		return "", false
 	}
-	_, err := v.runner.Generate(ctx, root, nil)
+	r, err := v.run(root)
+	if err != nil {
+		return "", false
+	}
+	_, err = r.Generate(ctx, root, nil)
 	var ge *netplan.GenerateError
 	if !errors.As(err, &ge) {
 		return "", false // netplan accepts the tree (or could not run): policy's reason stands

@@ -397,7 +397,8 @@ func ParseLinkRecords(name string, data []byte) ([]LinkRecord, error) {
 }
 
 func (r *Resolved) loadRecords(st *files.Store) ([]LinkRecord, error) {
-	data, err := st.ReadFile(LinkRecordPath, files.State)
+	// Trusted state only: restore sets what this file says on every link.
+	data, err := st.ReadState(LinkRecordPath, files.State)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

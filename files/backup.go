@@ -22,6 +22,9 @@ const (
 	KindAbsent  = "absent"
 	KindFile    = "file"
 	KindSymlink = "symlink"
+	// KindAbsentDir is a directory that did not exist until nodedns made it for a file it created
+	// (/etc/systemd/resolved.conf.d): restore removes it again when it is empty.
+	KindAbsentDir = "absent-dir"
 )
 
 // Restore actions.
@@ -34,9 +37,11 @@ const (
 // ManifestName is the manifest's file name inside StateDir/backup.
 const ManifestName = "manifest.json"
 
-// manifestVersion is the manifest format this package writes and reads; a newer one is refused
-// rather than half-understood (a downgraded nodedns must not restore what it cannot read).
-const manifestVersion = 1
+// manifestVersion is the newest manifest format this package writes and reads; a newer one is
+// refused rather than half-understood (a downgraded nodedns must not restore what it cannot read).
+// Version 2 added KindAbsentDir; a manifest without such an entry is still written as version 1, so
+// that an older nodedns can restore it.
+const manifestVersion = 2
 
 // Entry is one backed-up path: its state before nodedns first changed it.
 type Entry struct {
@@ -101,8 +106,8 @@ func ParseManifest(name string, data []byte) ([]Entry, error) {
 		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if m.Version != manifestVersion {
-		return nil, fmt.Errorf("%s: unsupported manifest version %d (want %d)", name, m.Version, manifestVersion)
+	if m.Version < 1 || m.Version > manifestVersion {
+		return nil, fmt.Errorf("%s: unsupported manifest version %d (want 1 to %d)", name, m.Version, manifestVersion)
 	}
 	entries := make([]Entry, 0, len(m.Entries))
 	seen := make(map[string]bool, len(m.Entries))
@@ -110,6 +115,9 @@ func ParseManifest(name string, data []byte) ([]Entry, error) {
 		e, err := j.entry()
 		if err != nil {
 			return nil, fmt.Errorf("%s: entry %d (%q): %v", name, i, j.Path, err)
+		}
+		if e.Kind == KindAbsentDir && m.Version < 2 {
+			return nil, fmt.Errorf("%s: entry %d (%q): kind %s needs manifest version 2", name, i, j.Path, e.Kind)
 		}
 		if seen[e.Path] {
 			return nil, fmt.Errorf("%s: entry %d (%q): path backed up twice", name, i, j.Path)
@@ -132,7 +140,7 @@ func (j entryJSON) entry() (Entry, error) {
 		return Entry{}, fmt.Errorf("time %s is out of range", j.Time.Format(time.RFC3339))
 	}
 	switch j.Kind {
-	case KindAbsent:
+	case KindAbsent, KindAbsentDir:
 		e.UID, e.GID = 0, 0
 		return e, nil
 	case KindFile:
@@ -154,7 +162,7 @@ func (j entryJSON) entry() (Entry, error) {
 		}
 		e.Target = j.Target
 	default:
-		return Entry{}, fmt.Errorf("unknown kind %q (want %s, %s or %s)", j.Kind, KindAbsent, KindFile, KindSymlink)
+		return Entry{}, fmt.Errorf("unknown kind %q (want %s, %s, %s or %s)", j.Kind, KindAbsent, KindFile, KindSymlink, KindAbsentDir)
 	}
 	// -1 is chown(2)'s "leave as it is": an FS that reports no owner records it.
 	if j.UID < -1 || j.GID < -1 || int64(j.UID) >= 1<<32-1 || int64(j.GID) >= 1<<32-1 {
@@ -165,8 +173,11 @@ func (j entryJSON) entry() (Entry, error) {
 
 // MarshalManifest encodes entries as a manifest ParseManifest reads back.
 func MarshalManifest(entries []Entry) ([]byte, error) {
-	m := manifestJSON{Version: manifestVersion, Entries: make([]entryJSON, 0, len(entries))}
+	m := manifestJSON{Version: 1, Entries: make([]entryJSON, 0, len(entries))}
 	for _, e := range entries {
+		if e.Kind == KindAbsentDir {
+			m.Version = 2
+		}
 		j := entryJSON{Path: e.Path, Kind: e.Kind, UID: e.UID, GID: e.GID, Target: e.Target, SHA256: e.SHA256, Time: e.Time.UTC()}
 		if e.Kind == KindFile {
 			j.Mode = fmt.Sprintf("%04o", unixMode(e.Mode))
@@ -228,57 +239,18 @@ func fileMode(u uint32) fs.FileMode {
 	return m
 }
 
-// backupDir returns the host path of StateDir/backup, resolved inside Root.
-func (s *Store) backupDir() (string, error) {
-	node, err := s.resolve(path.Join(s.stateDir(), "backup"), true)
-	if err != nil {
-		return "", err
-	}
-	return s.host(node), nil
-}
-
-// lock takes the in-process and the cross-process lock on the backup store, creating it if needed
-// (StateDir 0755 because kubelet's resolv.conf lives there; backup 0700 because it may hold copies
-// of 0600 netplan files).
-func (s *Store) lock() (dir string, unlock func(), err error) {
-	s.mu.Lock()
-	defer func() {
-		if err != nil {
-			s.mu.Unlock()
-		}
-	}()
-	fsys := s.fsys()
-	state, err := s.resolve(s.stateDir(), true)
-	if err != nil {
-		return "", nil, err
-	}
-	if err := fsys.MkdirAll(s.host(state), 0o755); err != nil {
-		return "", nil, err
-	}
-	dir, err = s.backupDir()
-	if err != nil {
-		return "", nil, err
-	}
-	if err := fsys.MkdirAll(dir, 0o700); err != nil {
-		return "", nil, err
-	}
-	release, err := fsys.Lock(filepath.Join(dir, ".lock"))
-	if err != nil {
-		return "", nil, err
-	}
-	return dir, func() {
-		release()
-		s.mu.Unlock()
-	}, nil
-}
-
-// loadManifest reads the manifest in the host directory dir; a missing one means no entries.
+// loadManifest reads the manifest in the host directory dir, trusted state only; a missing one
+// means no entries.
 func (s *Store) loadManifest(dir string) ([]Entry, error) {
-	data, err := s.readHost(filepath.Join(dir, ManifestName), manifestKind)
 	// Errors name the node path, as every message of nodedns does.
 	name := path.Join(s.stateDir(), "backup", ManifestName)
+	data, err := s.readTrusted(filepath.Join(dir, ManifestName), name, manifestKind)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
+	}
+	var ue *UntrustedError
+	if errors.As(err, &ue) {
+		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
@@ -286,13 +258,25 @@ func (s *Store) loadManifest(dir string) ([]Entry, error) {
 	return ParseManifest(name, data)
 }
 
-// Backups lists what the manifest holds, in the order the backups were taken.
+// Backups lists what the manifest holds, in the order the backups were taken. It never creates the
+// state directory; untrusted state is refused as everywhere else.
 func (s *Store) Backups() ([]Entry, error) {
-	dir, err := s.backupDir()
-	if err != nil {
+	if _, err := s.stateHost(); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
 		return nil, fmt.Errorf("list backups: %w", err)
 	}
-	entries, err := s.loadManifest(dir)
+	node, hp, fi, err := s.lstatNode(path.Join(s.stateDir(), "backup"))
+	if err != nil {
+		return nil, fmt.Errorf("list backups: %w", s.nodeErr(err))
+	}
+	if fi == nil {
+		return nil, nil
+	}
+	if err := untrusted(node, fi, true, 0o700); err != nil {
+		return nil, fmt.Errorf("list backups: %w", err)
+	}
+	entries, err := s.loadManifest(hp)
 	if err != nil {
 		return nil, fmt.Errorf("list backups: %w", err)
 	}
@@ -314,31 +298,53 @@ func (s *Store) Backup(p string) error {
 		return fmt.Errorf("back up %s: %w", p, err)
 	}
 	defer unlock()
+	return s.backupLocked(dir, nil, p)
+}
+
+// backupLocked is Backup under the state lock: it records the directories in dirs as KindAbsentDir
+// (nodedns is about to create them) and each path in paths not backed up yet, with one manifest
+// write.
+func (s *Store) backupLocked(dir string, dirs []string, paths ...string) error {
 	entries, err := s.loadManifest(dir)
 	if err != nil {
-		return fmt.Errorf("back up %s: %w", p, err)
+		return err
 	}
+	have := map[string]bool{}
 	for _, e := range entries {
-		if e.Path == p {
-			return nil
+		have[e.Path] = true
+	}
+	n := len(entries)
+	for _, d := range dirs {
+		if !have[d] {
+			have[d] = true
+			entries = append(entries, Entry{Path: d, Kind: KindAbsentDir, Time: s.clock().UTC()})
 		}
 	}
-	e, data, err := s.capture(p)
-	if err != nil {
-		return fmt.Errorf("back up %s: %w", p, err)
-	}
-	if e.Kind == KindFile {
-		if err := s.replace(filepath.Join(dir, e.SHA256), data, 0o600, -1, -1); err != nil {
-			return fmt.Errorf("back up %s: %w", p, err)
+	for _, p := range paths {
+		if have[p] {
+			continue
 		}
+		have[p] = true
+		e, data, err := s.capture(p)
+		if err != nil {
+			return fmt.Errorf("back up %s: %w", p, s.nodeErr(err))
+		}
+		if e.Kind == KindFile {
+			if err := s.replace(filepath.Join(dir, e.SHA256), data, 0o600, -1, -1); err != nil {
+				return fmt.Errorf("back up %s: %w", p, s.nodeErr(err))
+			}
+		}
+		entries = append(entries, e)
 	}
-	entries = append(entries, e)
-	data, err = MarshalManifest(entries)
+	if len(entries) == n {
+		return nil
+	}
+	data, err := MarshalManifest(entries)
 	if err != nil {
-		return fmt.Errorf("back up %s: %w", p, err)
+		return err
 	}
 	if err := s.replace(filepath.Join(dir, ManifestName), data, 0o600, -1, -1); err != nil {
-		return fmt.Errorf("back up %s: %w", p, err)
+		return fmt.Errorf("write the backup manifest: %w", s.nodeErr(err))
 	}
 	return nil
 }
@@ -398,25 +404,32 @@ func fileType(m fs.FileMode) string {
 }
 
 // Restore puts back every backed-up path exactly (bytes, mode, owner, symlink target), removes files
-// that were absent before, and then clears the manifest. Paths are undone in the reverse order of
-// their backups. keep(path) may veto a path (e.g. the kubelet resolv.conf while kubelet still points
-// at it): that path is left as it is, reported with the reason, and stays in the manifest so a later
-// restore can finish it. With no backups it is a no-op that returns nothing. Restore of a symlink
-// whose link was replaced puts the symlink back. Errors name the path; a failure on one path does not
-// stop the others, and the manifest keeps the entries not restored so a second run can finish.
+// that were absent before and the directories nodedns created for them (when empty), and then clears
+// the manifest. Paths are undone in the reverse order of their backups. keep(path) may veto a path
+// (e.g. the kubelet resolv.conf while kubelet still points at it): that path is left as it is,
+// reported with the reason, and stays in the manifest so a later restore can finish it. With no
+// backups it is a no-op that returns nothing. Restore of a symlink whose link was replaced puts the
+// symlink back.
+//
+// Restore acts only on trusted state (see ReadState) and only on the paths nodedns manages
+// (Store.Targets): an entry for any other path, or one that would set a setuid, setgid or sticky
+// bit, is refused with an error and left in the manifest. Errors name the path; a failure on one
+// path does not stop the others, and the manifest keeps the entries not restored so a second run
+// can finish.
 func (s *Store) Restore(keep func(path string) (kept bool, reason string)) ([]RestoreResult, error) {
 	dir, unlock, err := s.lock()
 	if err != nil {
-		return nil, fmt.Errorf("restore: %w", err)
+		return nil, err
 	}
 	defer unlock()
 	entries, err := s.loadManifest(dir)
 	if err != nil {
-		return nil, fmt.Errorf("restore: %w", err)
+		return nil, err
 	}
 	if len(entries) == 0 {
 		return nil, nil
 	}
+	allowed := s.restorable(entries)
 	var (
 		results []RestoreResult
 		errs    []error
@@ -424,20 +437,29 @@ func (s *Store) Restore(keep func(path string) (kept bool, reason string)) ([]Re
 	)
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := entries[i]
-		if keep != nil {
+		if err := allowed(e); err != nil {
+			errs = append(errs, fmt.Errorf("restore %s: %w", e.Path, err))
+			left[i] = true
+			continue
+		}
+		if e.Kind == KindAbsentDir && holdsLeft(entries, left, e.Path) {
+			left[i] = true // a file kept inside it is still to be restored: so is the directory
+			continue
+		}
+		if keep != nil && e.Kind != KindAbsentDir {
 			if kept, reason := keep(e.Path); kept {
 				results = append(results, RestoreResult{Path: e.Path, Action: ActionKept, Reason: reason})
 				left[i] = true
 				continue
 			}
 		}
-		action, err := s.restoreEntry(dir, e)
+		r, err := s.restoreEntry(dir, e)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("restore %s: %w", e.Path, err))
+			errs = append(errs, fmt.Errorf("restore %s: %w", e.Path, s.nodeErr(err)))
 			left[i] = true
 			continue
 		}
-		results = append(results, RestoreResult{Path: e.Path, Action: action})
+		results = append(results, r)
 	}
 
 	var remaining []Entry
@@ -452,10 +474,10 @@ func (s *Store) Restore(keep func(path string) (kept bool, reason string)) ([]Re
 	manifest := filepath.Join(dir, ManifestName)
 	if len(remaining) == 0 {
 		if err := fsys.Remove(manifest); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return results, errors.Join(append(errs, fmt.Errorf("restore: clear manifest: %w", err))...)
+			return results, errors.Join(append(errs, fmt.Errorf("clear the backup manifest: %w", s.nodeErr(err)))...)
 		}
 		if err := syncDir(fsys, dir); err != nil {
-			errs = append(errs, fmt.Errorf("restore: clear manifest: %w", err))
+			errs = append(errs, fmt.Errorf("clear the backup manifest: %w", s.nodeErr(err)))
 		}
 	} else {
 		data, err := MarshalManifest(remaining)
@@ -464,7 +486,7 @@ func (s *Store) Restore(keep func(path string) (kept bool, reason string)) ([]Re
 		}
 		if err != nil {
 			// The copies must stay: the old manifest still names them.
-			return results, errors.Join(append(errs, fmt.Errorf("restore: update manifest: %w", err))...)
+			return results, errors.Join(append(errs, fmt.Errorf("update the backup manifest: %w", s.nodeErr(err)))...)
 		}
 	}
 	// Copies go only once no manifest names them; a leftover copy is harmless.
@@ -472,86 +494,115 @@ func (s *Store) Restore(keep func(path string) (kept bool, reason string)) ([]Re
 		if e.Kind == KindFile && !referenced[e.SHA256] {
 			referenced[e.SHA256] = true
 			if err := fsys.Remove(filepath.Join(dir, e.SHA256)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				errs = append(errs, fmt.Errorf("restore: remove backup copy of %s: %w", e.Path, err))
+				errs = append(errs, fmt.Errorf("remove the backup copy of %s: %w", e.Path, s.nodeErr(err)))
 			}
 		}
 	}
 	return results, errors.Join(errs...)
 }
 
-// restoreEntry puts one path back into its recorded state.
-func (s *Store) restoreEntry(dir string, e Entry) (string, error) {
+// holdsLeft reports whether an entry left in the manifest lies inside the directory dir.
+func holdsLeft(entries []Entry, left []bool, dir string) bool {
+	for i, e := range entries {
+		if left[i] && strings.HasPrefix(e.Path, dir+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// restoreEntry puts one path back into its recorded state. A directory nodedns created that holds
+// something else now is kept (ActionKept, with the reason).
+func (s *Store) restoreEntry(dir string, e Entry) (RestoreResult, error) {
+	r := RestoreResult{Path: e.Path, Action: ActionRestored}
 	_, hp, fi, err := s.lstatNode(e.Path)
 	if err != nil {
-		return "", err
+		return r, err
 	}
 	fsys := s.fsys()
+	if e.Kind == KindAbsentDir {
+		r.Action = ActionRemoved
+		switch {
+		case fi == nil:
+			return r, nil
+		case !fi.IsDir():
+			r.Action, r.Reason = ActionKept, "nodedns made it a directory, but it is a "+fileType(fi.Mode())+" now: left as it is"
+			return r, nil
+		}
+		if err := fsys.Remove(hp); err != nil {
+			if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+				r.Action, r.Reason = ActionKept, "nodedns created this directory, but it is not empty now: left as it is"
+				return r, nil
+			}
+			return r, err
+		}
+		return r, syncDir(fsys, filepath.Dir(hp))
+	}
 	if fi != nil && fi.IsDir() {
-		return "", fmt.Errorf("is a directory now, not touching it")
+		return r, fmt.Errorf("is a directory now, not touching it")
 	}
 	switch e.Kind {
 	case KindAbsent:
+		r.Action = ActionRemoved
 		if fi == nil {
-			return ActionRemoved, nil
+			return r, nil
 		}
 		if err := fsys.Remove(hp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return "", err
+			return r, err
 		}
-		return ActionRemoved, syncDir(fsys, filepath.Dir(hp))
+		return r, syncDir(fsys, filepath.Dir(hp))
 
 	case KindSymlink:
 		if fi != nil && fi.Mode()&fs.ModeSymlink != 0 {
 			if cur, err := fsys.Readlink(hp); err == nil && cur == e.Target {
 				if u, g := owner(fi); u != e.UID || g != e.GID {
 					if err := fsys.Lchown(hp, e.UID, e.GID); err != nil {
-						return "", err
+						return r, err
 					}
 				}
-				return ActionRestored, nil
+				return r, nil
 			}
 		}
-		return ActionRestored, s.replaceWithSymlink(hp, e)
+		return r, s.replaceWithSymlink(hp, e)
 
 	case KindFile:
-		data, err := s.readHost(filepath.Join(dir, e.SHA256), backupKind)
+		name := path.Join(s.stateDir(), "backup", e.SHA256)
+		data, err := s.readTrusted(filepath.Join(dir, e.SHA256), name, backupKind)
 		if err != nil {
-			return "", fmt.Errorf("read backup copy: %w", err)
+			return r, fmt.Errorf("read the backup copy: %w", err)
 		}
 		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != e.SHA256 {
-			return "", fmt.Errorf("backup copy %s is corrupt (sha256 mismatch), not restoring it", filepath.Join(dir, e.SHA256))
+			return r, fmt.Errorf("backup copy %s is corrupt (sha256 mismatch), not restoring it", name)
 		}
 		if fi != nil && fi.Mode().IsRegular() && fi.Mode()&keepModeBits == e.Mode && fi.Size() == int64(len(data)) {
 			if u, g := owner(fi); u == e.UID && g == e.GID {
 				if cur, err := s.readHost(hp, backupKind); err == nil && bytes.Equal(cur, data) {
-					return ActionRestored, nil
+					return r, nil
 				}
 			}
 		}
 		if fi == nil {
 			if err := fsys.MkdirAll(filepath.Dir(hp), 0o755); err != nil {
-				return "", err
+				return r, err
 			}
 		}
 		err = s.replace(hp, data, e.Mode, e.UID, e.GID)
 		if isBindMount(err) && fi != nil && fi.Mode().IsRegular() {
 			if err := s.writeInPlace(hp, data); err != nil {
-				return "", fmt.Errorf("in place (rename impossible, a bind mount?): %w", err)
+				return r, fmt.Errorf("in place (rename impossible, a bind mount?): %w", err)
 			}
-			// Owner before mode: chown(2) clears setuid and setgid.
+			// Mode before owner, as in replace.
+			if err := fsys.Chmod(hp, e.Mode&^specialBits); err != nil {
+				return r, err
+			}
 			if err := fsys.Lchown(hp, e.UID, e.GID); err != nil {
-				return "", err
+				return r, err
 			}
-			if err := fsys.Chmod(hp, e.Mode); err != nil {
-				return "", err
-			}
-			return ActionRestored, nil
+			return r, nil
 		}
-		if err != nil {
-			return "", err
-		}
-		return ActionRestored, nil
+		return r, err
 	}
-	return "", fmt.Errorf("unknown kind %q", e.Kind)
+	return r, fmt.Errorf("unknown kind %q", e.Kind)
 }
 
 // replaceWithSymlink atomically puts a symlink at hostPath, whatever non-directory is there now: a

@@ -148,6 +148,7 @@ var nodeTree = []string{
 	"/etc/systemd/resolved.conf.d/zz-nodedns.conf",
 	"/etc/dhcp/dhclient-enter-hooks.d/nodedns",
 	"/etc/hosts.d/link",
+	"/etc/systemd", // absent before: a directory Write creates
 }
 
 func setupNode(t *testing.T, s *Store, owners bool) {
@@ -155,16 +156,12 @@ func setupNode(t *testing.T, s *Store, owners bool) {
 	mklink(t, s, "/etc/resolv.conf", "../run/systemd/resolve/stub-resolv.conf")
 	mkfile(t, s, "/run/systemd/resolve/stub-resolv.conf", "nameserver 127.0.0.53\noptions edns0 trust-ad\n", 0o644)
 	mkfile(t, s, "/etc/netplan/50-cloud-init.yaml", "network:\n  version: 2\n", 0o600)
-	mkfile(t, s, "/etc/dhcp/dhclient-enter-hooks.d/nodedns", "#!/bin/sh\n# old\n", 0o755|fs.ModeSetuid)
+	mkfile(t, s, "/etc/dhcp/dhclient-enter-hooks.d/nodedns", "#!/bin/sh\n# old\n", 0o750)
 	mklink(t, s, "/etc/hosts.d/link", "/nowhere")
 	if owners {
 		chown(t, s, "/etc/netplan/50-cloud-init.yaml", 1000, 1001)
 		chown(t, s, "/etc/hosts.d/link", 2000, 2001)
 		chown(t, s, "/etc/dhcp/dhclient-enter-hooks.d/nodedns", 3000, 3001)
-		// chown(2) cleared the setuid bit: put it back.
-		if err := os.Chmod(s.host("/etc/dhcp/dhclient-enter-hooks.d/nodedns"), 0o755|fs.ModeSetuid); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 
@@ -219,6 +216,9 @@ func TestRestoreExact(t *testing.T) {
 		{Path: "/etc/hosts.d/link", Action: ActionRestored},
 		{Path: "/etc/dhcp/dhclient-enter-hooks.d/nodedns", Action: ActionRestored},
 		{Path: "/etc/systemd/resolved.conf.d/zz-nodedns.conf", Action: ActionRemoved},
+		// The directories Write created for it go too.
+		{Path: "/etc/systemd/resolved.conf.d", Action: ActionRemoved},
+		{Path: "/etc/systemd", Action: ActionRemoved},
 		{Path: "/var/lib/nodedns/resolv.conf", Action: ActionRemoved},
 		{Path: "/etc/netplan/90-nodedns.yaml", Action: ActionRemoved},
 		{Path: "/etc/netplan/50-cloud-init.yaml", Action: ActionRestored},

@@ -10,10 +10,11 @@ package files
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -48,9 +49,11 @@ type FS interface {
 	MkdirAll(name string, perm fs.FileMode) error
 	// SyncDir fsyncs a directory, making a rename or removal in it durable.
 	SyncDir(name string) error
-	// Lock takes an exclusive advisory lock on name (created if missing) and returns the function
-	// that releases it. It serialises backup-manifest updates between nodedns processes.
-	Lock(name string) (unlock func() error, err error)
+	// Lock takes an exclusive advisory lock on name (created 0600 if missing, never through a
+	// symlink), waiting at most wait, and returns the function that releases it. It serialises
+	// changes to nodedns's state between processes. A file that is not trusted state is an
+	// *UntrustedError; a lock still held after wait a *LockedError naming the holder.
+	Lock(name string, wait time.Duration) (unlock func() error, err error)
 }
 
 // File is an open file as FS returns it; *os.File implements it.
@@ -116,14 +119,24 @@ func (osFS) SyncDir(name string) error {
 	return cerr
 }
 
-// lockTimeout bounds how long a second nodedns process (`nodedns restore` next to the daemon) waits
-// for the backup lock: long enough for any real backup or restore, short enough that a wedged
-// process gives a clear error instead of a hang.
-const lockTimeout = 30 * time.Second
-
-func (osFS) Lock(name string) (func() error, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+func (osFS) Lock(name string, wait time.Duration) (func() error, error) {
+	// O_NOFOLLOW: a .lock symlink planted in the state directory would make O_CREAT create its
+	// target, outside --root or anywhere on the host.
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			if fi, lerr := os.Lstat(name); lerr == nil {
+				return nil, untrusted(name, fi, false, 0o600)
+			}
+		}
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		err = untrusted(name, fi, false, 0o600)
+	}
+	if err != nil {
+		f.Close()
 		return nil, err
 	}
 	rc, err := f.SyscallConn()
@@ -131,28 +144,47 @@ func (osFS) Lock(name string) (func() error, error) {
 		f.Close()
 		return nil, err
 	}
-	deadline := time.Now().Add(lockTimeout)
+	deadline := time.Now().Add(wait)
+	pause := 5 * time.Millisecond
 	for {
 		var ferr error
 		if err := rc.Control(func(fd uintptr) {
 			// flock(2) is released by the kernel when the process dies, so a crashed nodedns
-			// never leaves the store locked (unlike a lock file that must be cleaned up).
+			// never leaves the state locked (unlike a lock file that must be cleaned up).
 			ferr = syscall.Flock(int(fd), syscall.LOCK_EX|syscall.LOCK_NB)
 		}); err != nil {
 			f.Close()
 			return nil, err
 		}
 		if ferr == nil {
-			return f.Close, nil
+			break
 		}
 		if !errors.Is(ferr, syscall.EWOULDBLOCK) && !errors.Is(ferr, syscall.EINTR) {
 			f.Close()
 			return nil, &fs.PathError{Op: "flock", Path: name, Err: ferr}
 		}
 		if time.Now().After(deadline) {
+			pid := holderPID(f)
 			f.Close()
-			return nil, fmt.Errorf("flock %s: held by another nodedns process for more than %s", name, lockTimeout)
+			return nil, &LockedError{Path: name, PID: pid, Waited: wait}
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(pause)
+		pause = min(2*pause, 50*time.Millisecond)
 	}
+	// The holder's PID, for the error of whoever waits next. A failure here only costs that message.
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f.Close, nil
+}
+
+// holderPID reads the PID the lock's holder wrote into the lock file; 0 when there is none.
+func holderPID(f *os.File) int {
+	buf := make([]byte, 32)
+	n, _ := f.ReadAt(buf, 0)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
 }

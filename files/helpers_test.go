@@ -15,10 +15,20 @@ import (
 
 var testTime = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// newStore returns a Store on a fresh temp root with a pinned clock.
+// newStore returns a Store on a fresh temp root with a pinned clock, whose restore may change any
+// path the tests use (the allow-list itself is tested in trust_test.go).
 func newStore(t *testing.T) *Store {
 	t.Helper()
-	return &Store{Root: t.TempDir(), now: func() time.Time { return testTime }}
+	return &Store{Root: t.TempDir(), now: func() time.Time { return testTime }, Targets: anyTarget()}
+}
+
+// anyTarget allows every path up to eight components deep.
+func anyTarget() *Targets {
+	t := NewTargets()
+	for p := ""; len(p) < 16; p += "/*" {
+		t.Add(p + "/*")
+	}
+	return t
 }
 
 func mkfile(t *testing.T, s *Store, node, content string, mode fs.FileMode) {
@@ -270,11 +280,11 @@ func (f faultFS) SyncDir(name string) error {
 	return f.FS.SyncDir(name)
 }
 
-func (f faultFS) Lock(name string) (func() error, error) {
+func (f faultFS) Lock(name string, wait time.Duration) (func() error, error) {
 	if err := f.err("lock", name); err != nil {
 		return nil, err
 	}
-	return f.FS.Lock(name)
+	return f.FS.Lock(name, wait)
 }
 
 type faultFile struct {

@@ -9,7 +9,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -32,9 +31,13 @@ var (
 	manifestKind = Kind{Name: "backup manifest", Max: 1 << 20}
 )
 
-// keepModeBits are the mode bits a replaced file keeps: permissions plus setuid, setgid and sticky
-// (what chmod(2) can set).
+// keepModeBits are the mode bits a backup records: permissions plus setuid, setgid and sticky (what
+// chmod(2) can set).
 const keepModeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+
+// specialBits are the mode bits nodedns never sets on a file it writes or restores: no managed file
+// is a program, and a setuid bit is what a planted manifest entry would be after.
+const specialBits = fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
 
 // Store manages the files nodedns writes on a node whose filesystem starts at Root ("/" normally,
 // a test or --root directory otherwise). All paths given to Store methods are NODE paths
@@ -46,9 +49,9 @@ type Store struct {
 	FS FS
 	// StateDir is a node path, default DefaultStateDir; backups live in StateDir/backup.
 	StateDir string
+	// Targets are the paths Restore may change; nil means DefaultTargets(StateDir).
+	Targets *Targets
 
-	// mu serialises manifest updates inside one process; FS.Lock does it between processes.
-	mu sync.Mutex
 	// now stamps backup entries; nil means time.Now (tests pin it).
 	now func() time.Time
 }
@@ -217,17 +220,19 @@ func (s *Store) lstatNode(p string) (node, hostPath string, fi fs.FileInfo, err 
 }
 
 // Write replaces the content of the file at a node path atomically: temp file in the same directory,
-// write, fsync, keep the mode/uid/gid of the file it replaces (or mode for a new file; 0 means
-// 0644), rename, fsync the directory. If path is a symlink, the final target is written and the
-// symlink stays (a symlinked /etc/resolv.conf is never replaced by a file). Before the first change
-// to a path, Write backs it up (see Backup); a symlinked path is backed up as a symlink too. If the
-// rename fails with EBUSY or EXDEV (the file is a bind mount), Write falls back to rewriting it in
-// place and says so in the result (not atomic: a reader may see new bytes followed by the old tail
-// for a moment, but never an empty file; a failed in-place write puts the original bytes back). On
-// any error the original is untouched and no temp file is left behind; the one exception is an
-// error fsyncing the directory after the rename, when the new content is already in place. Parent
-// directories of a new file are created (0755). Empty data is an error: readers must never see an
-// empty file (glibc and musl then fall back to a nameserver on 127.0.0.1).
+// write, fsync, keep the permission bits and uid/gid of the file it replaces (or mode for a new file;
+// 0 means 0644), rename, fsync the directory. setuid, setgid and sticky bits are never set. If path
+// is a symlink, the final target is written and the symlink stays (a symlinked /etc/resolv.conf is
+// never replaced by a file). Before the first change to a path, Write backs it up (see Backup); a
+// symlinked path is backed up as a symlink too, and the directories a new file needs are recorded
+// before they are created, so restore removes them again. The state lock is held from the backup to
+// the rename: a restore never runs in between. If the rename fails with EBUSY or EXDEV (the file is
+// a bind mount), Write falls back to rewriting it in place and says so in the result (not atomic: a
+// reader may see new bytes followed by the old tail for a moment, but never an empty file; a failed
+// in-place write puts the original bytes back). On any error the original is untouched and no temp
+// file is left behind; the one exception is an error fsyncing the directory after the rename, when
+// the new content is already in place. Empty data is an error: readers must never see an empty file
+// (glibc and musl then fall back to a nameserver on 127.0.0.1).
 func (s *Store) Write(p string, data []byte, mode fs.FileMode) (WriteResult, error) {
 	p, err := nodePath(p)
 	if err != nil {
@@ -236,6 +241,11 @@ func (s *Store) Write(p string, data []byte, mode fs.FileMode) (WriteResult, err
 	if len(data) == 0 {
 		return WriteResult{}, fmt.Errorf("write %s: refusing to write empty content", p)
 	}
+	dir, unlock, err := s.lock()
+	if err != nil {
+		return WriteResult{}, fmt.Errorf("write %s: %w", p, err)
+	}
+	defer unlock()
 	final, err := s.resolve(p, true)
 	if err != nil {
 		return WriteResult{}, fmt.Errorf("write %s: %w", p, err)
@@ -260,45 +270,47 @@ func (s *Store) Write(p string, data []byte, mode fs.FileMode) (WriteResult, err
 				return res, nil
 			}
 		}
-		mode = fi.Mode() & keepModeBits
+		mode = fi.Mode().Perm()
 		uid, gid = owner(fi)
 	case errors.Is(err, fs.ErrNotExist):
 		res.Created = true
 		if mode == 0 {
 			mode = 0o644
 		}
-		mode &= keepModeBits
+		mode = mode.Perm()
 	default:
-		return WriteResult{}, fmt.Errorf("write %s: %w", name, err)
+		return WriteResult{}, fmt.Errorf("write %s: %w", name, s.nodeErr(err))
 	}
 
+	var newDirs []string
+	if res.Created {
+		if newDirs, err = s.missingDirs(path.Dir(final)); err != nil {
+			return WriteResult{}, fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	backups := []string{final}
 	if final != p {
 		// Back up the link itself too, so restore can put it back if something replaces it.
 		if _, _, lfi, err := s.lstatNode(p); err == nil && lfi != nil && lfi.Mode()&fs.ModeSymlink != 0 {
-			if err := s.Backup(p); err != nil {
-				return WriteResult{}, fmt.Errorf("write %s: %w", name, err)
-			}
+			backups = []string{p, final}
 		}
 	}
-	if err := s.Backup(final); err != nil {
+	if err := s.backupLocked(dir, newDirs, backups...); err != nil {
 		return WriteResult{}, fmt.Errorf("write %s: %w", name, err)
 	}
-	dir := filepath.Dir(hp)
-	if res.Created {
-		if err := fsys.MkdirAll(dir, 0o755); err != nil {
-			return WriteResult{}, fmt.Errorf("write %s: %w", name, err)
-		}
+	if err := s.mkdirs(newDirs, 0o755); err != nil {
+		return WriteResult{}, fmt.Errorf("write %s: %w", name, err)
 	}
 	err = s.replace(hp, data, mode, uid, gid)
 	if isBindMount(err) && !res.Created {
 		if err := s.writeInPlace(hp, data); err != nil {
-			return WriteResult{}, fmt.Errorf("write %s in place (rename impossible, a bind mount?): %w", name, err)
+			return WriteResult{}, fmt.Errorf("write %s in place (rename impossible, a bind mount?): %w", name, s.nodeErr(err))
 		}
 		res.InPlace = true
 		return res, nil
 	}
 	if err != nil {
-		return WriteResult{}, fmt.Errorf("write %s: %w", name, err)
+		return WriteResult{}, fmt.Errorf("write %s: %w", name, s.nodeErr(err))
 	}
 	return res, nil
 }
@@ -320,15 +332,20 @@ func (s *Store) Remove(p string) error {
 	if fi.IsDir() {
 		return fmt.Errorf("remove %s: is a directory", p)
 	}
-	if err := s.Backup(p); err != nil {
+	dir, unlock, err := s.lock()
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", p, err)
+	}
+	defer unlock()
+	if err := s.backupLocked(dir, nil, p); err != nil {
 		return fmt.Errorf("remove %s: %w", p, err)
 	}
 	fsys := s.fsys()
 	if err := fsys.Remove(hp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove %s: %w", p, err)
+		return fmt.Errorf("remove %s: %w", p, s.nodeErr(err))
 	}
 	if err := syncDir(fsys, filepath.Dir(hp)); err != nil {
-		return fmt.Errorf("remove %s: %w", p, err)
+		return fmt.Errorf("remove %s: %w", p, s.nodeErr(err))
 	}
 	return nil
 }
@@ -374,8 +391,12 @@ func (s *Store) replace(hostPath string, data []byte, mode fs.FileMode, uid, gid
 	if _, err := f.Write(data); err != nil {
 		return err
 	}
-	// Owner first, mode second: chown(2) clears setuid and setgid, even when root calls it (Linux
-	// since 2.2.13).
+	// Mode first, owner second: once the file belongs to another user, chmod(2) needs CAP_FOWNER,
+	// which the unit does not grant. (The other order mattered only for setuid and setgid bits, which
+	// chown(2) clears and nodedns never sets.)
+	if err := fsys.Chmod(tmp, mode&^specialBits); err != nil {
+		return err
+	}
 	if uid >= 0 && gid >= 0 {
 		// Only chown when needed: a non-root caller (a test) can create files but not give them away.
 		fi, err := fsys.Lstat(tmp)
@@ -387,9 +408,6 @@ func (s *Store) replace(hostPath string, data []byte, mode fs.FileMode, uid, gid
 				return err
 			}
 		}
-	}
-	if err := fsys.Chmod(tmp, mode); err != nil {
-		return err
 	}
 	if err := f.Sync(); err != nil {
 		return err
@@ -450,7 +468,7 @@ func syncDir(fsys FS, dir string) error {
 	if err == nil || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) {
 		return nil
 	}
-	return fmt.Errorf("sync directory %s: %w", dir, err)
+	return fmt.Errorf("sync directory: %w", err)
 }
 
 // owner returns the uid and gid in fi, or -1, -1 when the FS does not report them.

@@ -229,7 +229,7 @@ func TestWrite(t *testing.T) {
 			},
 		},
 		{
-			name: "replace keeps owner and setuid/setgid bits",
+			name: "replace keeps owner and permissions, never setuid/setgid bits",
 			root: true,
 			setup: func(t *testing.T, s *Store) {
 				mkfile(t, s, "/etc/resolv.conf", old, 0o750)
@@ -243,7 +243,7 @@ func TestWrite(t *testing.T) {
 			mode: 0o644,
 			want: WriteResult{Path: "/etc/resolv.conf"},
 			after: map[string]state{
-				"/etc/resolv.conf": {Kind: KindFile, Mode: 0o750 | fs.ModeSetuid | fs.ModeSetgid, UID: 1234, GID: 5678, SHA256: sum(data)},
+				"/etc/resolv.conf": {Kind: KindFile, Mode: 0o750, UID: 1234, GID: 5678, SHA256: sum(data)},
 			},
 		},
 		{

@@ -10,25 +10,20 @@ import (
 	"net/http"
 	"os"
 	"path"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/nodedns/nodedns/config"
 	"github.com/nodedns/nodedns/files"
 )
 
 // ChecksTextfile is the file the one-shot `nodedns check` writes next to the daemon's textfile
 // (nodedns.prom -> nodedns_check.prom): two processes never rewrite each other's file, and the
 // `source` label keeps their series apart.
-func ChecksTextfile(textfile string) string {
-	if textfile == "" {
-		return ""
-	}
-	dir, base := path.Split(textfile)
-	return dir + strings.TrimSuffix(base, ".prom") + "_check.prom"
-}
+// It is config.ChecksTextfile: the config's path validation knows the file too.
+func ChecksTextfile(textfile string) string { return config.ChecksTextfile(textfile) }
 
 // ErrNoCollectorDir says the textfile's directory does not exist: node_exporter's textfile collector
 // is not set up on this node, and nodedns does not create it.

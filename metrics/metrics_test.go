@@ -223,7 +223,8 @@ func TestWriteTextfile(t *testing.T) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		st := &files.Store{Root: root}
+		// Restore changes only the files nodedns manages: the textfile is one through the config.
+		st := &files.Store{Root: root, Targets: files.DefaultTargets("/var/lib/nodedns").Add(path)}
 		r := fixedRecorder(SourceRun)
 		if err := WriteTextfile(st, path, r); err != nil {
 			t.Fatal(err)

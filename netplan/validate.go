@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nodedns/nodedns/files"
@@ -106,6 +107,7 @@ func (r Runner) Get(ctx context.Context, root string, changes map[string][]byte)
 	ctx, cancel := context.WithTimeout(ctx, GenerateTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.bin(), "get", "--root-dir", tmp, "all")
+	cmd.SysProcAttr = dieWithParent()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -133,11 +135,18 @@ func (r Runner) run(ctx context.Context, tmp string, args ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, GenerateTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.bin(), args...)
+	cmd.SysProcAttr = dieWithParent()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return r.genError(tmp, out, err)
 	}
 	return nil
+}
+
+// dieWithParent makes netplan die with nodedns: a nodedns killed in the middle of a check must not
+// leave netplan writing into a work directory the next nodedns is removing.
+func dieWithParent() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
 
 func (r Runner) genError(tmp string, out []byte, err error) error {
@@ -169,7 +178,9 @@ func isNetplanDir(d string) bool {
 // copyTree copies the node's netplan YAML files (following symlinks inside root) into a new
 // temporary directory, mode 0600 so netplan's permission warnings do not drown its errors.
 func (r Runner) copyTree(root string, changes map[string][]byte) (string, error) {
-	tmp, err := os.MkdirTemp(r.TempDir, "nodedns-netplan-")
+	// The creator's PID in the name: a later sweep removes the directory of a process that died
+	// in the middle (files.Store.SweepWork).
+	tmp, err := os.MkdirTemp(r.TempDir, files.WorkPattern("nodedns-netplan"))
 	if err != nil {
 		return "", fmt.Errorf("netplan copy: %w", err)
 	}

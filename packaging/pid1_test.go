@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,6 +73,11 @@ Wants=nodedns.service kubelet.service
 	if out, err := exec.Command("cp", "-a", "../examples/kubespray-host-resolvconf", filepath.Join(work, "node")).CombinedOutput(); err != nil {
 		t.Fatalf("copy the example node: %v\n%s", err, out)
 	}
+	// A resolv.conf another user owns: rewriting it must keep its owner and mode with only the
+	// unit's CAP_CHOWN (no CAP_FOWNER, no CAP_DAC_OVERRIDE) and its system call filter.
+	resolv := filepath.Join(work, "node/etc/resolv.conf")
+	must(t, os.Chown(resolv, 1000, 1001))
+	must(t, os.Chmod(resolv, 0o604))
 
 	script := strings.Join([]string{
 		"set -e",
@@ -151,6 +157,16 @@ Wants=nodedns.service kubelet.service
 		t.Errorf("no STATUS= from the daemon")
 	} else {
 		t.Logf("STATUS=%s", st)
+	}
+	fi, err := os.Stat(hostPath(pid1, nds+"/node/etc/resolv.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 1000 || st.Gid != 1001 || fi.Mode() != 0o604 {
+		t.Errorf("/etc/resolv.conf after the daemon's pass: %d:%d %v, want 1000:1001 -rw----r-- kept", st.Uid, st.Gid, fi.Mode())
+	}
+	if data, err := os.ReadFile(hostPath(pid1, nds+"/node/etc/resolv.conf")); err != nil || !strings.Contains(string(data), "Edited by nodedns") {
+		t.Errorf("/etc/resolv.conf was not edited under the unit's hardening (%v):\n%s", err, data)
 	}
 	// 2. Ordering: the stand-in kubelet started after nodedns was up.
 	waitFor("kubelet.service done", 20*time.Second, func() bool {

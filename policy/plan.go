@@ -62,7 +62,7 @@ func (p Plan) Empty() bool {
 // naming nodedns and saying it is managed).
 const (
 	KubeletHeader = "Managed by nodedns: the loop-free resolv.conf for kubelet (resolvConf). Edits are overwritten."
-	EditedHeader  = "Edited by nodedns: loop addresses and DHCP search domains removed (nodedns restore undoes it)."
+	EditedHeader  = "Edited by nodedns: loop addresses and DHCP search domains removed; `nodedns restore` puts the original back from /var/lib/nodedns/backup."
 	DropInHeader  = "Managed by nodedns: keeps systemd-resolved from forwarding to the node-local cache or cluster DNS."
 	HookHeader    = "Managed by nodedns: drops DHCP search domains and loop addresses before dhclient-script writes resolv.conf."
 )
@@ -181,6 +181,9 @@ func (p *Plan) etcResolvConf(s *node.Snapshot) {
 	n := 0
 	for _, a := range f.RemoveNameservers(func(netip.Addr) bool { n++; return n > resolvconf.MaxNameservers }) {
 		reasons = append(reasons, fmt.Sprintf("nameserver %s is past the third (never read)", a))
+	}
+	if len(f.Lines) > 0 && strings.HasPrefix(f.Lines[0].Raw, "# Edited by nodedns") {
+		f.Lines = f.Lines[1:] // an older nodedns's header: one header line, the current one
 	}
 	f.EnsureHeader(EditedHeader)
 	path := node.EtcResolvConf

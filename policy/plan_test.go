@@ -271,6 +271,11 @@ func TestEtcResolvConfEdit(t *testing.T) {
 			in:   "nameserver 169.254.25.10\n", blocked: true,
 		},
 		{
+			name: "an older nodedns's header is replaced, not doubled",
+			in:   "# Edited by nodedns: loop addresses and DHCP search domains removed (nodedns restore undoes it).\nnameserver 169.254.25.10\nnameserver 10.0.0.2\n",
+			want: "# " + EditedHeader + "\nnameserver 10.0.0.2\n",
+		},
+		{
 			name: "past the third nameserver goes when edited",
 			in:   "nameserver 169.254.25.10\nnameserver 1.1.1.1\nnameserver 2.2.2.2\nnameserver 3.3.3.3\nnameserver 4.4.4.4\n",
 			want: "# " + EditedHeader + "\nnameserver 1.1.1.1\nnameserver 2.2.2.2\nnameserver 3.3.3.3\n",

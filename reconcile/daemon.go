@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"path"
 	"path/filepath"
 	"strings"
@@ -42,6 +43,10 @@ const (
 	// passTimeout bounds one reconcile pass's live calls (D-Bus), so a hung bus cannot stall the loop
 	// (and, with it, the watchdog) or shutdown for long.
 	passTimeout = 30 * time.Second
+	// passLockWait bounds how long a pass waits for the state lock while a restore or an apply holds
+	// it; then the pass is postponed by one settle period. Well under half of the unit's
+	// WatchdogSec=30s, so the watchdog is still fed in time.
+	passLockWait = 5 * time.Second
 )
 
 // Daemon is `nodedns run`: it applies at start, then watches the node's files (and the live event
@@ -257,7 +262,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.pass(ctx, w, "new watch")
 	}
 	d.rescan = false
-	d.notify("READY=1")
 	st := d.Status()
 	d.notify("STATUS=" + st.Line())
 	log.Info("daemon ready", "root", d.Node.Root, "watched_dirs", len(st.Watched), "resync", d.resync(), "settle", d.settle(), "watchdog", d.Watchdog)
@@ -273,6 +277,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	settle := time.NewTimer(time.Hour)
 	settle.Stop()
 	defer settle.Stop()
+	if !d.settleAt.IsZero() {
+		settle.Reset(time.Until(d.settleAt)) // the start pass was postponed
+	}
+	d.notify("READY=1")
 	resume := time.NewTimer(time.Hour)
 	resume.Stop()
 	defer resume.Stop()
@@ -344,6 +352,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.pass(ctx, w, "new watch")
 		}
 		d.rescan = false
+		if !d.settleAt.IsZero() {
+			settle.Reset(time.Until(d.settleAt)) // the pass was postponed
+		}
 		resync.Reset(d.resync())
 		armResume()
 	}
@@ -436,6 +447,19 @@ func (d *Daemon) pass(ctx context.Context, w *fsnotify.Watcher, trigger string) 
 	defer cancel()
 	// Watch first, read second: a change made while the pass reads is then an event, never lost.
 	d.syncWatches(w, d.last)
+	// The state lock from reading the node to the last write: a restore never runs in between.
+	release, err := d.Node.Hold(passLockWait)
+	if err != nil {
+		log.Warn("pass postponed: nodedns's state is locked", "trigger", trigger, "retry_in", d.settle(), "err", err)
+		d.wait(time.Now(), d.settle())
+		return
+	}
+	released := false
+	defer func() {
+		if !released {
+			release()
+		}
+	}()
 	s, p := d.Node.Observe(pctx)
 	d.last = s
 
@@ -459,6 +483,8 @@ func (d *Daemon) pass(ctx context.Context, w *fsnotify.Watcher, trigger string) 
 				"resume", "after the other writer leaves it alone for one window")
 		case v.logNew:
 			log.Warn("another writer's content left as it is (backed off)", "path", c.Target, "content_sha256", v.digest[:16])
+		case v.hold:
+			// Backed off and already said so: one line per distinct content, not one per event.
 		case v.count > 0:
 			log.Info("another writer replaced nodedns's content: re-applying", "path", c.Target, "rewrites", v.count, "backoff_after", d.fights.backoffAfter)
 		}
@@ -495,6 +521,8 @@ func (d *Daemon) pass(ctx context.Context, w *fsnotify.Watcher, trigger string) 
 	}
 	bo := d.fights.backoffs()
 	d.saveWritersState(bo)
+	release()
+	released = true
 	d.setStatus(func(st *Status) {
 		st.Passes++
 		st.Last, st.Trigger = time.Now(), trigger
@@ -504,7 +532,13 @@ func (d *Daemon) pass(ctx context.Context, w *fsnotify.Watcher, trigger string) 
 		st.Watched = d.ws.dirs()
 	})
 	status := d.Status()
-	log.Info("reconciled", "trigger", trigger, "pass", status.Passes, "wrote", len(o.Written), "removed", len(o.Removed),
+	// A pass that changed nothing (another writer's event on a backed-off target, a resync of a
+	// healthy node) is debug: at info, a backed-off fight logged a line per event.
+	level := slog.LevelInfo
+	if len(o.Written)+len(o.Removed)+len(o.Done)+len(o.Errors)+len(started) == 0 && trigger != "start" {
+		level = slog.LevelDebug
+	}
+	log.Log(pctx, level, "reconciled", "trigger", trigger, "pass", status.Passes, "wrote", len(o.Written), "removed", len(o.Removed),
 		"pending", len(o.Pending), "held", len(held), "blocked", len(o.Blocked), "errors", len(o.Errors),
 		"took", time.Since(start).Round(time.Microsecond))
 	d.notify("STATUS=" + status.Line())

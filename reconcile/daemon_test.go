@@ -357,9 +357,18 @@ func TestDaemonBacksOffFromAnotherWriterAndResumes(t *testing.T) {
 		t.Fatalf("writers state = %+v, %v", state, err)
 	}
 	// While backed off the writer keeps writing the same content: one warning for it, not one per write.
+	mark := len(r.log.String())
 	for range 10 {
 		replaceFile(t, root, "/etc/resolv.conf", badResolv)
 		time.Sleep(50 * time.Millisecond)
+	}
+	// Nor an info line per event: no "re-applying" (nothing is), no pass that did nothing.
+	during := r.log.String()[mark:]
+	if n := strings.Count(during, "re-applying"); n != 0 {
+		t.Errorf("%d 're-applying' lines while backed off, want 0:\n%s", n, during)
+	}
+	if n := strings.Count(during, "level=INFO msg=reconciled"); n != 0 {
+		t.Errorf("%d info lines for passes that changed nothing while backed off, want 0:\n%s", n, during)
 	}
 	if got := readFile(root, "/etc/resolv.conf"); got != badResolv {
 		t.Errorf("nodedns kept fighting while backed off:\n%s", got)

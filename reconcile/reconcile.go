@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -57,6 +56,10 @@ type Node struct {
 	Sources    []Source
 	Actors     []Actor
 	Validators []Validator
+
+	// held is the state lock while Hold holds it (state.go); holds counts nested Holds.
+	held  *files.Lock
+	holds int
 }
 
 // Live reports whether nodedns works on the real node rather than a --root tree.
@@ -71,7 +74,7 @@ func (n *Node) store() *files.Store {
 	if root == "" {
 		root = "/"
 	}
-	return &files.Store{Root: root, FS: fsys, StateDir: config.StateDir}
+	return &files.Store{Root: root, FS: fsys, StateDir: config.StateDir, Targets: Targets(n.Config)}
 }
 
 func (n *Node) now() time.Time {
@@ -170,7 +173,7 @@ func (n *Node) Apply(ctx context.Context, p policy.Plan) Outcome {
 		case policy.OpWrite:
 			res, err := st.Write(c.Path, c.After, c.Mode)
 			if err != nil {
-				o.Errors = append(o.Errors, fmt.Errorf("write %s: %w", c.Path, err))
+				o.Errors = append(o.Errors, err) // it names the operation and the path
 				n.log().Error("write failed", "path", c.Path, "err", err)
 				continue
 			}
@@ -178,7 +181,7 @@ func (n *Node) Apply(ctx context.Context, p policy.Plan) Outcome {
 			n.log().Info("wrote", "path", c.Path, "target", res.Path, "created", res.Created, "in_place", res.InPlace, "reason", c.Reason)
 		case policy.OpRemove:
 			if err := st.Remove(c.Path); err != nil {
-				o.Errors = append(o.Errors, fmt.Errorf("remove %s: %w", c.Path, err))
+				o.Errors = append(o.Errors, err) // it names the operation and the path
 				continue
 			}
 			o.Removed = append(o.Removed, c.Path)
@@ -225,10 +228,29 @@ func (n *Node) Restore() ([]files.RestoreResult, error) {
 	return n.RestoreContext(context.Background())
 }
 
-// RestoreContext undoes every change nodedns made, from its backups, and (live) the per-link
-// settings its actors made. The kubelet resolv.conf is kept while kubelet's config still points at
-// it: removing it would stop kubelet from starting pods. A failing step does not stop the others.
+// RestoreOptions change what restore does.
+type RestoreOptions struct {
+	// Forget drops, knowingly, what nodedns left in the files it has no backup of (their backups
+	// are lost): the files it created are removed, the header line of those it edited dropped.
+	Forget bool
+}
+
+// RestoreContext is RestoreWith without options.
 func (n *Node) RestoreContext(ctx context.Context) ([]files.RestoreResult, error) {
+	return n.RestoreWith(ctx, RestoreOptions{})
+}
+
+// RestoreWith undoes every change nodedns made, from its backups, and (live) the per-link settings
+// its actors made, under the state lock. The kubelet resolv.conf is kept while kubelet's config
+// still points at it: removing it would stop kubelet from starting pods. Files that carry nodedns's
+// mark with no backup make it fail with a *LostBackupsError listing them, unless opts.Forget. A
+// failing step does not stop the others.
+func (n *Node) RestoreWith(ctx context.Context, opts RestoreOptions) ([]files.RestoreResult, error) {
+	release, err := n.Hold(0)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	var reverters []Reverter
 	if n.Live() {
 		for _, a := range n.Actors {
@@ -246,7 +268,7 @@ func (n *Node) RestoreContext(ctx context.Context) ([]files.RestoreResult, error
 			errs = append(errs, err)
 		}
 	}
-	res, err := n.restoreFiles()
+	res, err := n.restoreFiles(opts)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -264,21 +286,23 @@ func (n *Node) RestoreContext(ctx context.Context) ([]files.RestoreResult, error
 	return append(append(pre, res...), post...), errors.Join(errs...)
 }
 
-func (n *Node) restoreFiles() ([]files.RestoreResult, error) {
+func (n *Node) restoreFiles(opts RestoreOptions) ([]files.RestoreResult, error) {
 	st := n.store()
-	s := node.Observe(n.store(), n.Config, n.now())
-	keep := func(path string) (bool, string) {
-		if path == n.Config.Kubelet.ResolvConf && filepath.Clean(s.Kubelet.ResolvConf) == filepath.Clean(path) {
-			return true, fmt.Sprintf("kubelet's config %s still points resolvConf at it; point kubelet elsewhere, then run restore again", s.Kubelet.Path)
-		}
-		return false, ""
-	}
+	keep := n.kubeletKeep()
 	res, err := st.Restore(keep)
+	if _, berr := st.Backups(); berr != nil {
+		return res, err // the manifest itself is refused: nothing more to judge
+	}
+	lost, lerr := n.unbacked(st)
+	if len(lost) > 0 && opts.Forget {
+		more, ferr := n.forget(st, lost, keep)
+		res = append(res, more...)
+		lerr = errors.Join(lerr, ferr)
+	} else if len(lost) > 0 {
+		lerr = errors.Join(lerr, &LostBackupsError{Paths: lost})
+	}
 	for _, r := range res {
 		n.log().Info("restore", "path", r.Path, "action", r.Action, "reason", r.Reason)
 	}
-	if err != nil {
-		return res, errors.Join(fmt.Errorf("restore: %w", err))
-	}
-	return res, nil
+	return res, errors.Join(err, lerr)
 }

@@ -208,7 +208,7 @@ func TestSymlinkedResolvConf(t *testing.T) {
 		t.Errorf("symlink now points at %q", target)
 	}
 	got := readFile(t, root, "run/resolvconf/resolv.conf")
-	want := "# Edited by nodedns: loop addresses and DHCP search domains removed (nodedns restore undoes it).\nnameserver 10.0.0.2\nsearch corp.example\n"
+	want := "# Edited by nodedns: loop addresses and DHCP search domains removed; `nodedns restore` puts the original back from /var/lib/nodedns/backup.\nnameserver 10.0.0.2\nsearch corp.example\n"
 	if got != want {
 		t.Errorf("target content (-want +got):\n%s", cmp.Diff(want, got))
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodedns/nodedns/policy"
+	"github.com/nodedns/nodedns/reconcile"
 )
 
 // version is set at build time: -ldflags "-X main.version=1.2.3".
@@ -160,6 +161,12 @@ and reported; apply then exits 1 after making every other safe change.`,
 			e := g.edges()
 			defer e.Close()
 			n := e.Node
+			// The state lock from reading the node to the last write (docs/contract.md, invariant 4).
+			release, err := n.Hold(0)
+			if err != nil {
+				return &exitError{1, err}
+			}
+			defer release()
 			_, p := n.Observe(cmd.Context())
 			o := n.Apply(cmd.Context(), p)
 			for _, w := range o.Written {
@@ -197,19 +204,27 @@ func blockedErr(b []policy.Blocked) error {
 }
 
 func newRestoreCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var forget bool
+	cmd := &cobra.Command{
 		Use:   "restore",
 		Short: "Undo every change nodedns made, from its backups",
 		Long: `Puts back the exact original bytes, mode, owner and symlink of every file nodedns changed, and
-removes the files it created. The kubelet resolv.conf is kept while kubelet's config still points at
-it (removing it would stop kubelet): restore says so and exits 0. With nothing to restore it does
-nothing.`,
-		Example: `  nodedns restore`,
-		Args:    cobra.NoArgs,
+removes the files it created and the directories it created for them. The kubelet resolv.conf is kept
+while kubelet's config still points at it (removing it would stop kubelet): restore says so and exits
+0. With nothing to restore it does nothing.
+
+Restore acts only on trusted state (/var/lib/nodedns owned by root and writable by nobody else) and
+only on the files nodedns manages. When files still carry nodedns's header (or are its hook or
+drop-ins) but their backups are gone, restore lists them and exits 1: their originals cannot be put
+back. --forget then removes the files nodedns created and drops the header line of the files it
+edited, knowingly; or reinstall those files from their packages' defaults first.`,
+		Example: `  nodedns restore
+  nodedns restore --forget    # the backups are lost: drop what nodedns left, knowingly`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			e := g.edges()
 			defer e.Close()
-			res, err := e.Node.RestoreContext(cmd.Context())
+			res, err := e.Node.RestoreWith(cmd.Context(), reconcile.RestoreOptions{Forget: forget})
 			for _, r := range res {
 				line := r.Action + " " + r.Path
 				if r.Reason != "" {
@@ -226,6 +241,8 @@ nothing.`,
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&forget, "forget", false, "when backups are lost: remove the files nodedns created and its header line from the files it edited, knowingly")
+	return cmd
 }
 
 func newVersionCmd(g *globals) *cobra.Command {

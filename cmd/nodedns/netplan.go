@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/edges"
 	"github.com/nodedns/nodedns/netplan"
 	"github.com/nodedns/nodedns/policy"
 )
@@ -50,6 +51,14 @@ func runPin(ctx context.Context, g *globals, dryRun, apply bool) error {
 	e := g.edges()
 	defer e.Close()
 	n := e.Node
+	if !dryRun {
+		// The state lock from reading the node to the write (docs/contract.md, invariant 4).
+		release, err := n.Hold(0)
+		if err != nil {
+			return &exitError{1, err}
+		}
+		defer release()
+	}
 	_, p := n.Observe(ctx)
 
 	var blocked []policy.Blocked
@@ -78,7 +87,10 @@ func runPin(ctx context.Context, g *globals, dryRun, apply bool) error {
 
 	if dryRun {
 		fmt.Fprintf(g.stdout, "# %s (mode 0600): %s\n%s", change.Path, change.Reason, change.After)
-		var r netplan.Runner
+		r, err := edges.NetplanRunner(g.root)
+		if err != nil {
+			return &exitError{1, fmt.Errorf("netplan get: %w", err)}
+		}
 		before, err := r.Get(ctx, rootOr(g.root), nil)
 		if err != nil {
 			return &exitError{1, fmt.Errorf("netplan get: %w", err)}

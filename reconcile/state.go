@@ -1,0 +1,65 @@
+package reconcile
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nodedns/nodedns/config"
+	"github.com/nodedns/nodedns/files"
+)
+
+// Targets is what restore may change on this node (files.Store.Targets): what nodedns manages
+// whatever the config says (files.DefaultTargets), and the files the config makes it write
+// (kubelet.resolvConf, the metrics textfiles). Integrations that manage more add their paths here.
+func Targets(cfg config.Config) *files.Targets {
+	t := files.DefaultTargets(config.StateDir)
+	for _, ps := range cfg.WrittenPaths() {
+		t.Add(ps...)
+	}
+	return t
+}
+
+// Hold takes nodedns's state lock for a whole change (docs/contract.md, invariant 4): apply, each
+// daemon pass, restore and `netplan pin` hold it from reading the node to the last rename, so two
+// commands never interleave (a restore between apply's backup and apply's write lost the original).
+// It waits at most wait (0: files.DefaultLockWait), then fails naming the holder's PID. Once held,
+// the temp files and work directories dead nodedns processes left are removed; release removes this
+// run's work directories again and lets go. Hold nests: only the outermost release unlocks. One
+// goroutine drives a Node.
+func (n *Node) Hold(wait time.Duration) (release func(), err error) {
+	if n.held != nil {
+		n.holds++
+		return n.releaseOne, nil
+	}
+	st := n.store()
+	l, err := st.Lock(wait)
+	if err != nil {
+		return nil, err
+	}
+	n.held, n.holds = l, 1
+	removed, err := st.Sweep(l)
+	for _, p := range removed {
+		n.log().Info("removed a leftover of an interrupted nodedns", "path", p)
+	}
+	if err != nil {
+		n.log().Warn("cannot remove every leftover of an interrupted nodedns", "err", err)
+	}
+	return n.releaseOne, nil
+}
+
+func (n *Node) releaseOne() {
+	if n.held == nil {
+		return
+	}
+	n.holds--
+	if n.holds > 0 {
+		return
+	}
+	if _, err := n.store().SweepWork(); err != nil {
+		n.log().Warn("cannot remove nodedns's work directories", "err", err)
+	}
+	if err := n.held.Unlock(); err != nil {
+		n.log().Warn("releasing the state lock", "err", fmt.Errorf("unlock: %w", err))
+	}
+	n.held = nil
+}
