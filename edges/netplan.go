@@ -29,21 +29,27 @@ func rootOr(r string) string {
 type netplanValidator struct{ runner netplan.Runner }
 
 // NetplanRunner is the netplan runner of the node whose / is root: its copies go into nodedns's work
-// directory under the node's state directory (files.Store.TempDir), so a run under --root leaves
-// nothing outside it, and the next holder of the state lock removes what a killed run left there.
-// A user who cannot write that directory (a non-root `nodedns plan` on a live node) gets the
-// system's temp directory instead; untrusted state is an error.
+// directory (workDir), so a run under --root leaves nothing outside it.
 func NetplanRunner(root string) (netplan.Runner, error) {
+	dir, err := workDir(root)
+	return netplan.Runner{TempDir: dir}, err
+}
+
+// workDir is where the validators make their copies: nodedns's work directory under the node's
+// state directory (files.Store.TempDir), which the next holder of the state lock sweeps when a
+// killed run left something there. A user who cannot write it (a non-root `nodedns plan` on a live
+// node) gets "" (the system's temp directory); untrusted state is an error.
+func workDir(root string) (string, error) {
 	st := &files.Store{Root: rootOr(root), FS: files.OS(), StateDir: config.StateDir}
 	dir, err := st.TempDir()
 	if err == nil && unix.Access(dir, unix.W_OK|unix.X_OK) == nil {
-		return netplan.Runner{TempDir: dir}, nil
+		return dir, nil
 	}
 	var ue *files.UntrustedError
 	if errors.As(err, &ue) {
-		return netplan.Runner{}, err
+		return "", err
 	}
-	return netplan.Runner{}, nil
+	return "", nil
 }
 
 func (v netplanValidator) run(root string) (netplan.Runner, error) {

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nodedns/nodedns/config"
@@ -453,7 +454,13 @@ func (n *NetworkManager) printConfig(ctx context.Context, root string, changes m
 	if bin == "" {
 		return "", 0, errNoBinary
 	}
-	dir, err := os.MkdirTemp("", "nodedns-nm-conf.d-")
+	// The copies go into nodedns's work directory (swept by the next lock holder if a kill leaves
+	// them), else the system's temp directory for a user who cannot write it.
+	work, err := workDir(root)
+	if err != nil {
+		return "", 0, err
+	}
+	dir, err := os.MkdirTemp(work, files.WorkPattern("nodedns-nm"))
 	if err != nil {
 		return "", 0, fmt.Errorf("copy %s: %w", networkmanager.EtcConfDir, err)
 	}
@@ -474,7 +481,11 @@ func (n *NetworkManager) printConfig(ctx context.Context, root string, changes m
 	}
 	ctx, cancel := context.WithTimeout(ctx, printConfigTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "--print-config", "--config-dir="+confDir, "--intern-config="+intern).CombinedOutput()
+	cmd := exec.CommandContext(ctx, bin, "--print-config", "--config-dir="+confDir, "--intern-config="+intern)
+	// It dies with nodedns, so a killed pass never leaves it writing into a directory the next
+	// lock holder is removing.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
 	msg := strings.ReplaceAll(string(out), confDir, networkmanager.EtcConfDir)
 	msg = strings.TrimSpace(strings.ReplaceAll(msg, intern, networkmanager.InternConfPath))
 	var ee *exec.ExitError
