@@ -149,8 +149,9 @@ type Snapshot struct {
 	ResolvedLive *systemd.ResolvedState
 
 	Kubelet       Kubelet
-	KubeletResolv ResolvFile // the file kubelet's resolvConf names ("" when disabled)
-	NodednsResolv ResolvFile // the kubelet resolv.conf nodedns writes (config kubelet.resolvConf)
+	kubeletInputs kubeletDiscovery // what finding Kubelet.Path read (KubeletSources)
+	KubeletResolv ResolvFile       // the file kubelet's resolvConf names ("" when disabled)
+	NodednsResolv ResolvFile       // the kubelet resolv.conf nodedns writes (config kubelet.resolvConf)
 
 	Leases  []leases.Lease
 	Netplan *netplan.Config // nil when netplan's files could not be read
@@ -340,24 +341,6 @@ func reparse(r files.Reader, paths []string, skip func(string) bool) *systemd.Re
 	}
 	cfg.Warnings = nil
 	return cfg
-}
-
-func (s *Snapshot) readKubelet(r files.Reader, cfg config.Config) {
-	s.Kubelet = Kubelet{Path: cfg.Kubelet.Config, ResolvConf: KubeletDefaultResolvConf}
-	data, err := r.ReadFile(cfg.Kubelet.Config, files.Config)
-	if errors.Is(err, fs.ErrNotExist) {
-		return
-	}
-	if err != nil {
-		s.Kubelet.Exists = true
-		s.problem(SourceKubelet, cfg.Kubelet.Config, 0, err.Error())
-		return
-	}
-	k, err := ParseKubelet(data, cfg.Kubelet.Config)
-	if err != nil {
-		s.problem(SourceKubelet, cfg.Kubelet.Config, 0, err.Error())
-	}
-	s.Kubelet = k
 }
 
 // readUnit finds the nodedns unit the way systemd would on the next boot: the first unit directory

@@ -78,6 +78,7 @@ func Compute(s *node.Snapshot, cfg config.Config) Plan {
 	p.resolved(s)
 	p.dhclientHook(s)
 	p.netplan(s, cfg)
+	p.blockOnKubelet(s, cfg)
 	return p
 }
 

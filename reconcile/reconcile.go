@@ -91,14 +91,7 @@ func (n *Node) log() *slog.Logger {
 // Observe reads the node (files, then the live sources on a live node), computes the plan and lets
 // the validators judge its changes.
 func (n *Node) Observe(ctx context.Context) (*node.Snapshot, policy.Plan) {
-	s := node.Observe(n.store(), n.Config, n.now())
-	if n.Live() {
-		for _, src := range n.Sources {
-			if err := src.Observe(ctx, s); err != nil {
-				s.Problems = append(s.Problems, node.Problem{Source: node.SourceLive, Msg: fmt.Sprintf("%s: %v", src.Name(), err)})
-			}
-		}
-	}
+	s := n.snapshot(ctx)
 	p := policy.Compute(s, n.Config)
 	n.validate(ctx, &p)
 	n.log().Debug("observed", "upstreams", fmt.Sprint(p.Facts.Upstreams), "upstream_source", p.Facts.UpstreamSource,
@@ -109,6 +102,21 @@ func (n *Node) Observe(ctx context.Context) (*node.Snapshot, policy.Plan) {
 		n.log().Warn("input skipped", "problem", pr.String())
 	}
 	return s, p
+}
+
+// snapshot reads the node's files, then (live node) what the sources add: the one snapshot plan,
+// apply, check and restore judge by (restore keeps the kubelet file by the kubelet config the running
+// kubelet reads, docs/contract.md "Kubelet's config").
+func (n *Node) snapshot(ctx context.Context) *node.Snapshot {
+	s := node.Observe(n.store(), n.Config, n.now())
+	if n.Live() {
+		for _, src := range n.Sources {
+			if err := src.Observe(ctx, s); err != nil {
+				s.Problems = append(s.Problems, node.Problem{Source: node.SourceLive, Msg: fmt.Sprintf("%s: %v", src.Name(), err)})
+			}
+		}
+	}
+	return s
 }
 
 func (n *Node) validate(ctx context.Context, p *policy.Plan) {
@@ -246,7 +254,7 @@ func (n *Node) RestoreContext(ctx context.Context) ([]files.RestoreResult, error
 			errs = append(errs, err)
 		}
 	}
-	res, err := n.restoreFiles()
+	res, err := n.restoreFiles(ctx)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -264,12 +272,19 @@ func (n *Node) RestoreContext(ctx context.Context) ([]files.RestoreResult, error
 	return append(append(pre, res...), post...), errors.Join(errs...)
 }
 
-func (n *Node) restoreFiles() ([]files.RestoreResult, error) {
+func (n *Node) restoreFiles(ctx context.Context) ([]files.RestoreResult, error) {
 	st := n.store()
-	s := node.Observe(n.store(), n.Config, n.now())
+	s := n.snapshot(ctx)
 	keep := func(path string) (bool, string) {
-		if path == n.Config.Kubelet.ResolvConf && filepath.Clean(s.Kubelet.ResolvConf) == filepath.Clean(path) {
-			return true, fmt.Sprintf("kubelet's config %s still points resolvConf at it; point kubelet elsewhere, then run restore again", s.Kubelet.Path)
+		if path != n.Config.Kubelet.ResolvConf {
+			return false, ""
+		}
+		if s.Kubelet.Err != nil {
+			// kubelet may well read it: removing a file kubelet uses would stop it starting pods.
+			return true, fmt.Sprintf("kubelet's config %s cannot be read (%v), so whether kubelet uses this file is unknown; fix it, then run restore again", s.Kubelet.Path, s.Kubelet.Err)
+		}
+		if filepath.Clean(s.Kubelet.ResolvConf) == filepath.Clean(path) {
+			return true, fmt.Sprintf("kubelet's config %s (%s) still points resolvConf at it; point kubelet elsewhere, then run restore again", s.Kubelet.Path, s.Kubelet.How)
 		}
 		return false, ""
 	}
