@@ -165,6 +165,14 @@ type Snapshot struct {
 
 	DhclientConf bool // /etc/dhcp/dhclient.conf exists: dhclient is in use or may be
 	DhclientHook Managed
+	// DhclientRules are dhclient.conf's supersede/prepend/append/default rules for the DNS options
+	// (nil when there is no readable dhclient.conf); DhclientOffers what DHCP offered behind them
+	// per lease file and interface; Offered nodedns's record of earlier offers, read from
+	// OfferedState (see dhclient.go).
+	DhclientRules  *leases.DhclientConf
+	DhclientOffers []DhclientOffer
+	OfferedState   Managed
+	Offered        map[string]OfferedRecord
 
 	Unit Unit
 
@@ -231,6 +239,7 @@ func Observe(r files.Reader, cfg config.Config, now time.Time) *Snapshot {
 		s.DhclientConf = true
 	}
 	s.DhclientHook = s.readManaged(r, DhclientHook)
+	s.readDhclient(r)
 	s.Unit = s.readUnit(r)
 	return s
 }

@@ -36,6 +36,11 @@ func Watches(cfg config.Config, s *Snapshot) []files.Watch {
 		files.Watch{Dir: ResolvedRunDir, Match: files.Names(path.Base(ResolvedResolvConf), path.Base(ResolvedStubConf)), Complete: completeResolv},
 		resolv(cfg.Kubelet.ResolvConf),
 		files.Watch{Dir: path.Dir(DhclientConf), Match: files.Names(path.Base(DhclientConf))},
+		files.Watch{Dir: "/etc", Match: files.Names("dhclient.conf")}, // leases.DhclientConfPaths' older place
+		files.Watch{Dir: path.Dir(OfferedStatePath), Match: files.Names(path.Base(OfferedStatePath)), Complete: func(b []byte) error {
+			_, err := ParseOfferedState(OfferedStatePath, b)
+			return err
+		}},
 		files.Watch{Dir: path.Dir(DhclientHook), Match: files.Names(path.Base(DhclientHook))},
 	)
 	ws = append(ws, kubeletWatches(cfg, s)...)

@@ -36,6 +36,9 @@ type Facts struct {
 	UpstreamSource string
 	// DHCPLinks are interface names (and "#IFINDEX" for unnamed ones) that DHCP configures.
 	DHCPLinks map[string]bool
+	// DHCPOffers are the dhclient interfaces whose dhclient.conf changes the servers DHCP offers,
+	// with what DHCP really offered there (offered.go).
+	DHCPOffers []DHCPOffer
 }
 
 // Derive computes the Facts.
@@ -103,6 +106,9 @@ func Derive(s *node.Snapshot, cfg config.Config) Facts {
 		}
 	}
 
+	f.DHCPOffers = f.dhclientOffers(s)
+	f.dhcpHistoryDomains(s)
+
 	f.Upstreams, f.UpstreamSource = f.upstreams(s, cfg)
 	return f
 }
@@ -153,13 +159,7 @@ func (f Facts) upstreams(s *node.Snapshot, cfg config.Config) ([]netip.Addr, str
 		}
 		srcs = append(srcs, source{"systemd-resolved", rs})
 	}
-	var ls []netip.Addr
-	for _, l := range s.Leases {
-		if l.Current(s.Now) {
-			ls = append(ls, l.DNS...)
-		}
-	}
-	srcs = append(srcs, source{"DHCP leases", ls})
+	srcs = append(srcs, source{"DHCP leases", f.dhcpLeaseServers(s)})
 	if s.Netplan != nil {
 		var ns []netip.Addr
 		for _, i := range s.Netplan.Interfaces {

@@ -77,6 +77,7 @@ func Compute(s *node.Snapshot, cfg config.Config) Plan {
 	p.etcResolvConf(s)
 	p.resolved(s)
 	p.dhclientHook(s)
+	p.offeredState(s)
 	p.netplan(s, cfg)
 	p.blockOnKubelet(s, cfg)
 	return p
@@ -124,7 +125,7 @@ func KubeletResolvConf(f Facts, hostSearch, hostOptions []string) []byte {
 func (p *Plan) kubeletResolvConf(s *node.Snapshot, cfg config.Config) {
 	target := cfg.Kubelet.ResolvConf
 	if len(p.Facts.Upstreams) == 0 {
-		p.block(target, "no upstream DNS server is known (config upstreams, systemd-resolved, DHCP leases, netplan and /etc/resolv.conf list none but loop addresses): the last good file is kept; set `upstreams` in the config")
+		p.block(target, "no upstream DNS server is known (config upstreams, systemd-resolved, DHCP leases, netplan and /etc/resolv.conf list none but loop addresses): the last good file is kept; set `upstreams` in the config%s", withHint(p.Facts.HiddenOfferHint()))
 		return
 	}
 	var search, opts []string
@@ -166,7 +167,7 @@ func (p *Plan) etcResolvConf(s *node.Snapshot) {
 	if len(f.Nameservers()) == 0 {
 		if len(p.Facts.Upstreams) == 0 {
 			if len(reasons) > 0 {
-				p.block(node.EtcResolvConf, "removing %s would leave no nameserver and no upstream is known: left as it is; set `upstreams` in the config", strings.Join(reasons, ", "))
+				p.block(node.EtcResolvConf, "removing %s would leave no nameserver and no upstream is known: left as it is; set `upstreams` in the config%s", strings.Join(reasons, ", "), withHint(p.Facts.HiddenOfferHint()))
 			}
 			return
 		}

@@ -21,14 +21,19 @@ func (resolvConfLoop) Run(_ context.Context, env *Env) Result {
 		return unreadable(rc)
 	}
 	// The host's own libc may use a loopback stub (127.0.0.53): only cache and cluster addresses loop.
-	if bad := loopAddrs(env, rc.File.Nameservers(), false); len(bad) > 0 {
+	bad := loopAddrs(env, rc.File.Nameservers(), false)
+	note, renewal := dhclientLoopNote(env, len(bad) > 0)
+	if len(bad) > 0 {
 		hint := hintApply + ", or remove the line"
 		if env.Snapshot.ResolvConfManagedByResolved() {
 			hint = "systemd-resolved serves it: " + hintApply
 		}
-		return Result{Status: Problem, Message: fmt.Sprintf("/etc/resolv.conf lists %s", strings.Join(bad, ", ")), Hint: hint}
+		return Result{Status: Problem, Message: fmt.Sprintf("/etc/resolv.conf lists %s%s", strings.Join(bad, ", "), note), Hint: hint}
 	}
-	return Result{Status: OK, Message: fmt.Sprintf("/etc/resolv.conf lists no loop address (%s)", describeResolv(rc))}
+	if renewal {
+		return Result{Status: Problem, Message: fmt.Sprintf("/etc/resolv.conf lists no loop address (%s)%s", describeResolv(rc), note), Hint: "`nodedns apply` installs the dhclient hook"}
+	}
+	return Result{Status: OK, Message: fmt.Sprintf("/etc/resolv.conf lists no loop address (%s)%s", describeResolv(rc), note)}
 }
 
 type resolvConfSearch struct{}
