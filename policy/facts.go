@@ -36,6 +36,9 @@ type Facts struct {
 	UpstreamSource string
 	// DHCPLinks are interface names (and "#IFINDEX" for unnamed ones) that DHCP configures.
 	DHCPLinks map[string]bool
+	// RouteClusterDomainToCache is config host.routeClusterDomainToCache: the cluster search domains
+	// may stay on the host's search list (docs/contract.md "Cluster search domains on the host").
+	RouteClusterDomainToCache bool
 	// DHCPOffers are the dhclient interfaces whose dhclient.conf changes the servers DHCP offers,
 	// with what DHCP really offered there (offered.go).
 	DHCPOffers []DHCPOffer
@@ -43,7 +46,7 @@ type Facts struct {
 
 // Derive computes the Facts.
 func Derive(s *node.Snapshot, cfg config.Config) Facts {
-	f := Facts{DHCPDomains: map[string][]string{}, DHCPLinks: map[string]bool{}}
+	f := Facts{DHCPDomains: map[string][]string{}, DHCPLinks: map[string]bool{}, RouteClusterDomainToCache: cfg.Host.RouteClusterDomainToCache}
 
 	f.ClusterDomain = resolvconf.CanonicalDomain(cfg.ClusterDomain)
 	if f.ClusterDomain == "" {

@@ -164,6 +164,9 @@ func (p *Plan) etcResolvConf(s *node.Snapshot) {
 	for _, d := range f.FilterSearch(func(d string) bool { return !p.Facts.IsDHCPDomain(d) }) {
 		reasons = append(reasons, fmt.Sprintf("search domain %s came from DHCP", d))
 	}
+	if r := p.dropClusterSearch(f); r != "" {
+		reasons = append(reasons, r)
+	}
 	if len(f.Nameservers()) == 0 {
 		if len(p.Facts.Upstreams) == 0 {
 			if len(reasons) > 0 {
@@ -351,62 +354,4 @@ func (p *Plan) dhclientHook(s *node.Snapshot) {
 		before = s.DhclientHook.Data
 	}
 	p.write(node.DhclientHook, node.DhclientHook, before, after, 0o644, "dhclient would put DHCP search domains and loop addresses back on the next renewal")
-}
-
-// DhclientHook renders the dhclient enter hook. dhclient-script (Debian's, and the ISC one) sources
-// every file in /etc/dhcp/dhclient-enter-hooks.d before it writes resolv.conf, so the hook edits the
-// new_* variables it is about to use. If every server the lease offers is a loop address and no
-// upstream is known, it makes make_resolv_conf a no-op so the last good resolv.conf stays (a file with
-// no nameserver would send glibc to 127.0.0.1).
-func DhclientHook(f Facts) []byte {
-	var loops []string
-	seen := map[netip.Addr]bool{}
-	for _, a := range append(append(append([]netip.Addr{}, f.CacheAddrs...), KubesprayCache, DocsCache), f.ClusterDNS...) {
-		if !seen[a] {
-			seen[a] = true
-			loops = append(loops, a.String())
-		}
-	}
-	var ups []string
-	for _, a := range f.Upstreams {
-		ups = append(ups, a.String())
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "# %s\n", HookHeader)
-	b.WriteString(`# Sourced (not executed) by dhclient-script; it must not exit.
-nodedns_loop=" ` + strings.Join(loops, " ") + ` "
-nodedns_upstreams="` + strings.Join(ups, " ") + `"
-
-# DHCP search domains (option 119) and domain name (option 15) would reach the node's and every pod's
-# search list; the host keeps its static search domains only.
-new_domain_search=
-new_domain_name=
-new_dhcp6_domain_search=
-
-nodedns_filter() {
-	_nodedns_out=
-	for _nodedns_s in $1; do
-		case "$nodedns_loop" in
-		*" $_nodedns_s "*) ;;
-		*) _nodedns_out="${_nodedns_out:+$_nodedns_out }$_nodedns_s" ;;
-		esac
-	done
-	printf '%s' "$_nodedns_out"
-}
-
-if [ -n "$new_domain_name_servers" ]; then
-	new_domain_name_servers=$(nodedns_filter "$new_domain_name_servers")
-	if [ -z "$new_domain_name_servers" ]; then
-		new_domain_name_servers=$nodedns_upstreams
-	fi
-	if [ -z "$new_domain_name_servers" ]; then
-		# Only loop addresses and no known upstream: keep the last good resolv.conf.
-		make_resolv_conf() { :; }
-	fi
-fi
-if [ -n "$new_dhcp6_name_servers" ]; then
-	new_dhcp6_name_servers=$(nodedns_filter "$new_dhcp6_name_servers")
-fi
-`)
-	return []byte(b.String())
 }

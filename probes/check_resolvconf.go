@@ -59,6 +59,9 @@ func (resolvConfSearch) Run(_ context.Context, env *Env) Result {
 	if bad := dhcpDomains(env, search); len(bad) > 0 {
 		problems = append(problems, fmt.Sprintf("DHCP search domain %s reaches the host search list (every pod inherits it: failed cluster lookups leak to the LAN resolver)", strings.Join(bad, ", ")))
 	}
+	if c := clusterSearchOnHost(env, search); c != "" {
+		problems = append(problems, c)
+	}
 	// kubelet's limits (validation MaxDNSSearchPaths, MaxDNSSearchListChars) count the 3 cluster domains
 	// it adds; a 63-character namespace is the worst case.
 	worst := append(clusterSearch(strings.Repeat("n", 63), env.Plan.Facts.ClusterDomain), search...)
@@ -74,7 +77,7 @@ func (resolvConfSearch) Run(_ context.Context, env *Env) Result {
 		problems = append(problems, fmt.Sprintf("a pod's search line would be %d characters: musl ignores a line of %d or more", len(podLine), resolvconf.MuslMaxSearchLine))
 	}
 	if len(problems) > 0 {
-		return Result{Status: Problem, Message: strings.Join(problems, "; "), Hint: hintApply + " (DHCP domains), or shorten the search list"}
+		return Result{Status: Problem, Message: strings.Join(problems, "; "), Hint: hintApply + " (DHCP and cluster domains), or shorten the search list"}
 	}
 	if len(search) == 0 {
 		return Result{Status: OK, Message: "no host search domain"}

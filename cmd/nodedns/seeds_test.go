@@ -47,17 +47,19 @@ func TestSeeds(t *testing.T) {
 		},
 		{
 			// Seed 002: kubespray host_resolvconf rewrote a regular /etc/resolv.conf to the cache only;
-			// dhclient's lease still knows the real server.
+			// dhclient's lease still knows the real server. The cluster search domains go with the
+			// cache (docs/contract.md "Cluster search domains on the host"): no host resolver
+			// answers for cluster.local any more.
 			seed:   "002",
 			before: []string{"kubelet.resolvconf", "resolvconf.loop"},
 			after:  nil,
 			want: map[string][]string{
-				"/etc/resolv.conf":                         {"# Edited by nodedns", "domain cluster.local\n", "search cluster.local default.svc.cluster.local. svc.cluster.local.\n", "nameserver 192.168.2.1\n"},
+				"/etc/resolv.conf":                         {"# Edited by nodedns", "nameserver 192.168.2.1\n"},
 				"/var/lib/nodedns/resolv.conf":             {"nameserver 192.168.2.1\n"},
-				"/etc/dhcp/dhclient-enter-hooks.d/nodedns": {"# Managed by nodedns", "169.254.25.10"},
+				"/etc/dhcp/dhclient-enter-hooks.d/nodedns": {"# Managed by nodedns", "169.254.25.10", `nodedns_cluster="cluster.local"`},
 			},
 			notWant: map[string][]string{
-				"/etc/resolv.conf":             {"nameserver 169.254.25.10"},
+				"/etc/resolv.conf":             {"nameserver 169.254.25.10", "cluster.local", "domain "},
 				"/var/lib/nodedns/resolv.conf": {"169.254.25.10", "cluster.local"},
 			},
 		},
