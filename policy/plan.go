@@ -51,6 +51,10 @@ type Plan struct {
 	// Notes are things an operator should know that this plan does not change (e.g. a link whose
 	// DHCP domains only netplan can switch off).
 	Notes []string
+	// Pending are the steps that complete fixes already in place (pending.go).
+	Pending []Pending
+
+	busyLinks []busyLink
 }
 
 // Empty reports whether the plan changes nothing and blocks nothing.
@@ -80,6 +84,7 @@ func Compute(s *node.Snapshot, cfg config.Config) Plan {
 	p.offeredState(s)
 	p.netplan(s, cfg)
 	p.blockOnKubelet(s, cfg)
+	p.pending(s, cfg)
 	return p
 }
 
@@ -281,8 +286,8 @@ func (p *Plan) resolved(s *node.Snapshot) {
 			for _, a := range badDNS {
 				bad = append(bad, a.String())
 			}
-			p.Notes = append(p.Notes, fmt.Sprintf("link %s is managed by systemd-networkd (%s): its DHCP settings (%s) can only be switched off in netplan or networkd (dhcp4-overrides use-domains/use-dns: false)",
-				name, l.NetworkFile, strings.Join(append(bad, badDom...), " ")))
+			// A note, or a pending step once nodedns's override is in place (pending.go).
+			p.busyLinks = append(p.busyLinks, busyLink{name: name, networkFile: l.NetworkFile, bad: append(bad, badDom...), dns: len(badDNS) > 0, domains: len(badDom) > 0})
 			continue
 		}
 		if len(badDNS) > 0 {

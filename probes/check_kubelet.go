@@ -1,12 +1,10 @@
 package probes
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
 
-	"github.com/nodedns/nodedns/node"
 	"github.com/nodedns/nodedns/policy"
 )
 
@@ -48,7 +46,7 @@ func (kubeletResolvConf) Run(_ context.Context, env *Env) Result {
 	rf := s.KubeletResolv
 	switch {
 	case !rf.Exists:
-		hint := hintApply
+		hint := planHint(env, policy.PendingKubelet, "", env.Config.Kubelet.ResolvConf)
 		if !ours {
 			hint = pointHint
 		}
@@ -69,7 +67,7 @@ func (kubeletResolvConf) Run(_ context.Context, env *Env) Result {
 		problems = append(problems, "lists no nameserver")
 	}
 	if len(problems) > 0 {
-		hint := hintApply
+		hint := planHint(env, policy.PendingKubelet, "", env.Config.Kubelet.ResolvConf)
 		if !ours {
 			hint = pointHint
 		}
@@ -78,23 +76,9 @@ func (kubeletResolvConf) Run(_ context.Context, env *Env) Result {
 	res := Result{Status: OK, Message: where + " is loop-free (" + describeResolv(rf) + ")"}
 	if !ours {
 		res.Hint = pointHint
-	} else if want := policy.KubeletResolvConf(env.Plan.Facts, hostSearch(s), hostOptions(s)); len(env.Plan.Facts.Upstreams) > 0 && !bytes.Equal(rf.Data, want) {
+	} else if env.Plan.Planned(env.Config.Kubelet.ResolvConf) {
 		res.Message += "; out of date with the node's upstreams"
 		res.Hint = hintApply
 	}
 	return withConfig(res)
-}
-
-func hostSearch(s *node.Snapshot) []string {
-	if s.ResolvConf.File == nil {
-		return nil
-	}
-	return s.ResolvConf.File.Search()
-}
-
-func hostOptions(s *node.Snapshot) []string {
-	if s.ResolvConf.File == nil {
-		return nil
-	}
-	return s.ResolvConf.File.Options()
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nodedns/nodedns/node"
+	"github.com/nodedns/nodedns/policy"
 	"github.com/nodedns/nodedns/resolvconf"
 )
 
@@ -24,14 +26,14 @@ func (resolvConfLoop) Run(_ context.Context, env *Env) Result {
 	bad := loopAddrs(env, rc.File.Nameservers(), false)
 	note, renewal := dhclientLoopNote(env, len(bad) > 0)
 	if len(bad) > 0 {
-		hint := hintApply + ", or remove the line"
+		hint := planHint(env, policy.PendingDNS, "remove the line", node.EtcResolvConf, rc.Target)
 		if env.Snapshot.ResolvConfManagedByResolved() {
-			hint = "systemd-resolved serves it: " + hintApply
+			hint = "systemd-resolved serves it: " + planHint(env, policy.PendingDNS, "fix resolved's DNS=", resolvedTargets(env.Snapshot)...)
 		}
 		return Result{Status: Problem, Message: fmt.Sprintf("/etc/resolv.conf lists %s%s", strings.Join(bad, ", "), note), Hint: hint}
 	}
 	if renewal {
-		return Result{Status: Problem, Message: fmt.Sprintf("/etc/resolv.conf lists no loop address (%s)%s", describeResolv(rc), note), Hint: "`nodedns apply` installs the dhclient hook"}
+		return Result{Status: Problem, Message: fmt.Sprintf("/etc/resolv.conf lists no loop address (%s)%s", describeResolv(rc), note), Hint: planHint(env, policy.PendingDNS, "install nodedns's dhclient hook", node.DhclientHook)}
 	}
 	return Result{Status: OK, Message: fmt.Sprintf("/etc/resolv.conf lists no loop address (%s)%s", describeResolv(rc), note)}
 }
@@ -77,7 +79,11 @@ func (resolvConfSearch) Run(_ context.Context, env *Env) Result {
 		problems = append(problems, fmt.Sprintf("a pod's search line would be %d characters: musl ignores a line of %d or more", len(podLine), resolvconf.MuslMaxSearchLine))
 	}
 	if len(problems) > 0 {
-		return Result{Status: Problem, Message: strings.Join(problems, "; "), Hint: hintApply + " (DHCP and cluster domains), or shorten the search list"}
+		targets := []string{node.EtcResolvConf, rc.Target}
+		if env.Snapshot.ResolvConfManagedByResolved() {
+			targets = resolvedTargets(env.Snapshot)
+		}
+		return Result{Status: Problem, Message: strings.Join(problems, "; "), Hint: planHint(env, policy.PendingSearch, "shorten the search list", targets...)}
 	}
 	if len(search) == 0 {
 		return Result{Status: OK, Message: "no host search domain"}
