@@ -54,3 +54,12 @@ func resolvedTargets(s *node.Snapshot) []string {
 	}
 	return ts
 }
+
+// applyHint is planHint with the check's own words for what apply does (applied) when the plan
+// changes one of the targets.
+func applyHint(env *Env, about, applied, fallback string, targets ...string) string {
+	if h := planHint(env, about, fallback, targets...); h != hintApply {
+		return h
+	}
+	return applied
+}
