@@ -109,8 +109,11 @@ func Derive(s *node.Snapshot, cfg config.Config) Facts {
 		}
 	}
 
+	// Only the newest block's domains count as DHCP's here: an older block's (the offer behind a
+	// domain-search supersede) would vanish from the facts when dhclient trims its history, and the
+	// hook that lists them would then change with no change on the node. The hook blanks the DHCP
+	// domain options whatever they are.
 	f.DHCPOffers = f.dhclientOffers(s)
-	f.dhcpHistoryDomains(s)
 
 	f.Upstreams, f.UpstreamSource = f.upstreams(s, cfg)
 	return f

@@ -100,35 +100,6 @@ func (f Facts) dhcpLeaseServers(s *node.Snapshot) []netip.Addr {
 	return out
 }
 
-// dhcpHistoryDomains adds the search domains of the lease block each offer was read from: a DHCP
-// server that handed a domain out once will again (docs/contract.md "DHCP search domains"), also
-// behind a supersede that keeps it out of the newest block. Domains a dhclient.conf rule sets are
-// that rule's (kubespray's cluster domains, an operator's), never DHCP's.
-func (f *Facts) dhcpHistoryDomains(s *node.Snapshot) {
-	ruled := map[string]bool{}
-	if s.DhclientRules != nil {
-		for _, r := range s.DhclientRules.Rules {
-			for _, d := range r.Domains {
-				for _, w := range strings.Fields(d) {
-					ruled[strings.ToLower(strings.TrimSuffix(w, "."))] = true
-				}
-			}
-		}
-	}
-	for _, o := range s.DhclientOffers {
-		for _, off := range []leases.Offered{o.DNS, o.Search} {
-			if !off.Known {
-				continue
-			}
-			for _, d := range off.Lease.Domains() {
-				if !ruled[d] {
-					f.addDHCPDomain(d, fmt.Sprintf("%s:%d", off.Lease.Path, off.Lease.Line))
-				}
-			}
-		}
-	}
-}
-
 // offeredState plans node.OfferedStatePath: nodedns's record of the servers DHCP offered on every
 // interface whose dhclient.conf supersedes them, written while the lease file still shows the offer
 // (dhclient drops the last unsuperseded block at its second restart). Records of interfaces whose

@@ -166,6 +166,13 @@ func (p *Plan) etcResolvConf(s *node.Snapshot) {
 	for _, a := range removed {
 		reasons = append(reasons, fmt.Sprintf("nameserver %s is %s", a, p.Facts.LoopKind(a)))
 	}
+	// Upstreams fill an emptied file before the search lines go: AddNameservers places them after
+	// the search and domain lines, where the cache's line was (inside kubespray's Ansible block).
+	filled := false
+	if len(f.Nameservers()) == 0 && len(p.Facts.Upstreams) > 0 {
+		f.AddNameservers(p.Facts.Upstreams)
+		filled = true
+	}
 	for _, d := range f.FilterSearch(func(d string) bool { return !p.Facts.IsDHCPDomain(d) }) {
 		reasons = append(reasons, fmt.Sprintf("search domain %s came from DHCP", d))
 	}
@@ -173,13 +180,12 @@ func (p *Plan) etcResolvConf(s *node.Snapshot) {
 		reasons = append(reasons, r)
 	}
 	if len(f.Nameservers()) == 0 {
-		if len(p.Facts.Upstreams) == 0 {
-			if len(reasons) > 0 {
-				p.block(node.EtcResolvConf, "removing %s would leave no nameserver and no upstream is known: left as it is; set `upstreams` in the config%s", strings.Join(reasons, ", "), withHint(p.Facts.HiddenOfferHint()))
-			}
-			return
+		if len(reasons) > 0 {
+			p.block(node.EtcResolvConf, "removing %s would leave no nameserver and no upstream is known: left as it is; set `upstreams` in the config%s", strings.Join(reasons, ", "), withHint(p.Facts.HiddenOfferHint()))
 		}
-		f.AddNameservers(p.Facts.Upstreams)
+		return
+	}
+	if filled {
 		reasons = append(reasons, "no nameserver left: upstreams from "+p.Facts.UpstreamSource+" added")
 	}
 	if len(reasons) == 0 {

@@ -66,3 +66,17 @@ func dhclientLoopNote(env *Env, loopNow bool) (note string, problem bool) {
 	}
 	return "; " + line + " stays (kubespray's): nodedns's dhclient hook keeps it out of every renewal", false
 }
+
+// offeredNote says where the DHCP source found servers a dhclient.conf supersede hides.
+func offeredNote(f policy.Facts) string {
+	var out []string
+	for _, o := range f.DHCPOffers {
+		if o.Used && o.Rule != nil {
+			out = append(out, fmt.Sprintf("offered on %s behind %s:%d, read from %s", o.Interface, o.Rule.Path, o.Rule.Line, o.From))
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(out, "; ")
+}

@@ -117,5 +117,5 @@ func (resolvConfNameservers) Run(_ context.Context, env *Env) Result {
 	for _, a := range f.Upstreams {
 		ups = append(ups, a.String())
 	}
-	return Result{Status: OK, Message: fmt.Sprintf("upstreams %s (from %s)", strings.Join(ups, " "), f.UpstreamSource)}
+	return Result{Status: OK, Message: fmt.Sprintf("upstreams %s (from %s%s)", strings.Join(ups, " "), f.UpstreamSource, offeredNote(f))}
 }
