@@ -318,3 +318,48 @@ func needNetplan(t *testing.T) {
 		t.Skip("netplan is not installed (apt-get install --no-install-recommends netplan.io)")
 	}
 }
+
+// TestKubesprayDaemon: `nodedns run` on the loop-only node reaches apply's fixed point, holds it
+// when dhclient-script (without nodedns's hook) writes kubespray's resolv.conf back and dhclient
+// trims its lease history, and follows an edit of kubelet-config.yaml (found through kubelet.env,
+// watched): a new clusterDNS cache address leaves /etc/resolv.conf.
+func TestKubesprayDaemon(t *testing.T) {
+	root := copyTree(t, "testdata/kubespray/dhclient-loop-only")
+	p := startRun(t, root)
+	fixed := func() bool {
+		rc := getFile(root, "/etc/resolv.conf")
+		return strings.Contains(rc, "nameserver 10.66.0.53\n") && !strings.Contains(rc, "169.254.25.10") && !strings.Contains(rc, "cluster.local") &&
+			strings.Contains(getFile(root, "/var/lib/nodedns/dhcp-offered.json"), "10.66.0.53")
+	}
+	waitUntil(t, "apply's fixed point", fixed)
+	applied := getFile(root, "/etc/resolv.conf")
+
+	// dhclient's second restart: only superseded blocks left; dhclient-script as Debian ships it
+	// rewrites resolv.conf with the superseded values.
+	leases := getFile(root, "/var/lib/dhcp/dhclient.enp1s0.leases")
+	putFile(t, root, "/var/lib/dhcp/dhclient.enp1s0.leases", leases[strings.LastIndex(leases, "lease {"):])
+	putFile(t, root, "/etc/resolv.conf", "domain cluster.local\nsearch cluster.local default.svc.cluster.local. svc.cluster.local.\nnameserver 169.254.25.10\n")
+	waitUntil(t, "the loop and the cluster domains out again", func() bool {
+		rc := getFile(root, "/etc/resolv.conf")
+		return strings.Contains(rc, "nameserver 10.66.0.53\n") && !strings.Contains(rc, "169.254.25.10") && !strings.Contains(rc, "cluster.local")
+	})
+
+	// kubelet's config gains a cache address: its watch alone brings it into the hook's loop list
+	// (the resync is minutes away); then a line in resolv.conf listing it goes.
+	kc := getFile(root, kubesprayKubeletConfig)
+	putFile(t, root, kubesprayKubeletConfig, strings.Replace(kc, "clusterDNS:\n- 169.254.25.10\n", "clusterDNS:\n- 169.254.25.10\n- 169.254.99.99\n", 1))
+	waitUntil(t, "169.254.99.99 in the hook's loop list", func() bool {
+		return strings.Contains(getFile(root, "/etc/dhcp/dhclient-enter-hooks.d/nodedns"), "169.254.99.99")
+	})
+	putFile(t, root, "/etc/resolv.conf", applied+"nameserver 169.254.99.99\n")
+	waitUntil(t, "169.254.99.99 out of /etc/resolv.conf", func() bool {
+		rc := getFile(root, "/etc/resolv.conf")
+		return strings.Contains(rc, "nameserver 10.66.0.53") && !strings.Contains(rc, "169.254.99.99")
+	})
+	if code := p.stop(t, syscall.SIGTERM); code != 0 {
+		t.Errorf("exit %d after SIGTERM", code)
+	}
+	if pl := nodedns(t, "--root", root, "plan", "--detailed-exitcode"); pl.code != 0 {
+		t.Errorf("plan after the daemon: exit %d\n%s%s", pl.code, pl.stdout, pl.stderr)
+	}
+}
