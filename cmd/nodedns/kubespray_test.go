@@ -124,6 +124,11 @@ func TestKubesprayTrees(t *testing.T) {
 			for _, p := range tc.pending {
 				contains(t, "second plan", again.stdout, p)
 			}
+			if len(tc.pending) > 0 {
+				// JSON: pending steps are notes (the four arrays are the contract).
+				js := nodedns(t, "--root", root, "plan", "-o", "json")
+				contains(t, "plan -o json", js.stdout, `"pending: systemd-resolved.service: restart it`)
+			}
 			rep, r = checkReport(t, root)
 			if diff := cmp.Diff(tc.after, problems(rep)); diff != "" {
 				t.Errorf("problems after apply (-want +got):\n%s\n%s", diff, r.stdout)
@@ -250,6 +255,13 @@ func TestKubesprayLoopOnlyRenewals(t *testing.T) {
 	for _, s := range []string{"# blocked /etc/resolv.conf:", "/etc/dhcp/dhclient.conf:2 (`supersede domain-name-servers 169.254.25.10`)", "disable_host_nameservers"} {
 		contains(t, "plan without the record", plan.stdout, s)
 	}
+	// check agrees: resolvconf.loop's hint is the block's reason, never "run nodedns apply".
+	rep, r = checkReport(t, root)
+	c := byID(rep, "resolvconf.loop")
+	if c.Status != probes.Problem || !strings.Contains(c.Hint, "nodedns leaves /etc/resolv.conf as it is") || strings.Contains(c.Hint, "nodedns apply") {
+		t.Errorf("resolvconf.loop with /etc/resolv.conf blocked: %s %q (hint %q)\n%s", c.Status, c.Message, c.Hint, r.stdout)
+	}
+	contains(t, "resolvconf.loop", c.Message, "persistent source: /etc/dhcp/dhclient.conf:2")
 }
 
 // TestKubeletConfigBroken: a malformed or unreadable kubelet-config.yaml (found through kubelet.env)
