@@ -26,7 +26,7 @@ func (resolvConfLoop) Run(_ context.Context, env *Env) Result {
 	bad := loopAddrs(env, rc.File.Nameservers(), false)
 	note, renewal := dhclientLoopNote(env, len(bad) > 0)
 	if len(bad) > 0 {
-		hint := planHint(env, policy.PendingDNS, "remove the line", node.EtcResolvConf, rc.Target)
+		hint := applyHint(env, policy.PendingDNS, hintApply+", or remove the line", "remove the line", node.EtcResolvConf, rc.Target)
 		if env.Snapshot.ResolvConfManagedByResolved() {
 			hint = "systemd-resolved serves it: " + planHint(env, policy.PendingDNS, "fix resolved's DNS=", resolvedTargets(env.Snapshot)...)
 		}
