@@ -19,6 +19,18 @@ const (
 	NetplanPin      = "pin"
 )
 
+// Cache modes (docs/contract.md "Cache mode": `nodeLocalDNS.mode`).
+const (
+	CacheAuto      = "auto"
+	CacheInterface = "interface"
+	CacheLRP       = "lrp"
+	CacheNone      = "none"
+)
+
+// DefaultMaxPods is probes.maxPods's default: how many pod network namespaces nodelocaldns.pods
+// queries from.
+const DefaultMaxPods = 16
+
 // Well-known node paths.
 const (
 	DefaultConfigPath        = "/etc/nodedns/config.yaml"
@@ -49,6 +61,8 @@ type Config struct {
 
 // NodeLocalDNS describes the node-local cache.
 type NodeLocalDNS struct {
+	// Mode is how the cache runs here: CacheAuto, CacheInterface, CacheLRP or CacheNone.
+	Mode      string
 	Interface string
 	Addresses []netip.Addr
 }
@@ -86,7 +100,9 @@ type Host struct {
 
 // Probes configures the live checks.
 type Probes struct {
-	Timeout      time.Duration
+	Timeout time.Duration
+	// MaxPods bounds how many pod network namespaces nodelocaldns.pods queries from; 0: none.
+	MaxPods      int
 	ExternalName string
 	BootGrace    time.Duration
 }
@@ -111,9 +127,9 @@ const MinResyncInterval = 10 * time.Second
 // Default returns the built-in defaults (docs/contract.md "Config keys").
 func Default() Config {
 	return Config{
-		NodeLocalDNS: NodeLocalDNS{Interface: "nodelocaldns"},
+		NodeLocalDNS: NodeLocalDNS{Mode: CacheAuto, Interface: "nodelocaldns"},
 		Kubelet:      Kubelet{Config: DefaultKubeletConfig, ResolvConf: DefaultKubeletResolvConf},
-		Probes:       Probes{Timeout: 2 * time.Second, BootGrace: 120 * time.Second},
+		Probes:       Probes{Timeout: 2 * time.Second, MaxPods: DefaultMaxPods, BootGrace: 120 * time.Second},
 		Writers:      Writers{BackoffAfter: 10, Window: 60 * time.Second},
 		Metrics:      Metrics{Textfile: DefaultMetricsTextfile},
 		Daemon:       Daemon{ResyncInterval: 5 * time.Minute},
@@ -141,11 +157,36 @@ var keys = []key{
 		c.ClusterDomain = strings.TrimSuffix(s, ".")
 		return
 	}},
+	{"nodeLocalDNS.mode", CacheAuto, func(c *Config, v any) error {
+		s, err := str(v)
+		if err != nil {
+			return err
+		}
+		switch s {
+		case CacheAuto, CacheInterface, CacheLRP, CacheNone:
+			c.NodeLocalDNS.Mode = s
+		case "":
+			c.NodeLocalDNS.Mode = CacheAuto
+		default:
+			return fmt.Errorf("%q is not a mode (auto, interface, lrp, none)", s)
+		}
+		return nil
+	}},
 	{"nodeLocalDNS.interface", "nodelocaldns", func(c *Config, v any) (err error) {
 		c.NodeLocalDNS.Interface, err = nonEmpty(v)
 		return
 	}},
-	{"nodeLocalDNS.addresses", []string{}, func(c *Config, v any) (err error) { c.NodeLocalDNS.Addresses, err = addrList(v); return }},
+	{"nodeLocalDNS.addresses", []string{}, func(c *Config, v any) (err error) {
+		c.NodeLocalDNS.Addresses, err = addrList(v)
+		for _, a := range c.NodeLocalDNS.Addresses {
+			if err == nil && a.Is6() && a.IsLinkLocalUnicast() {
+				// docs/contract.md "Cache addresses": the kernel gives every up interface an fe80::
+				// address by itself; node-cache listens only on the addresses it was given.
+				err = fmt.Errorf("%s is an IPv6 link-local address (fe80::/10), which the kernel gives every interface: never a cache address", a)
+			}
+		}
+		return
+	}},
 	{"kubelet.config", DefaultKubeletConfig, func(c *Config, v any) (err error) {
 		if s, _ := v.(string); s == KubeletConfigAuto {
 			c.Kubelet.Config = s
@@ -185,6 +226,13 @@ var keys = []key{
 		return
 	}},
 	{"probes.timeout", "2s", func(c *Config, v any) (err error) { c.Probes.Timeout, err = duration(v); return }},
+	{"probes.maxPods", DefaultMaxPods, func(c *Config, v any) (err error) {
+		c.Probes.MaxPods, err = integer(v)
+		if err == nil && c.Probes.MaxPods < 0 {
+			err = fmt.Errorf("%d is negative (0 turns nodelocaldns.pods off)", c.Probes.MaxPods)
+		}
+		return
+	}},
 	{"probes.externalName", "", func(c *Config, v any) (err error) {
 		s, err := str(v)
 		if err == nil && s != "" && !validDomain(s) {

@@ -98,6 +98,28 @@ func TestFromSettings(t *testing.T) {
 		{name: "bad bool", settings: map[string]any{"netplan.apply": "sometimes"}, wantErr: `"sometimes" is not true or false`},
 		{name: "bad domain", settings: map[string]any{"clusterDomain": "cluster..local"}, wantErr: "not a domain name"},
 		{name: "zero backoff", settings: map[string]any{"writers.backoffAfter": 0}, wantErr: "not a positive number"},
+		{name: "bad cache mode", settings: map[string]any{"nodeLocalDNS.mode": "bpf"}, wantErr: `config key nodeLocalDNS.mode: value "bpf": "bpf" is not a mode (auto, interface, lrp, none)`},
+		{name: "negative maxPods", settings: map[string]any{"probes.maxPods": -1}, wantErr: "config key probes.maxPods: value -1: -1 is negative"},
+		{name: "maxPods not a number", settings: map[string]any{"probes.maxPods": "many"}, wantErr: `"many" is not a number`},
+		{name: "kernel-made link-local cache address", settings: map[string]any{"nodeLocalDNS.addresses": []any{"fd00:25::10", "fe80::1"}}, wantErr: "fe80::1 is an IPv6 link-local address"},
+		{
+			name:     "cache mode and maxPods from the environment",
+			settings: map[string]any{"nodelocaldns.mode": "lrp", "probes.maxpods": "0", "nodelocaldns.addresses": "169.254.25.10 fd00:25::10"},
+			check: func(t *testing.T, c Config) {
+				if c.NodeLocalDNS.Mode != CacheLRP || c.Probes.MaxPods != 0 || len(c.NodeLocalDNS.Addresses) != 2 {
+					t.Errorf("mode %q maxPods %d addresses %v", c.NodeLocalDNS.Mode, c.Probes.MaxPods, c.NodeLocalDNS.Addresses)
+				}
+			},
+		},
+		{
+			name:     "an empty cache mode is auto",
+			settings: map[string]any{"nodelocaldns.mode": ""},
+			check: func(t *testing.T, c Config) {
+				if c.NodeLocalDNS.Mode != CacheAuto {
+					t.Errorf("mode %q", c.NodeLocalDNS.Mode)
+				}
+			},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,13 +31,15 @@ type Edges struct {
 // validators are). The integrations, in the order a pass uses them:
 //
 //   - sources (live only): the running kubelet's --config (/proc), systemd-resolved's live view over
-//     D-Bus (when resolved is in use), the nodelocaldns interface's addresses and the default-route
-//     uplink over netlink;
-//   - validators (everywhere): `netplan generate` on every planned netplan file;
+//     D-Bus (when resolved is in use), NetworkManager's over D-Bus (where NM writes /etc/resolv.conf
+//     or runs), the nodelocaldns interface's addresses and the default-route uplink over netlink;
+//   - validators (everywhere): `netplan generate` on every planned netplan file; nodedns's
+//     NetworkManager loader on zz-nodedns.conf, and (live) `NetworkManager --print-config`;
 //   - actors (live only): systemd-resolved (restart, per-link DNS and domains; also the reverter
-//     that puts per-link settings back on restore), and the commands that make netplan and networkd
+//     that puts per-link settings back on restore), NetworkManager (reload, read back; the
+//     reverter that reloads NM after restore), and the commands that make netplan and networkd
 //     changes live;
-//   - event sources (live only): the systemd-resolved client's signals.
+//   - event sources (live only): the systemd-resolved and NetworkManager clients' signals.
 func New(root string, cfg config.Config, log *slog.Logger) *Edges {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -46,20 +48,22 @@ func New(root string, cfg config.Config, log *slog.Logger) *Edges {
 	e := &Edges{Node: n}
 
 	resolved := &Resolved{RestartCommand: cfg.Resolved.RestartCommand, Root: "/", Log: log}
+	nm := &NetworkManager{Root: "/", Log: log}
 	netlink := hostnet.New()
 
 	n.Sources = []reconcile.Source{
 		kubeletProcess{cfg: cfg, proc: "/proc"},
 		resolved,
+		nm,
 		cacheInterface{ifname: cfg.NodeLocalDNS.Interface, net: netlink},
 		uplink{net: netlink},
 	}
-	n.Validators = []reconcile.Validator{netplanValidator{}}
-	n.Actors = []reconcile.Actor{resolved, commands{}}
+	n.Validators = []reconcile.Validator{netplanValidator{}, nm}
+	n.Actors = []reconcile.Actor{resolved, nm, commands{}}
 	if n.Live() {
-		e.Events = []reconcile.EventSource{resolved}
+		e.Events = []reconcile.EventSource{resolved, nm}
 	}
-	e.closers = []io.Closer{resolved}
+	e.closers = []io.Closer{resolved, nm}
 	return e
 }
 

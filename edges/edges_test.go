@@ -28,28 +28,45 @@ func TestEveryActionHasAnActor(t *testing.T) {
 	}
 }
 
-// TestNewSharesOneResolvedClient: on a live node the one Resolved of the run is its Source, its
-// Actor, its only event source and its only closer (one D-Bus connection per run); under --root
-// there are no event sources.
-func TestNewSharesOneResolvedClient(t *testing.T) {
+// TestNewSharesOneClientPerIntegration: on a live node the one Resolved of the run is its Source,
+// its Actor, an event source and a closer, and so is the one NetworkManager (which also validates
+// zz-nodedns.conf): one D-Bus connection per integration and run; under --root there are no event
+// sources.
+func TestNewSharesOneClientPerIntegration(t *testing.T) {
 	e := New("/", config.Default(), nil)
 	defer e.Close()
-	if len(e.Events) != 1 {
-		t.Fatalf("%d event sources on a live node, want 1 (the shared resolved client)", len(e.Events))
+	if len(e.Events) != 2 {
+		t.Fatalf("%d event sources on a live node, want 2 (the shared resolved and NetworkManager clients)", len(e.Events))
 	}
 	r, ok := e.Events[0].(*Resolved)
 	if !ok {
 		t.Fatalf("event source %T is not the resolved client", e.Events[0])
 	}
-	var asSource, asActor bool
-	for _, s := range e.Node.Sources {
-		asSource = asSource || s == reconcile.Source(r)
+	nm, ok := e.Events[1].(*NetworkManager)
+	if !ok {
+		t.Fatalf("event source %T is not the NetworkManager client", e.Events[1])
 	}
-	for _, a := range e.Node.Actors {
-		asActor = asActor || a == reconcile.Actor(r)
+	for _, x := range []any{r, nm} {
+		var asSource, asActor, asCloser bool
+		for _, s := range e.Node.Sources {
+			asSource = asSource || s == x
+		}
+		for _, a := range e.Node.Actors {
+			asActor = asActor || a == x
+		}
+		for _, c := range e.closers {
+			asCloser = asCloser || c == x
+		}
+		if !asSource || !asActor || !asCloser {
+			t.Errorf("%T: the event source is the Source: %v, the Actor: %v, a closer: %v; want all", x, asSource, asActor, asCloser)
+		}
 	}
-	if !asSource || !asActor || len(e.closers) != 1 || e.closers[0] != r {
-		t.Errorf("the event source is the Source: %v, the Actor: %v, the closer: %v; want all", asSource, asActor, e.closers)
+	var asValidator bool
+	for _, v := range e.Node.Validators {
+		asValidator = asValidator || v == reconcile.Validator(nm)
+	}
+	if !asValidator || len(e.closers) != 2 {
+		t.Errorf("NetworkManager validates: %v; closers %v", asValidator, e.closers)
 	}
 	if err := e.Close(); err != nil {
 		t.Errorf("close before any dial: %v", err)

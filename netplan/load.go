@@ -100,7 +100,7 @@ func readFile(r files.Reader, nodePath string) ([]byte, error) {
 		return nil, &Error{Path: nodePath, Reason: fmt.Sprintf("file is larger than %d bytes", MaxFileSize)}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read netplan file %s: %w", nodePath, errors.Unwrap(err))
+		return nil, &Error{Path: nodePath, Reason: "cannot read it: " + errors.Unwrap(err).Error()}
 	}
 	return data, nil
 }

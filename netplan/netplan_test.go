@@ -355,7 +355,8 @@ func TestLoadUnreadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := Load(files.NewReader(root))
-	if err == nil || !strings.HasPrefix(err.Error(), "read netplan file /etc/netplan/dir.yaml: ") {
+	var ne *Error
+	if !errors.As(err, &ne) || ne.Path != "/etc/netplan/dir.yaml" || !strings.HasPrefix(err.Error(), "/etc/netplan/dir.yaml: cannot read it: ") {
 		t.Errorf("Load = %v, want a read error naming /etc/netplan/dir.yaml", err)
 	}
 }

@@ -174,6 +174,9 @@ type Snapshot struct {
 	OfferedState   Managed
 	Offered        map[string]OfferedRecord
 
+	// NetworkManager is NM's configuration, profiles and DHCP state (networkmanager.go).
+	NetworkManager NetworkManager
+
 	Unit Unit
 
 	// Files is the reader the snapshot was read with, for readers that come later (the checks'
@@ -240,6 +243,7 @@ func Observe(r files.Reader, cfg config.Config, now time.Time) *Snapshot {
 	}
 	s.DhclientHook = s.readManaged(r, DhclientHook)
 	s.readDhclient(r)
+	s.readNetworkManager(r)
 	s.Unit = s.readUnit(r)
 	return s
 }

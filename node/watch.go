@@ -8,6 +8,7 @@ import (
 	"github.com/nodedns/nodedns/files"
 	"github.com/nodedns/nodedns/leases"
 	"github.com/nodedns/nodedns/netplan"
+	"github.com/nodedns/nodedns/networkmanager"
 	"github.com/nodedns/nodedns/resolvconf"
 	"github.com/nodedns/nodedns/systemd"
 	"go.yaml.in/yaml/v3"
@@ -21,13 +22,17 @@ import (
 // this package walks Observe and a plan on the seed nodes and fails on any path outside it.
 //
 // Not declared, on purpose: /sys/class/net (sysfs sends no inotify events; a link that comes or
-// goes shows in networkd's link and lease files, which are watched) and the nodedns unit with its
-// drop-ins and .wants links (read for the boot.persistence check only; no plan depends on them).
+// goes shows in networkd's link and lease files, which are watched), the nodedns unit with its
+// drop-ins and .wants links (read for the boot.persistence check only; no plan depends on them), and
+// nodedns's own backups (BackupDir: only nodedns's own passes write them, so watching them would
+// only make every first backup start another pass; the intern file NetworkManager changes after
+// the backup is watched).
 func Watches(cfg config.Config, s *Snapshot) []files.Watch {
 	var ws []files.Watch
 	ws = append(ws, leases.Watches()...)
 	ws = append(ws, netplan.Watches()...)
 	ws = append(ws, systemd.Watches()...)
+	ws = append(ws, networkmanager.Watches()...)
 	resolv := func(p string) files.Watch {
 		return files.Watch{Dir: path.Dir(p), Match: files.Names(path.Base(p)), Complete: completeResolv}
 	}

@@ -65,7 +65,8 @@ func (r *recorder) ResolveLink(p string) (string, error) {
 func notWatched(p string) bool {
 	return strings.HasPrefix(p, files.SysClassNet+"/") || p == files.SysClassNet ||
 		strings.Contains(p, node.UnitName) || // the nodedns unit, its drop-ins and .wants links: boot.persistence only
-		p == "/etc/systemd/system" // listed for the .wants links of the nodedns unit
+		p == "/etc/systemd/system" || // listed for the .wants links of the nodedns unit
+		strings.HasPrefix(p, node.BackupDir+"/") // nodedns's own backups: only its own passes write them
 }
 
 // TestWatchesCoverEveryRead walks what Observe reads and what a plan writes on the seed nodes, the
@@ -84,7 +85,9 @@ func TestWatchesCoverEveryRead(t *testing.T) {
 		"kubespray dhclient-loop-only": "../cmd/nodedns/testdata/kubespray/dhclient-loop-only",
 		"kubespray resolved":           "../cmd/nodedns/testdata/kubespray/resolved",
 		"kubeadm":                      kubeadmNode(t),
-		"networkd":                     networkdNode(t),
+		// NetworkManager's configuration, profiles, intern file and device state (issue 12).
+		"kubespray networkmanager": "../cmd/nodedns/testdata/kubespray/networkmanager",
+		"networkd":                 networkdNode(t),
 	}
 	cfg := config.Default()
 	for name, root := range roots {

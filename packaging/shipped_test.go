@@ -310,6 +310,10 @@ func testNPD(t *testing.T) {
 			t.Errorf("rule %s timeout: %v", r.Reason, err)
 		} else if rt > global {
 			t.Errorf("rule %s timeout %v is over the global timeout %v (NPD rejects the config)", r.Reason, rt, global)
+		} else if worst := probes.ProbeRounds*config.Default().Probes.Timeout + 2*time.Second; rt < worst {
+			// A node where every probe times out (the cache down, pods cut off) must still get its
+			// message through, not NPD's timeout.
+			t.Errorf("rule %s timeout %v is below a check's worst case of %v (%d DNS rounds of probes.timeout)", r.Reason, rt, worst, probes.ProbeRounds)
 		}
 		if r.Type != "permanent" && r.Type != "temporary" {
 			t.Errorf("rule %s type %q: permanent or temporary", r.Reason, r.Type)

@@ -77,10 +77,25 @@ type NetworkctlReload struct {
 	Reason string
 }
 
+// ReloadNetworkManager reloads NetworkManager (Manager.Reload over D-Bus, as `nmcli general
+// reload`) so that it reads /etc/NetworkManager/conf.d again: NM 1.42 does not watch its
+// configuration. Reload answers success even when a file fails to parse (NM 1.42.4 logs the error
+// and keeps the old configuration), so the actor reads GlobalDnsConfiguration back and fails
+// unless NM uses Expect.
+type ReloadNetworkManager struct {
+	// Expect are the "*" servers NetworkManager must use after the reload (nil: no "*" domain).
+	Expect []netip.Addr
+	// BackUp are files NetworkManager itself changes on this reload, backed up first so that
+	// `nodedns restore` puts them back: NetworkManager-intern.conf, whose global DNS set over
+	// D-Bus NM 1.42 drops for good once a config file sets global DNS.
+	BackUp []string
+	Reason string
+}
+
 // AllActions has one value of every action kind policy can put into a plan, for the tests that
 // every kind has an actor (edges) and that this list is complete (policy).
 func AllActions() []Action {
-	return []Action{RestartResolved{}, SetLinkDNS{}, SetLinkDomains{}, NetplanApply{}, NetworkctlReload{}}
+	return []Action{RestartResolved{}, SetLinkDNS{}, SetLinkDomains{}, NetplanApply{}, NetworkctlReload{}, ReloadNetworkManager{}}
 }
 
 func (RestartResolved) Kind() string   { return "restart-resolved" }
@@ -118,6 +133,26 @@ func (NetworkctlReload) Target() string { return "systemd-networkd" }
 func (NetworkctlReload) Detail() string { return "" }
 func (a NetworkctlReload) Why() string  { return a.Reason }
 func (NetworkctlReload) action()        {}
+
+func (ReloadNetworkManager) Kind() string   { return "reload-networkmanager" }
+func (ReloadNetworkManager) Target() string { return "NetworkManager" }
+func (a ReloadNetworkManager) Detail() string {
+	want := "no global \"*\" servers"
+	if len(a.Expect) > 0 {
+		s := make([]string, len(a.Expect))
+		for i, x := range a.Expect {
+			s[i] = x.String()
+		}
+		want = "\"*\" servers " + strings.Join(s, " ")
+	}
+	d := "Manager.Reload, then GlobalDnsConfiguration must have " + want
+	if len(a.BackUp) > 0 {
+		d = "back up " + strings.Join(a.BackUp, " ") + "; " + d
+	}
+	return d
+}
+func (a ReloadNetworkManager) Why() string { return a.Reason }
+func (ReloadNetworkManager) action()       {}
 
 // HasAction reports whether the plan already holds an action of the same kind as a.
 func (p *Plan) HasAction(kind string) bool {

@@ -116,7 +116,7 @@ make_resolv_conf() {
 	_nodedns_ns=
 	for _nodedns_s in $nodedns_servers; do
 		case "$_nodedns_s" in
-		fe80:* | FE80:*) _nodedns_s="$_nodedns_s%$interface" ;;
+		[Ff][Ee]80:*) _nodedns_s="$_nodedns_s%$interface" ;; # link-local: dhclient-script adds the zone too
 		esac
 		_nodedns_ns="${_nodedns_ns}nameserver $_nodedns_s
 "

@@ -57,11 +57,13 @@ func Derive(s *node.Snapshot, cfg config.Config) Facts {
 	}
 
 	// Cache addresses: config, then the interface's (live, added by the live layer into the snapshot),
-	// then kubelet's clusterDNS when link-local (kubespray points kubelet at the cache).
+	// then kubelet's clusterDNS when link-local or in fd00::/8 (kubespray points kubelet at the
+	// cache). Never an address the kernel made by itself (an up interface's fe80::).
 	f.CacheAddrs = appendNew(f.CacheAddrs, cfg.NodeLocalDNS.Addresses...)
 	f.CacheAddrs = appendNew(f.CacheAddrs, s.CacheInterfaceAddrs...)
+	f.CacheAddrs = slices.DeleteFunc(f.CacheAddrs, KernelMade)
 	for _, a := range s.Kubelet.ClusterDNS {
-		if a.IsLinkLocalUnicast() {
+		if KubeletNamesCache(a) {
 			f.CacheAddrs = appendNew(f.CacheAddrs, a)
 		} else {
 			// A routable clusterDNS in kubelet's config is the CoreDNS service (no node-local cache, or
@@ -90,6 +92,8 @@ func Derive(s *node.Snapshot, cfg config.Config) Facts {
 			}
 		}
 	}
+
+	f.addNetworkManager(s) // its devices' DHCP links and domains (networkmanager.go)
 
 	// DHCP search domains: every lease file, expired or not (a server that handed a domain out once
 	// will again), plus resolved's per-link search domains on DHCP links.
@@ -164,6 +168,9 @@ func (f Facts) upstreams(s *node.Snapshot, cfg config.Config) ([]netip.Addr, str
 			rs = append(rs, s.ResolvedResolv.File.Nameservers()...)
 		}
 		srcs = append(srcs, source{"systemd-resolved", rs})
+	}
+	if s.NetworkManager.InUse() {
+		srcs = append(srcs, source{NMUpstreamSource, nmDHCPServers(s)})
 	}
 	srcs = append(srcs, source{"DHCP leases", f.dhcpLeaseServers(s)})
 	if s.Netplan != nil {

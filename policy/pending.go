@@ -141,8 +141,10 @@ func (p *Plan) networkdDropInInPlace(s *node.Snapshot, networkFile string) bool 
 func (p *Plan) pendingKubelet(s *node.Snapshot, cfg config.Config) {
 	k := s.Kubelet
 	if k.Err != nil || k.ResolvConf == "" || path.Clean(k.ResolvConf) == path.Clean(cfg.Kubelet.ResolvConf) ||
-		p.planned(k.ResolvConf) || p.planned(s.KubeletResolv.Target) {
-		return // nodedns's file already, or the file kubelet reads is being fixed by this plan
+		len(p.Changes) > 0 || len(p.Actions) > 0 {
+		// nodedns's file already; or apply has work left, which may fix the file kubelet reads
+		// (/etc/resolv.conf itself, or through resolved or NetworkManager): pending is for after.
+		return
 	}
 	var bad []string
 	if rf := s.KubeletResolv; rf.File != nil {

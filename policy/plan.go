@@ -80,6 +80,7 @@ func Compute(s *node.Snapshot, cfg config.Config) Plan {
 	p.kubeletResolvConf(s, cfg)
 	p.etcResolvConf(s)
 	p.resolved(s)
+	p.networkManager(s)
 	p.dhclientHook(s)
 	p.offeredState(s)
 	p.netplan(s, cfg)
@@ -149,8 +150,8 @@ func (p *Plan) kubeletResolvConf(s *node.Snapshot, cfg config.Config) {
 // and DHCP search domains out, everything else kept.
 func (p *Plan) etcResolvConf(s *node.Snapshot) {
 	rc := s.ResolvConf
-	if !rc.Exists || s.ResolvConfManagedByResolved() {
-		return // resolved's own file: fixed through resolved, never edited
+	if !rc.Exists || s.ResolvConfManagedByResolved() || s.NMOwnsResolvConf() {
+		return // resolved's or NetworkManager's own file: fixed through them, never edited
 	}
 	if rc.File == nil {
 		p.block(node.EtcResolvConf, "cannot read it (%v): nothing that depends on it is changed", rc.Err)

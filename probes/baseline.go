@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nodedns/nodedns/config"
 	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/policy"
 )
 
 // StatePath is the node path of the reboot baseline (docs/contract.md "Where things live": /var/lib/nodedns).
@@ -58,6 +60,20 @@ func ParseBaseline(data []byte) (Baseline, error) {
 	if b.BootID == "" {
 		return b, fmt.Errorf("%s: no bootID", StatePath)
 	}
+	// A baseline written before kernel-made addresses were left out may list the interface's old
+	// fe80:: and its local route, which no boot brings back (currentBaseline).
+	b.Addresses = slices.DeleteFunc(b.Addresses, func(s string) bool {
+		p, err := netip.ParsePrefix(s)
+		return err == nil && policy.KernelMade(p.Addr())
+	})
+	b.Routes = slices.DeleteFunc(b.Routes, func(s string) bool {
+		f := strings.Fields(s) // local PREFIX dev NAME table local
+		if len(f) < 2 {
+			return false
+		}
+		p, err := netip.ParsePrefix(f[1])
+		return err == nil && policy.KernelMade(p.Addr())
+	})
 	return b, nil
 }
 
@@ -81,10 +97,14 @@ func (env *Env) currentBaseline(ctx context.Context) Baseline {
 	}
 	b.Interface, b.LinkType = nv.link.Name, nv.link.Type
 	for _, p := range nv.link.Addrs {
-		b.Addresses = append(b.Addresses, p.String())
+		// The kernel's fe80:: follows the interface's MAC, which a bridge or dummy gets afresh at
+		// every boot: not something the next boot must bring back (nor a cache address).
+		if !policy.KernelMade(p.Addr()) {
+			b.Addresses = append(b.Addresses, p.String())
+		}
 	}
 	for _, r := range nv.routes {
-		if r.LinkIndex == nv.link.Index {
+		if r.LinkIndex == nv.link.Index && !policy.KernelMade(r.Dst.Addr()) {
 			b.Routes = append(b.Routes, "local "+r.Dst.String()+" dev "+nv.link.Name+" table local")
 		}
 	}

@@ -51,6 +51,8 @@ func (bootPersistence) Run(ctx context.Context, env *Env) Result {
 			}
 		}
 	}
+	nmProblems, nmHints, nmNote := nmBootPersistence(env) // check_networkmanager.go
+	problems, hints = append(problems, nmProblems...), append(hints, nmHints...)
 	// After a reboot, what the cache needed at the last good boot must come back (checkBaseline).
 	var live bootLive
 	if env.Host != nil {
@@ -62,6 +64,9 @@ func (bootPersistence) Run(ctx context.Context, env *Env) Result {
 		return Result{Status: Problem, Message: strings.Join(problems, "; "), Hint: strings.Join(uniq(hints), "; ")}
 	}
 	msg := u.Path + " is enabled (" + strings.Join(u.WantedBy, ", ") + ") and ordered before kubelet.service"
+	if nmNote != "" {
+		msg += "; " + nmNote
+	}
 	switch {
 	case env.Host == nil:
 		msg += "; the reboot baseline is a live check"

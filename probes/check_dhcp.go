@@ -22,7 +22,7 @@ func (dhcpSearch) Run(_ context.Context, env *Env) Result {
 	// A lease or netplan file nodedns could not read may hold DHCP domains it does not know about:
 	// then "ok" would be a guess.
 	var unread []string
-	for _, p := range s.ProblemsFrom(node.SourceLease, node.SourceNetplan) {
+	for _, p := range s.ProblemsFrom(node.SourceLease, node.SourceNetplan, node.SourceNetworkManager) {
 		unread = append(unread, p.String())
 	}
 	if len(doms) == 0 {
@@ -60,6 +60,8 @@ func (dhcpSearch) Run(_ context.Context, env *Env) Result {
 			}
 		}
 	}
+	nmProblems, nmHints := nmDHCPSearch(env) // check_networkmanager.go
+	problems, hints = append(problems, nmProblems...), append(hints, nmHints...)
 	// Nodes with networkd but no netplan: nodedns's .network drop-in switches DHCP domains off.
 	for _, n := range s.Networkd {
 		if !bytes.Equal(n.DropIn.Data, policy.NetworkdDropIn(n)) {

@@ -88,8 +88,13 @@ func (dnsLoop) Run(ctx context.Context, env *Env) Result {
 		return liveSkipped()
 	}
 	l := env.Host
-	cp := FindCacheProcess(l.Proc, env.Plan.Facts.CacheAddrs)
 	p := env.probeCache(ctx)
+	var cp *CacheProcess
+	if p.mode.Interface() {
+		cp = FindCacheProcess(l.Proc, env.Plan.Facts.CacheAddrs)
+	} else {
+		cp = FindPodCache(l.Proc)
+	}
 
 	// The live probe: a random name the cache cannot have cached (the CoreDNS loop plugin's shape,
 	// <random>.<random>. HINFO), sent through the cache so it travels the whole upstream chain.
@@ -104,6 +109,11 @@ func (dnsLoop) Run(ctx context.Context, env *Env) Result {
 	if cp == nil {
 		if !p.answered {
 			return Result{Status: Unknown, Message: "the cache is down (no process bound to a cache address answers): a loop cannot be probed"}
+		}
+		if !p.mode.Interface() && !probeFailed {
+			// The cache runs in a pod (lrp) or there is none on this node (none): its process may
+			// well be elsewhere, and the random name through the cluster DNS came back.
+			return Result{Status: OK, Message: fmt.Sprintf("%s: no cache process on this node to read the upstream chain of; a random name through %s got %s (no loop)", p.mode, p.probed[0], dns.RcodeToString[probe.msg.Rcode])}
 		}
 		return Result{Status: Unknown, Message: fmt.Sprintf("no node-cache or coredns process bound to %s port 53 was found: the upstream chain cannot be read (probe: %s)", addrList(env.Plan.Facts.CacheAddrs), probe),
 			Hint: "run nodedns on the host (host PID namespace) so it can read the cache's /proc"}

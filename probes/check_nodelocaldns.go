@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
-	"github.com/nodedns/nodedns/hostnet"
 	"golang.org/x/sys/unix"
+
+	"github.com/nodedns/nodedns/hostnet"
+	"github.com/nodedns/nodedns/policy"
 )
 
 type nodelocalInterface struct{}
@@ -18,6 +21,9 @@ func (nodelocalInterface) ID() string { return "nodelocaldns.interface" }
 func (nodelocalInterface) Run(_ context.Context, env *Env) Result {
 	if env.Host == nil {
 		return liveSkipped()
+	}
+	if m := env.cacheMode(); !m.Interface() {
+		return modeSkipped(m, "no "+env.Config.NodeLocalDNS.Interface+" interface is expected")
 	}
 	name := env.Config.NodeLocalDNS.Interface
 	nv := env.Host.netState(name)
@@ -29,26 +35,51 @@ func (nodelocalInterface) Run(_ context.Context, env *Env) Result {
 			Hint: "node-local-dns (node-cache) creates it at start: check the node-local-dns pod on this node (kubectl -n kube-system get pods -o wide | grep nodelocaldns); set nodeLocalDNS.interface if it has another name"}
 	}
 	l := nv.link
-	var missing []string
+	var missing []netip.Addr
 	for _, st := range env.cacheAddrs() {
 		if !st.OnLink {
-			missing = append(missing, st.Addr.String())
+			missing = append(missing, st.Addr)
 		}
 	}
-	desc := fmt.Sprintf("%s (%s, admin %s, oper %s) carries %s", l.Name, l.Type, upDown(l.AdminUp), strings.ToLower(l.OperState), prefixList(l.Addrs))
-	if len(l.Addrs) == 0 {
-		desc = fmt.Sprintf("%s (%s, admin %s, oper %s) has no address", l.Name, l.Type, upDown(l.AdminUp), strings.ToLower(l.OperState))
+	// The kernel's own fe80:: address (any up interface has one) is not the cache's: it is left out
+	// of what the interface is said to carry, so no message sends anyone after it.
+	given := slices.DeleteFunc(slices.Clone(l.Addrs), func(p netip.Prefix) bool { return policy.KernelMade(p.Addr()) })
+	state := fmt.Sprintf("%s (%s, admin %s, oper %s)", l.Name, l.Type, upDown(l.AdminUp), strings.ToLower(l.OperState))
+	desc := state + " carries " + prefixList(given)
+	switch {
+	case len(given) == 0 && len(l.Addrs) > 0:
+		desc = state + " has no address but the kernel's own IPv6 link-local one"
+	case len(given) == 0:
+		desc = state + " has no address"
+	case len(given) < len(l.Addrs):
+		desc += " (and the kernel's own IPv6 link-local address, not a cache address)"
 	}
 	if nv.linkErr != nil {
 		return Result{Status: Unknown, Message: desc + "; " + nv.linkErr.Error()}
 	}
 	if len(missing) > 0 {
-		return Result{Status: Problem, Message: fmt.Sprintf("%s lacks cache address %s", desc, strings.Join(missing, ", ")),
-			Hint: fmt.Sprintf("node-local-dns adds its -localip addresses at start: restart its pod on this node, or `ip addr add %s/32 dev %s` until it does", missing[0], l.Name)}
+		return Result{Status: Problem, Message: fmt.Sprintf("%s lacks cache address %s", desc, addrList(missing)),
+			Hint: fmt.Sprintf("node-local-dns adds its -localip addresses at start: restart its pod on this node, or `ip addr add %s dev %s` until it does", hostPrefix(missing[0]), l.Name)}
 	}
 	// Admin state is reported, not judged here: whether the addresses still receive traffic is what
 	// nodelocaldns.routes (a local route) and nodelocaldns.dns (the cache answers) tell.
 	return Result{Status: OK, Message: desc}
+}
+
+// modeSkipped is the answer of a check that belongs to interface mode only (docs/contract.md "Cache mode").
+func modeSkipped(m policy.CacheMode, what string) Result {
+	return Result{Status: Skipped, Message: m.String() + ": " + what}
+}
+
+// hostPrefix is a as the /32 or /128 node-cache puts on its interface.
+func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
+
+// ipCmd is `ip` for a's family: `ip -6` for IPv6 (`ip rule` takes IPv4 unless told).
+func ipCmd(a netip.Addr) string {
+	if a.Is6() {
+		return "ip -6"
+	}
+	return "ip"
 }
 
 func upDown(up bool) string {
@@ -165,9 +196,12 @@ func RuleBypasses(rules []hostnet.Rule, addrs []netip.Addr) (out []Bypass, noLoc
 	return out, noLocal
 }
 
-func (nodelocalRoutes) Run(_ context.Context, env *Env) Result {
+func (nodelocalRoutes) Run(ctx context.Context, env *Env) Result {
 	if env.Host == nil {
 		return liveSkipped()
+	}
+	if m := env.cacheMode(); !m.Interface() {
+		return modeSkipped(m, "no local-table route for a cache address is expected")
 	}
 	nv := env.Host.netState(env.Config.NodeLocalDNS.Interface)
 	if nv.err != nil {
@@ -189,12 +223,12 @@ func (nodelocalRoutes) Run(_ context.Context, env *Env) Result {
 	var problems, hints []string
 	if len(noRoute) > 0 {
 		problems = append(problems, fmt.Sprintf("no local-table route for %s: packets to it are not delivered to the cache", addrList(noRoute)))
-		hints = append(hints, fmt.Sprintf("`ip route replace local %s dev %s table local scope host` (node-cache's address normally brings it), or restart the node-local-dns pod", noRoute[0], env.Config.NodeLocalDNS.Interface))
+		hints = append(hints, fmt.Sprintf("`%s route replace local %s dev %s table local scope host` (node-cache's address normally brings it), or restart the node-local-dns pod", ipCmd(noRoute[0]), noRoute[0], env.Config.NodeLocalDNS.Interface))
 	}
 	bypass, noLocal := RuleBypasses(nv.rules, append(append([]netip.Addr{}, onLink...), noRoute...))
 	if len(noLocal) > 0 {
 		problems = append(problems, fmt.Sprintf("no `lookup local` rule for %s: nothing is delivered locally", addrList(noLocal)))
-		hints = append(hints, "`ip rule add priority 0 lookup local` (or the CNI's moved local rule)")
+		hints = append(hints, fmt.Sprintf("`%s rule add priority 0 lookup local` (or the CNI's moved local rule)", ipCmd(noLocal[0])))
 	}
 	if len(bypass) > 0 {
 		var rs []string
@@ -203,6 +237,9 @@ func (nodelocalRoutes) Run(_ context.Context, env *Env) Result {
 			who := "all traffic"
 			if b.Rule.IIF != "" {
 				who = "traffic arriving on " + b.Rule.IIF
+				if pods := podsBehind(ctx, env, b.Rule.IIF); len(pods) > 0 {
+					who += " (pod " + strings.Join(pods, ", ") + ")"
+				}
 				iifs = append(iifs, b.Rule.IIF)
 			} else if b.Rule.Src.IsValid() {
 				who = "traffic from " + b.Rule.Src.String()
@@ -210,7 +247,15 @@ func (nodelocalRoutes) Run(_ context.Context, env *Env) Result {
 			rs = append(rs, fmt.Sprintf("`%s` catches %s to %s before the local table", ruleString(b.Rule), who, b.Addr))
 		}
 		problems = append(problems, strings.Join(rs, "; "))
-		h := fmt.Sprintf("add `ip rule add to %s lookup local priority %d` ahead of it", bypass[0].Addr, max(bypass[0].Rule.Priority-1, 0))
+		// One rule per address caught, each ahead of the first rule that catches it.
+		var adds []string
+		for _, b := range bypass {
+			add := fmt.Sprintf("`%s rule add to %s lookup local priority %d`", ipCmd(b.Addr), b.Addr, max(b.Rule.Priority-1, 0))
+			if !slices.ContainsFunc(adds, func(s string) bool { return strings.Contains(s, " to "+b.Addr.String()+" ") }) {
+				adds = append(adds, add)
+			}
+		}
+		h := "add " + strings.Join(adds, " and ") + " ahead of it"
 		if len(iifs) > 0 {
 			h += " (pods behind " + strings.Join(uniq(iifs), ", ") + " cannot reach the cache: EKS security groups for pods, docs/incidents.md incident 004)"
 		}
@@ -295,6 +340,9 @@ func (nodelocalIptables) Run(ctx context.Context, env *Env) Result {
 	if env.Host == nil {
 		return liveSkipped()
 	}
+	if m := env.cacheMode(); !m.Interface() {
+		return modeSkipped(m, "no NOTRACK rule for a cache address is expected")
+	}
 	bs := env.Host.firewall(ctx)
 	addrs := env.Plan.Facts.CacheAddrs
 	missing, with := NotrackMissing(bs, addrs)
@@ -346,8 +394,13 @@ func (nodelocalDNS) Run(ctx context.Context, env *Env) Result {
 		return liveSkipped()
 	}
 	p := env.probeCache(ctx)
+	ifname := env.Config.NodeLocalDNS.Interface
 	if len(p.probed) == 0 {
-		return Result{Status: Unknown, Message: fmt.Sprintf("no cache address (%s) is on %s with a local route: nothing to probe (see nodelocaldns.interface and nodelocaldns.routes)", addrList(p.skipped), env.Config.NodeLocalDNS.Interface)}
+		if !p.mode.Interface() {
+			return Result{Status: Unknown, Message: p.mode.String() + ": no cluster DNS address is known to probe (kubelet's clusterDNS, config clusterDNS)",
+				Hint: "set clusterDNS in nodedns's config to the cluster DNS service IP, or nodeLocalDNS.mode if the cache runs on the nodelocaldns interface"}
+		}
+		return Result{Status: Unknown, Message: fmt.Sprintf("no cache address (%s) is on %s with a local route: nothing to probe (see nodelocaldns.interface and nodelocaldns.routes)", addrList(p.skipped), ifname)}
 	}
 	var failed, refused, ok []string
 	var servfail []string
@@ -364,17 +417,31 @@ func (nodelocalDNS) Run(ctx context.Context, env *Env) Result {
 		}
 	}
 	timeout := env.Config.Probes.Timeout
+	what := "the cache"
+	if !p.mode.Interface() {
+		what = "the cluster DNS " + addrList(p.probed) + " (" + p.mode.String() + ")"
+	}
 	switch {
 	case len(refused) > 0 && len(failed) == 0 && len(ok)+len(servfail) == 0:
+		if !p.mode.Interface() {
+			return Result{Status: Problem, Message: fmt.Sprintf("nothing listens behind %s port 53: %s", what, strings.Join(refused, "; ")),
+				Hint: "the redirect reaches no cache: check the node-local-dns pod on this node and the CNI's LocalRedirectPolicy (Cilium: cilium-dbg lrp list)"}
+		}
 		return Result{Status: Problem, Message: fmt.Sprintf("nothing listens on %s port 53: %s", addrList(p.probed), strings.Join(refused, "; ")),
 			Hint: "the cache is not running: check the node-local-dns pod on this node (kubectl -n kube-system logs ds/nodelocaldns)"}
+	case len(failed)+len(refused) > 0 && !p.mode.Interface():
+		return Result{Status: Problem, Message: fmt.Sprintf("%s does not answer within %s: %s", what, timeout, strings.Join(append(failed, refused...), "; ")),
+			Hint: "the CNI does not redirect the cluster DNS address to the cache, or the cache does not answer: check the node-local-dns pod on this node and its LocalRedirectPolicy (Cilium: cilium-dbg lrp list, cilium-dbg service list); with no node-local cache, check the CoreDNS service and kube-proxy"}
 	case len(failed)+len(refused) > 0:
 		// Incident 000 (docs/incidents.md): the interface, address and route are fine, yet packets to the link-local address
 		// vanish (Cilium 1.16 with BPF host routing and bpf.masquerade).
-		return Result{Status: Problem, Message: fmt.Sprintf("the cache does not answer within %s although %s carries %s: %s", timeout, env.Config.NodeLocalDNS.Interface, addrList(p.probed), strings.Join(append(failed, refused...), "; ")),
+		return Result{Status: Problem, Message: fmt.Sprintf("the cache does not answer within %s although %s carries %s: %s", timeout, ifname, addrList(p.probed), strings.Join(append(failed, refused...), "; ")),
 			Hint: "packets to the link-local address are dropped or diverted before the cache: with Cilium, set bpf.hostLegacyRouting=true or use a LocalRedirectPolicy for node-local-dns; check the cache pod's logs and `nodedns check` on a healthy node"}
 	}
 	msg := "the cache answers on " + addrList(p.probed) + " over udp and tcp (" + strings.Join(ok, "; ")
+	if !p.mode.Interface() {
+		msg = what + " answers over udp and tcp (" + strings.Join(ok, "; ")
+	}
 	if len(servfail) > 0 {
 		msg += "; SERVFAIL: " + strings.Join(servfail, "; ")
 	}

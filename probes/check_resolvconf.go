@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nodedns/nodedns/networkmanager"
 	"github.com/nodedns/nodedns/node"
 	"github.com/nodedns/nodedns/policy"
 	"github.com/nodedns/nodedns/resolvconf"
@@ -24,6 +25,9 @@ func (resolvConfLoop) Run(_ context.Context, env *Env) Result {
 	}
 	// The host's own libc may use a loopback stub (127.0.0.53): only cache and cluster addresses loop.
 	bad := loopAddrs(env, rc.File.Nameservers(), false)
+	if len(bad) > 0 && env.Snapshot.NMOwnsResolvConf() {
+		return nmResolvConfLoop(env, bad, rc.File.Nameservers()) // check_networkmanager.go
+	}
 	note, renewal := dhclientLoopNote(env, len(bad) > 0)
 	if len(bad) > 0 {
 		hint := applyHint(env, policy.PendingDNS, hintApply+", or remove the line", "remove the line", node.EtcResolvConf, rc.Target)
@@ -80,8 +84,11 @@ func (resolvConfSearch) Run(_ context.Context, env *Env) Result {
 	}
 	if len(problems) > 0 {
 		targets := []string{node.EtcResolvConf, rc.Target}
-		if env.Snapshot.ResolvConfManagedByResolved() {
+		switch {
+		case env.Snapshot.ResolvConfManagedByResolved():
 			targets = resolvedTargets(env.Snapshot)
+		case env.Snapshot.NMOwnsResolvConf():
+			targets = []string{networkmanager.NodeDNSConfPath, policy.ReloadNetworkManager{}.Target()}
 		}
 		return Result{Status: Problem, Message: strings.Join(problems, "; "), Hint: planHint(env, policy.PendingSearch, "shorten the search list", targets...)}
 	}

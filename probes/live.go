@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -20,6 +22,8 @@ import (
 	"github.com/miekg/dns"
 	"github.com/nodedns/nodedns/files"
 	"github.com/nodedns/nodedns/hostnet"
+	"github.com/nodedns/nodedns/podnet"
+	"github.com/nodedns/nodedns/policy"
 )
 
 // Live is the running node as the live checks see it: netlink, nf_tables and iptables-legacy, DNS
@@ -46,6 +50,15 @@ type Live struct {
 	State StateStore
 	// Random returns a fresh random DNS label for probe names.
 	Random func() string
+	// Pods finds the node's pod network namespaces, sorted by name (podnet.Find in the host's
+	// namespaces); ProbePods sends one probe round from some of them and from the host
+	// (podnet.Probe). nodelocaldns.pods uses both, nodelocaldns.routes names the pods behind an
+	// interface a rule catches.
+	Pods      func(ctx context.Context, log *slog.Logger) ([]podnet.Pod, error)
+	ProbePods func(ctx context.Context, pods []podnet.Pod, q podnet.Query) podnet.Report
+	// HostPIDNS reports whether nodedns runs in the host's (initial) PID namespace, where every pod's
+	// processes are visible in /proc; a container without hostPID sees none.
+	HostPIDNS func() bool
 
 	netOnce sync.Once
 	net     netView
@@ -53,7 +66,16 @@ type Live struct {
 	fw      []Backend
 	dnsOnce sync.Once
 	dns     cacheProbe
+	podOnce sync.Once
+	pods    []podnet.Pod
+	podsErr error
 }
+
+// ProbeRounds is how many DNS rounds a live report waits for one after the other, each bounded by
+// probes.timeout whatever the number of addresses and pods: nodelocaldns.dns (the host's probes, shared
+// with dns.loop), nodelocaldns.pods, dns.loop's random name and dns.search-nxdomain. A caller with a
+// deadline (node-problem-detector's rule timeout) needs that many timeouts and a little more.
+const ProbeRounds = 4
 
 // NewLive returns the real node's live seams. timeout bounds every DNS query (config probes.timeout).
 func NewLive(timeout time.Duration, state StateStore) *Live {
@@ -67,7 +89,41 @@ func NewLive(timeout time.Duration, state StateStore) *Live {
 		Uptime:   readUptime,
 		State:    state,
 		Random:   randomLabel,
+		Pods: func(ctx context.Context, log *slog.Logger) ([]podnet.Pod, error) {
+			return podnet.Find(ctx, podnet.Options{Logger: log})
+		},
+		ProbePods: podnet.Probe,
+		HostPIDNS: inInitialPIDNS,
 	}
+}
+
+// procPIDInitIno is the inode of the initial PID namespace (PROC_PID_INIT_INO in the kernel's
+// include/linux/proc_ns.h, fixed since Linux 3.8): /proc/self/ns/pid links to pid:[4026531836]
+// exactly when nodedns runs in the host's PID namespace.
+const procPIDInitIno = 0xEFFFFFFC
+
+func inInitialPIDNS() bool {
+	l, err := os.Readlink("/proc/self/ns/pid")
+	return err == nil && l == fmt.Sprintf("pid:[%d]", uint32(procPIDInitIno))
+}
+
+// podNamespaces finds the pod network namespaces once per report.
+func (env *Env) podNamespaces(ctx context.Context) ([]podnet.Pod, error) {
+	l := env.Host
+	l.podOnce.Do(func() {
+		if l.Pods == nil {
+			return
+		}
+		l.pods, l.podsErr = l.Pods(ctx, env.log())
+	})
+	return l.pods, l.podsErr
+}
+
+// cacheMode is how the cache runs on this node (docs/contract.md "Cache mode"); in auto mode the
+// interface counts as present when it cannot be read, so its check reports why.
+func (env *Env) cacheMode() policy.CacheMode {
+	nv := env.Host.netState(env.Config.NodeLocalDNS.Interface)
+	return policy.ResolveCacheMode(env.Config, env.Snapshot, nv.link != nil || nv.linkErr != nil)
 }
 
 func readBootID() (string, error) {
@@ -247,35 +303,58 @@ func (l *Live) query(ctx context.Context, qs []answer) []answer {
 
 // cacheProbe is what the cache answered on its probeable addresses.
 type cacheProbe struct {
+	mode     policy.CacheMode
 	probed   []netip.Addr
 	skipped  []netip.Addr // not on the interface or without a local route: judged elsewhere
 	answers  []answer
 	answered bool // some query got a response from the cache
 }
 
+// answeredOn lists the probed addresses some query got a response on, in probe order.
+func (p *cacheProbe) answeredOn() []netip.Addr {
+	var out []netip.Addr
+	for _, a := range p.answers {
+		if a.err == nil && !slices.Contains(out, a.server) {
+			out = append(out, a.server)
+		}
+	}
+	return out
+}
+
 func clusterName(env *Env) string {
 	return "kubernetes.default.svc." + env.Plan.Facts.ClusterDomain + "."
 }
 
-// probeCache queries the cluster name (and the configured external name) on every cache address that
-// is on the interface and routed locally, over UDP and TCP, once per report.
+// probeCache queries the cluster name (and the configured external name) over UDP and TCP, once per
+// report: in interface mode on every cache address that is on the interface and routed locally;
+// otherwise on the cluster DNS addresses, which the CNI redirects to the cache (lrp) or which are the
+// cluster DNS service itself (none).
 func (env *Env) probeCache(ctx context.Context) *cacheProbe {
 	l := env.Host
 	l.dnsOnce.Do(func() {
-		var qs []answer
-		for _, st := range env.cacheAddrs() {
-			if !st.Probable {
-				l.dns.skipped = append(l.dns.skipped, st.Addr)
-				continue
+		l.dns.mode = env.cacheMode()
+		var targets []netip.Addr
+		if l.dns.mode.Interface() {
+			for _, st := range env.cacheAddrs() {
+				if !st.Probable {
+					l.dns.skipped = append(l.dns.skipped, st.Addr)
+					continue
+				}
+				targets = append(targets, st.Addr)
 			}
-			l.dns.probed = append(l.dns.probed, st.Addr)
+		} else {
+			targets = env.Plan.Facts.ClusterDNS
+		}
+		var qs []answer
+		for _, a := range targets {
+			l.dns.probed = append(l.dns.probed, a)
 			names := []string{clusterName(env)}
 			if n := env.Config.Probes.ExternalName; n != "" {
 				names = append(names, dns.Fqdn(n))
 			}
 			for _, n := range names {
 				for _, network := range []string{"udp", "tcp"} {
-					qs = append(qs, answer{server: st.Addr, network: network, name: n, qtype: dns.TypeA})
+					qs = append(qs, answer{server: a, network: network, name: n, qtype: dns.TypeA})
 				}
 			}
 		}

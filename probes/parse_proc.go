@@ -27,8 +27,9 @@ type CacheProcess struct {
 	Err    error // the Corefile or a resolv.conf could not be read
 }
 
-// socketInodes returns the inodes of sockets bound to any of addrs on port 53 (UDP, or TCP
-// listening), from the proc net tables of the reader's network namespace.
+// socketInodes returns the inodes of sockets bound to any of addrs (nil: any address) on port 53
+// (UDP, or TCP listening), from the proc net tables under proc: /proc/net is the reader's network
+// namespace, /proc/PID/net that process's.
 func socketInodes(proc string, addrs []netip.Addr) map[string]bool {
 	inodes := map[string]bool{}
 	for _, t := range []string{"udp", "udp6", "tcp", "tcp6"} {
@@ -40,7 +41,7 @@ func socketInodes(proc string, addrs []netip.Addr) map[string]bool {
 			if e.Port != 53 || (strings.HasPrefix(t, "tcp") && e.State != 0x0A) {
 				continue
 			}
-			if slices.Contains(addrs, e.Addr) {
+			if addrs == nil || slices.Contains(addrs, e.Addr) {
 				inodes[e.Inode] = true
 			}
 		}
@@ -122,6 +123,54 @@ func FindCacheProcess(proc string, addrs []netip.Addr) *CacheProcess {
 		}
 	}
 	return nil
+}
+
+// FindPodCache finds a cache that runs in a network namespace of its own (docs/contract.md "Cache
+// mode": lrp, node-local-dns in the pod network behind a LocalRedirectPolicy; none, CoreDNS pods on
+// this node): a node-cache (preferred) or coredns process holding a socket on port 53 in its own
+// namespace's tables (/proc/PID/net), lowest PID first. It returns nil when none runs here.
+func FindPodCache(proc string) *CacheProcess {
+	dirs, _ := os.ReadDir(proc)
+	var found *CacheProcess
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := files.ReadKernel(filepath.Join(proc, d.Name(), "comm"), procKind)
+		name := strings.TrimSpace(string(comm))
+		if err != nil || !slices.Contains(cacheComms, name) {
+			continue
+		}
+		// node-cache (the node-local cache itself) before coredns, then the lowest PID.
+		rank := func(comm string) int { return slices.Index(cacheComms, comm) }
+		if found != nil && (rank(found.Comm) < rank(name) || rank(found.Comm) == rank(name) && found.PID < pid) {
+			continue
+		}
+		if !holdsSocket(filepath.Join(proc, d.Name()), socketInodes(filepath.Join(proc, d.Name()), nil)) {
+			continue
+		}
+		found = &CacheProcess{PID: pid, Comm: name}
+	}
+	if found == nil {
+		return nil
+	}
+	return readCacheProcess(proc, found.PID, found.Comm)
+}
+
+// holdsSocket reports whether the process at dir (/proc/PID) has one of the socket inodes open.
+func holdsSocket(dir string, inodes map[string]bool) bool {
+	if len(inodes) == 0 {
+		return false
+	}
+	fds, _ := os.ReadDir(filepath.Join(dir, "fd"))
+	for _, fd := range fds {
+		t, err := os.Readlink(filepath.Join(dir, "fd", fd.Name()))
+		if err == nil && inodes[strings.TrimSuffix(strings.TrimPrefix(t, "socket:["), "]")] {
+			return true
+		}
+	}
+	return false
 }
 
 func readCacheProcess(proc string, pid int, comm string) *CacheProcess {

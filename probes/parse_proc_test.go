@@ -295,3 +295,55 @@ func TestFindCacheProcess(t *testing.T) {
 		})
 	}
 }
+
+// TestFindPodCache finds a cache that runs in a network namespace of its own (cache mode lrp:
+// node-local-dns in the pod network) by the port-53 socket in its own /proc/PID/net tables:
+// node-cache before coredns, a process without such a socket never.
+func TestFindPodCache(t *testing.T) {
+	// A pod's own table: port 53 on its pod IP 10.200.0.2 (inode 5151) and on 0.0.0.0 (5152).
+	const podUDP = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n" +
+		"  1: 0200C80A:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 5151 2 0000000000000000 0\n" +
+		"  2: 00000000:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 5152 2 0000000000000000 0\n"
+	corefile := map[string]string{"/etc/Corefile": "cluster.local:53 {\n    forward . 10.233.0.3\n}\n.:53 {\n    forward . /etc/resolv.conf\n}\n", "/etc/resolv.conf": "nameserver 10.0.0.2\n"}
+	proc := func(procs ...fakeProcess) string {
+		root := fakeProc(t, map[string]string{"udp": procNetUDP}, procs...)
+		for _, p := range procs {
+			writeUnder(t, root, strconv.Itoa(p.pid)+"/net/udp", podUDP)
+		}
+		return root
+	}
+	tests := []struct {
+		name  string
+		procs []fakeProcess
+		pid   int
+	}{
+		{"coredns in a pod", []fakeProcess{{pid: 300, comm: "coredns", args: []string{"coredns", "-conf", "/etc/Corefile"}, sockets: []string{"5151"}, files: corefile}}, 300},
+		{"node-cache before a lower coredns", []fakeProcess{
+			{pid: 100, comm: "coredns", args: []string{"coredns", "-conf", "/etc/Corefile"}, sockets: []string{"5152"}, files: corefile},
+			{pid: 400, comm: "node-cache", args: []string{"node-cache", "-conf", "/etc/Corefile"}, sockets: []string{"5151"}, files: corefile},
+			{pid: 500, comm: "node-cache", args: []string{"node-cache", "-conf", "/etc/Corefile"}, sockets: []string{"5151"}, files: corefile},
+			{pid: 2000, comm: "coredns", args: []string{"coredns", "-conf", "/etc/Corefile"}, sockets: []string{"5152"}, files: corefile},
+		}, 400},
+		{"the lowest PID, in number not in name order", []fakeProcess{
+			{pid: 1000, comm: "node-cache", args: []string{"node-cache", "-conf", "/etc/Corefile"}, sockets: []string{"5151"}, files: corefile},
+			{pid: 200, comm: "coredns", args: []string{"coredns", "-conf", "/etc/Corefile"}, sockets: []string{"5151"}, files: corefile},
+			{pid: 900, comm: "node-cache", args: []string{"node-cache", "-conf", "/etc/Corefile"}, sockets: []string{"5151"}, files: corefile},
+		}, 900},
+		{"a coredns holding no port-53 socket", []fakeProcess{{pid: 300, comm: "coredns", sockets: []string{"9999"}}}, 0},
+		{"another program on port 53", []fakeProcess{{pid: 300, comm: "dnsmasq", sockets: []string{"5151"}}}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cp := FindPodCache(proc(tc.procs...))
+			switch {
+			case tc.pid == 0 && cp != nil:
+				t.Fatalf("found %+v, want none", cp)
+			case tc.pid == 0:
+			case cp == nil:
+				t.Fatalf("found none, want pid %d", tc.pid)
+			case cp.PID != tc.pid || cp.Err != nil || len(cp.Forwards) != 2 || cp.Resolv["/etc/resolv.conf"] == nil:
+				t.Errorf("found %+v, want pid %d with its Corefile and resolv.conf", cp, tc.pid)
+			}
+		})
+	}
+}

@@ -4,7 +4,7 @@
 //
 // The files: probes.go is the report, the Env every check reads and the message helpers the checks
 // share; check_<family>.go holds the checks of one family of ids (resolvconf, kubelet, resolved,
-// dhcp, addressing, nodelocaldns, dns, boot); parse_<format>.go a parser of outside input the live
+// dhcp, addressing, nodelocaldns, pods, dns, boot); parse_<format>.go a parser of outside input the live
 // checks use (iptables-save, nf_tables expressions, the Corefile, /proc): pure functions of bytes,
 // of decoded expressions or of a directory root, with no check logic, each with a table test and the
 // decoders with a fuzz target (as CoreDNS's loop plugin parses in setup.go and acts in loop.go). live.go is the running node as the live checks
@@ -82,7 +82,7 @@ var IDs = []string{
 	"resolvconf.loop", "resolvconf.search", "resolvconf.nameservers", "kubelet.resolvconf",
 	"resolved.dns", "resolved.domains", "dhcp.search", "addressing.static",
 	"nodelocaldns.interface", "nodelocaldns.routes", "nodelocaldns.iptables", "nodelocaldns.dns",
-	"dns.loop", "dns.search-nxdomain", "boot.persistence",
+	"nodelocaldns.pods", "dns.loop", "dns.search-nxdomain", "boot.persistence",
 }
 
 // All returns the checks in IDs order.
@@ -91,7 +91,7 @@ func All() []Check {
 		resolvConfLoop{}, resolvConfSearch{}, resolvConfNameservers{}, kubeletResolvConf{},
 		resolvedDNS{}, resolvedDomains{}, dhcpSearch{}, addressingStatic{},
 		nodelocalInterface{}, nodelocalRoutes{}, nodelocalIptables{}, nodelocalDNS{},
-		dnsLoop{}, searchNXDomain{}, bootPersistence{},
+		nodelocalPods{}, dnsLoop{}, searchNXDomain{}, bootPersistence{},
 	}
 }
 

@@ -222,3 +222,22 @@ func TestSymlinkedResolvConf(t *testing.T) {
 		t.Errorf("restore did not give back the target's bytes: %q", got)
 	}
 }
+
+// TestCheckUsageErrorIsUnknown: node-problem-detector reads check's exit code; a command line check
+// cannot parse means it could not check (2), never "the node has a problem" (1). Other commands
+// exit 1.
+func TestCheckUsageErrorIsUnknown(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"check", "--bogus"}, 2},
+		{[]string{"--check", "--bogus"}, 2},
+		{[]string{"plan", "--bogus"}, 1},
+	} {
+		r := nodedns(t, tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stderr, "unknown flag: --bogus") {
+			t.Errorf("nodedns %v: exit %d, want %d; stderr %q", tc.args, r.code, tc.code, r.stderr)
+		}
+	}
+}

@@ -37,7 +37,20 @@ func newCheckCmd(g *globals) *cobra.Command {
 
 Exit codes, as node-problem-detector reads them: 0 ok, 1 problem, 2 unknown (could not check).
 Check ids (stable): ` + strings.Join(probes.IDs, ", ") + `.
-Under --root only the file checks run; the live ones (netlink, nf_tables, DNS probes) say skipped.`,
+Under --root only the file checks run; the live ones (netlink, nf_tables, DNS probes) say skipped.
+
+The live checks judge the cache as nodeLocalDNS.mode says: interface (node-cache on the host network:
+the nodelocaldns interface with every cache address, IPv4 and IPv6 alike, their local-table routes
+and raw-table NOTRACK rules, answers on each address over UDP and TCP), or lrp and none (the cache in a
+pod behind the CNI's redirect, or no cache: those three checks are skipped, and the probes go to
+kubelet's clusterDNS). auto, the default, picks interface when the interface exists or a cache address
+is named. The kernel's own fe80:: address of an up interface is never a cache address.
+
+nodelocaldns.pods asks the same question from inside up to probes.maxPods pod network namespaces
+(kubepods cgroups, /run/netns), in parallel within one probes.timeout, and names each pod the host is
+answered for and the pod is not, with its host-side interface and the likely cause. It changes
+nothing in a pod's namespace; it needs root in the host's PID namespace (CAP_SYS_ADMIN to enter the
+namespaces, CAP_SYS_PTRACE to read other users' /proc entries), and says skipped while no pod runs.`,
 		Example: `  nodedns check
   nodedns check -o json | jq '.checks[] | select(.status=="problem")'
   nodedns check --npd                 # node-problem-detector custom plugin

@@ -99,6 +99,12 @@ The loop\-free resolv.conf nodedns writes for kubelet (resolvConf).
 One backup of every file nodedns changed, used by
 .BR "nodedns restore" .
 .TP
+.I /run/netns
+Where the container runtime names the pods' network namespaces (containerd cni\-<uuid>, CRI\-O <uuid>);
+.B check
+sends its nodelocaldns.pods probes from them and from the namespaces of kubelet's pod processes,
+and changes nothing there.
+.TP
 .I /var/lib/node_exporter/textfile_collector/nodedns.prom
 Metrics for node_exporter's textfile collector (the daemon; the one\-shot check writes nodedns_check.prom),
 written only when the directory exists.

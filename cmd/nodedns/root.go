@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -90,6 +91,15 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newCheckCmd(g), newPlanCmd(g), newApplyCmd(g), newRestoreCmd(g), newVersionCmd(g),
 		newRunCmd(g), newNetplanCmd(g))
 	root.AddCommand(newGenCmd(root)) // hidden: man page and completions for the packages
+	// check's exit codes are node-problem-detector's: a command line it cannot parse means it could
+	// not check (2), not that the node has a problem (1).
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		code := 1
+		if c.Name() == "check" || (c == root && (c.Flags().Changed("check") || slices.Contains(os.Args, "--check"))) {
+			code = 2
+		}
+		return &exitError{code, fmt.Errorf("%w (see `%s --help`)", err, c.CommandPath())}
+	})
 	return root
 }
 

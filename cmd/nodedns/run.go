@@ -21,9 +21,11 @@ func newRunCmd(g *globals) *cobra.Command {
 		Long: `Runs nodedns as a daemon (systemd Type=notify). It applies once at start, tells systemd it is ready
 (READY=1, with a one-line STATUS= of the last pass), then watches the directories of every file it
 reads or writes (/etc/resolv.conf and its symlink target, /run/systemd/resolve, the DHCP lease
-directories, netplan, resolved's drop-in directories, the kubelet config and resolv.conf) and
-re-applies when one of them changes: at once when the new content is complete, after it settles when
-a file is missing, empty or half-written. A full pass also runs every daemon.resyncInterval (5m).
+directories, netplan, resolved's drop-in directories, NetworkManager's conf.d, profiles and device
+state, the kubelet config and resolv.conf) and re-applies when one of them changes: at once when the
+new content is complete, after it settles when a file is missing, empty or half-written. It also
+re-applies on systemd-resolved's and NetworkManager's D-Bus signals (a restart, a DHCP renewal with
+new options). A full pass also runs every daemon.resyncInterval (5m).
 
 Another writer's content is new input. If another writer keeps replacing what nodedns wrote (more
 than writers.backoffAfter times within writers.window), nodedns stops fighting over that file, says so

@@ -72,8 +72,9 @@ type Cache struct {
 	Corefile  string
 	Cmd       *exec.Cmd
 
-	sb  *Sandbox
-	bin string
+	sb      *Sandbox
+	bin     string
+	forward string
 }
 
 // StartCache makes a healthy node-local cache in the sandbox: the interface up with the cache
@@ -84,7 +85,7 @@ type Cache struct {
 func (sb *Sandbox) StartCache(t testing.TB, o CacheOptions) *Cache {
 	t.Helper()
 	NeedTools(t, "apt-get install iptables bind9-dnsutils", "iptables", "ip6tables", "dig")
-	c := &Cache{Interface: o.Interface, Addrs: o.Addrs, sb: sb, bin: CoreDNS(t)}
+	c := &Cache{Interface: o.Interface, Addrs: o.Addrs, sb: sb, bin: CoreDNS(t), forward: o.Forward}
 	if c.Interface == "" {
 		c.Interface = "nodelocaldns"
 	}
@@ -106,6 +107,16 @@ func (sb *Sandbox) StartCache(t testing.TB, o CacheOptions) *Cache {
 			c.Notrack(t, "-A", a)
 		}
 	}
+	c.Corefile = filepath.Join(sb.Dir(), fmt.Sprintf("Corefile-%s", c.Interface))
+	c.writeCorefile(t)
+	c.Start(t)
+	return c
+}
+
+// writeCorefile writes the Corefile for c.Addrs: cluster.local from a hosts zone, and with a
+// forward file everything else forwarded to it.
+func (c *Cache) writeCorefile(t testing.TB) {
+	t.Helper()
 	var bind []string
 	for _, a := range c.Addrs {
 		bind = append(bind, a.String())
@@ -117,15 +128,21 @@ func (sb *Sandbox) StartCache(t testing.TB, o CacheOptions) *Cache {
     }
 }
 `, strings.Join(bind, " "), ClusterNameAddr, strings.TrimSuffix(ClusterName, "."))
-	if o.Forward != "" {
-		corefile += fmt.Sprintf(".:53 {\n    bind %s\n    errors\n    forward . %s\n}\n", strings.Join(bind, " "), o.Forward)
+	if c.forward != "" {
+		corefile += fmt.Sprintf(".:53 {\n    bind %s\n    errors\n    forward . %s\n}\n", strings.Join(bind, " "), c.forward)
 	}
-	c.Corefile = filepath.Join(sb.Dir(), fmt.Sprintf("Corefile-%s", c.Interface))
 	if err := os.WriteFile(c.Corefile, []byte(corefile), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Rebind makes CoreDNS listen on addrs instead (each must be on the node already, as node-cache binds
+// every address of its interface): it rewrites the Corefile and restarts CoreDNS.
+func (c *Cache) Rebind(t testing.TB, addrs []netip.Addr) {
+	t.Helper()
+	c.Addrs = addrs
+	c.writeCorefile(t)
 	c.Start(t)
-	return c
 }
 
 // Notrack adds (-A) or deletes (-D) the raw-table NOTRACK rules node-cache installs for addr, with

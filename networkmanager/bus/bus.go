@@ -15,7 +15,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
+
+	"github.com/nodedns/nodedns/internal/busconn"
 
 	"github.com/godbus/dbus/v5"
 
@@ -43,10 +44,10 @@ const (
 
 // D-Bus error names the client tells apart, by name, never by message text.
 const (
-	ErrNameServiceUnknown = "org.freedesktop.DBus.Error.ServiceUnknown"
-	ErrNameNameHasNoOwner = "org.freedesktop.DBus.Error.NameHasNoOwner"
-	ErrNameUnknownObject  = "org.freedesktop.DBus.Error.UnknownObject"
-	ErrNameUnknownMethod  = "org.freedesktop.DBus.Error.UnknownMethod"
+	ErrNameServiceUnknown = busconn.ErrNameServiceUnknown
+	ErrNameNameHasNoOwner = busconn.ErrNameNameHasNoOwner
+	ErrNameUnknownObject  = busconn.ErrNameUnknownObject
+	ErrNameUnknownMethod  = busconn.ErrNameUnknownMethod
 	// ErrNameInvalidConnection: Settings.GetConnectionByUuid for a UUID NM does not know.
 	ErrNameInvalidConnection = "org.freedesktop.NetworkManager.Settings.InvalidConnection"
 	// ErrNamePermissionDenied is NM_MANAGER_ERROR_PERMISSION_DENIED. NM 1.42.4 answers it to a
@@ -65,9 +66,9 @@ var (
 	// ErrGone: the object (a device, a DHCP config, a connection) went away.
 	ErrGone = errors.New("NetworkManager object gone")
 	// ErrDisconnected: no bus connection at the moment (the client keeps reconnecting).
-	ErrDisconnected = errors.New("not connected to the system bus")
+	ErrDisconnected = busconn.ErrDisconnected
 	// ErrClosed: the client was closed.
-	ErrClosed = errors.New("NetworkManager client closed")
+	ErrClosed = busconn.ErrClosed
 )
 
 // BusError is a D-Bus error reply kept by name. errors.Is matches ErrNotRunning and ErrGone.
@@ -98,20 +99,11 @@ func busError(err error) error {
 	if err == nil {
 		return nil
 	}
-	var de dbus.Error
-	var dp *dbus.Error
-	switch {
-	case errors.As(err, &de):
-	case errors.As(err, &dp) && dp != nil:
-		de = *dp
-	default:
+	name, msg := busconn.ErrorName(err)
+	if name == "" {
 		return err
 	}
-	msg := ""
-	if len(de.Body) > 0 {
-		msg, _ = de.Body[0].(string)
-	}
-	return &BusError{Name: de.Name, Message: msg}
+	return &BusError{Name: name, Message: msg}
 }
 
 // EventKind says what an Event is about.
@@ -169,160 +161,45 @@ type Event struct {
 	Err   error       // EventBusLost
 }
 
-// Options configure a Client.
-type Options struct {
-	// Address is the bus address; "" means the system bus.
-	Address string
-	// CallTimeout bounds every call (default 5s); a context with an earlier deadline wins.
-	CallTimeout time.Duration
-	// MinBackoff and MaxBackoff bound the reconnect backoff (defaults 100ms and 5s).
-	MinBackoff, MaxBackoff time.Duration
-}
+// Options configure a Client: the bus address, the call timeout and the reconnect backoff
+// (busconn.Options).
+type Options = busconn.Options
 
-// Client is a NetworkManager client on one private system-bus connection owned by one goroutine,
-// which serves calls, turns signals into Events and reconnects with capped backoff when the bus
-// goes away. Methods are safe for concurrent use.
+// Client is a NetworkManager client on one private system-bus connection owned by one goroutine
+// (busconn), which serves calls, turns signals into Events and reconnects with capped backoff when
+// the bus goes away. Methods are safe for concurrent use.
 type Client struct {
-	opts    Options
-	reqs    chan request
-	events  chan Event
-	done    chan struct{}
-	stopped chan struct{}
-	once    sync.Once
-}
-
-type request struct {
-	ctx  context.Context
-	fn   func(ctx context.Context, conn *dbus.Conn) error
-	errc chan error
+	conn   *busconn.Conn
+	events chan Event
+	once   sync.Once
 }
 
 // Dial connects to the system bus and starts the client's goroutine. The first connection must
 // succeed; later losses are retried until Close.
 func Dial(ctx context.Context, opts Options) (*Client, error) {
-	if opts.CallTimeout <= 0 {
-		opts.CallTimeout = 5 * time.Second
-	}
-	if opts.MinBackoff <= 0 {
-		opts.MinBackoff = 100 * time.Millisecond
-	}
-	if opts.MaxBackoff < opts.MinBackoff {
-		opts.MaxBackoff = max(5*time.Second, opts.MinBackoff)
-	}
-	conn, sigs, err := dialBus(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	c := &Client{opts: opts, reqs: make(chan request), events: make(chan Event, 64),
-		done: make(chan struct{}), stopped: make(chan struct{})}
-	go c.loop(conn, sigs)
-	return c, nil
-}
-
-func dialBus(ctx context.Context, opts Options) (*dbus.Conn, chan *dbus.Signal, error) {
-	ctx, cancel := context.WithTimeout(ctx, opts.CallTimeout)
-	defer cancel()
-	var conn *dbus.Conn
-	var err error
-	if opts.Address != "" {
-		conn, err = dbus.Dial(opts.Address)
-	} else {
-		conn, err = dbus.SystemBusPrivate()
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("connect to the system bus: %w", err)
-	}
-	fail := func(op string, err error) (*dbus.Conn, chan *dbus.Signal, error) {
-		conn.Close()
-		return nil, nil, fmt.Errorf("%s on the system bus: %w", op, err)
-	}
-	// Auth and Hello take no context in godbus: a hung bus is cut by closing the connection.
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	if err := conn.Auth(nil); err != nil {
-		return fail("authenticate", err)
-	}
-	if err := conn.Hello(); err != nil {
-		return fail("hello", err)
-	}
-	sigs := make(chan *dbus.Signal, 256)
-	conn.Signal(sigs)
-	matches := [][]dbus.MatchOption{
-		{dbus.WithMatchSender("org.freedesktop.DBus"), dbus.WithMatchInterface("org.freedesktop.DBus"),
-			dbus.WithMatchMember("NameOwnerChanged"), dbus.WithMatchArg(0, BusName)},
-		{dbus.WithMatchSender(BusName), dbus.WithMatchInterface(propsIface), dbus.WithMatchMember("PropertiesChanged"),
-			dbus.WithMatchPathNamespace(nmPath)},
-		{dbus.WithMatchSender(BusName), dbus.WithMatchInterface(deviceIface), dbus.WithMatchMember("StateChanged")},
-	}
-	for _, m := range matches {
-		if err := conn.AddMatchSignalContext(ctx, m...); err != nil {
-			return fail("subscribe to NetworkManager's signals", busError(err))
-		}
-	}
-	return conn, sigs, nil
-}
-
-func (c *Client) loop(conn *dbus.Conn, sigs chan *dbus.Signal) {
-	defer close(c.stopped)
-	defer close(c.events)
-	backoff := c.opts.MinBackoff
-	var lastErr error
-	var retry *time.Timer
-	defer func() {
-		if conn != nil {
-			conn.Close()
-		}
-		if retry != nil {
-			retry.Stop()
-		}
-	}()
-	for {
-		var connDone <-chan struct{}
-		var retryC <-chan time.Time
-		var sigC <-chan *dbus.Signal
-		if conn != nil {
-			connDone, sigC = conn.Context().Done(), sigs
-		} else if retry != nil {
-			retryC = retry.C
-		}
-		select {
-		case <-c.done:
-			return
-		case r := <-c.reqs:
-			if conn == nil {
-				r.errc <- fmt.Errorf("%w (reconnecting: %v)", ErrDisconnected, lastErr)
-				continue
-			}
-			r.errc <- busError(r.fn(r.ctx, conn))
-		case s, ok := <-sigC:
-			if !ok {
-				sigs = nil
-				continue
-			}
+	c := &Client{events: make(chan Event, 64)}
+	conn, err := busconn.Dial(ctx, opts, busconn.Handlers{
+		Matches: [][]dbus.MatchOption{
+			{dbus.WithMatchSender("org.freedesktop.DBus"), dbus.WithMatchInterface("org.freedesktop.DBus"),
+				dbus.WithMatchMember("NameOwnerChanged"), dbus.WithMatchArg(0, BusName)},
+			{dbus.WithMatchSender(BusName), dbus.WithMatchInterface(propsIface), dbus.WithMatchMember("PropertiesChanged"),
+				dbus.WithMatchPathNamespace(nmPath)},
+			{dbus.WithMatchSender(BusName), dbus.WithMatchInterface(deviceIface), dbus.WithMatchMember("StateChanged")},
+		},
+		Signal: func(s *dbus.Signal) {
 			if ev, ok := eventOf(s); ok {
 				c.emit(ev)
 			}
-		case <-connDone:
-			lastErr = conn.Close()
-			if lastErr == nil {
-				lastErr = errors.New("connection closed")
-			}
-			conn, sigs = nil, nil
-			c.emit(Event{Kind: EventBusLost, Err: lastErr})
-			backoff = c.opts.MinBackoff
-			retry = time.NewTimer(backoff)
-		case <-retryC:
-			nc, ns, err := dialBus(context.Background(), c.opts)
-			if err != nil {
-				lastErr = err
-				backoff = min(backoff*2, c.opts.MaxBackoff)
-				retry.Reset(backoff)
-				continue
-			}
-			conn, sigs, retry = nc, ns, nil
-			c.emit(Event{Kind: EventBusReconnected})
-		}
+		},
+		Lost:  func(err error) { c.emit(Event{Kind: EventBusLost, Err: err}) },
+		Back:  func() { c.emit(Event{Kind: EventBusReconnected}) },
+		Error: busError,
+	})
+	if err != nil {
+		return nil, err
 	}
+	c.conn = conn
+	return c, nil
 }
 
 // eventOf turns a signal into an event; signals nodedns does not act on give none.
@@ -390,34 +267,16 @@ func (c *Client) emit(e Event) {
 // Events returns the event channel, closed by Close. Treat any event as "read the state again".
 func (c *Client) Events() <-chan Event { return c.events }
 
-// Close stops the goroutine and closes the connection; safe to call more than once.
+// Close stops the goroutine and closes the connection, then the Events channel; safe to call more
+// than once.
 func (c *Client) Close() error {
-	c.once.Do(func() { close(c.done) })
-	<-c.stopped
+	c.conn.Close()
+	c.once.Do(func() { close(c.events) })
 	return nil
 }
 
 func (c *Client) do(ctx context.Context, op string, fn func(ctx context.Context, conn *dbus.Conn) error) error {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
-	defer cancel()
-	r := request{ctx: ctx, fn: fn, errc: make(chan error, 1)}
-	select {
-	case c.reqs <- r:
-	case <-c.done:
-		return fmt.Errorf("%s: %w", op, ErrClosed)
-	case <-ctx.Done():
-		return fmt.Errorf("%s: %w", op, ctx.Err())
-	}
-	var err error
-	select {
-	case err = <-r.errc:
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	return nil
+	return c.conn.Do(ctx, op, fn)
 }
 
 func obj(conn *dbus.Conn, p dbus.ObjectPath) dbus.BusObject { return conn.Object(BusName, p) }
@@ -436,16 +295,7 @@ func getAll(ctx context.Context, conn *dbus.Conn, p dbus.ObjectPath, iface strin
 
 // NameOwner returns the unique name owning org.freedesktop.NetworkManager, "" when none.
 func (c *Client) NameOwner(ctx context.Context) (string, error) {
-	var owner string
-	err := c.do(ctx, "get the owner of "+BusName, func(ctx context.Context, conn *dbus.Conn) error {
-		err := conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetNameOwner", 0, BusName).Store(&owner)
-		if errors.Is(busError(err), ErrNotRunning) {
-			owner = ""
-			return nil
-		}
-		return err
-	})
-	return owner, err
+	return c.conn.NameOwner(ctx, BusName)
 }
 
 // Version returns NetworkManager's version ("1.42.4").
@@ -464,31 +314,10 @@ func (c *Client) Version(ctx context.Context) (string, error) {
 // WaitReady waits until org.freedesktop.NetworkManager has an owner other than old ("": any) that
 // answers (its Version), or ctx ends. After a restart it tells the new NM from the old one.
 func (c *Client) WaitReady(ctx context.Context, old string) error {
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		owner, err := c.NameOwner(ctx)
-		switch {
-		case err != nil:
-			last = err
-		case owner == "":
-			last = ErrNotRunning
-		case owner == old:
-			last = fmt.Errorf("the old NetworkManager (%s) still owns %s", old, BusName)
-		default:
-			if _, err := c.Version(ctx); err != nil {
-				last = err
-			} else {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for NetworkManager on the bus: %w (last: %v)", ctx.Err(), last)
-		case <-tick.C:
-		}
-	}
+	return c.conn.WaitOwner(ctx, BusName, old, "NetworkManager", func(ctx context.Context) error {
+		_, err := c.Version(ctx)
+		return err
+	})
 }
 
 // DeviceState is NMDeviceState.

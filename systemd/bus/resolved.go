@@ -15,7 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
+
+	"github.com/nodedns/nodedns/internal/busconn"
 
 	"github.com/godbus/dbus/v5"
 	"github.com/godbus/dbus/v5/introspect"
@@ -40,12 +41,12 @@ const (
 	// ErrNameNoSuchLink: GetLink/SetLink* for an ifindex resolved does not know (the link is gone).
 	ErrNameNoSuchLink = "org.freedesktop.resolve1.NoSuchLink"
 	// ErrNameUnknownMethod: an older resolved without the method (SetLinkDNSEx came with 246).
-	ErrNameUnknownMethod = "org.freedesktop.DBus.Error.UnknownMethod"
+	ErrNameUnknownMethod = busconn.ErrNameUnknownMethod
 	// ErrNameUnknownObject: the link object went away between listing and reading it.
-	ErrNameUnknownObject = "org.freedesktop.DBus.Error.UnknownObject"
+	ErrNameUnknownObject = busconn.ErrNameUnknownObject
 	// ErrNameServiceUnknown and ErrNameNameHasNoOwner: nobody owns org.freedesktop.resolve1.
-	ErrNameServiceUnknown = "org.freedesktop.DBus.Error.ServiceUnknown"
-	ErrNameNameHasNoOwner = "org.freedesktop.DBus.Error.NameHasNoOwner"
+	ErrNameServiceUnknown = busconn.ErrNameServiceUnknown
+	ErrNameNameHasNoOwner = busconn.ErrNameNameHasNoOwner
 )
 
 // Errors the resolved client returns; test them with errors.Is.
@@ -59,9 +60,9 @@ var (
 	// ErrNotRunning: nobody owns org.freedesktop.resolve1 on the bus.
 	ErrNotRunning = errors.New("systemd-resolved is not on the system bus")
 	// ErrDisconnected: the client has no bus connection at the moment (it keeps reconnecting).
-	ErrDisconnected = errors.New("not connected to the system bus")
+	ErrDisconnected = busconn.ErrDisconnected
 	// ErrClosed: the client was closed.
-	ErrClosed = errors.New("resolved client closed")
+	ErrClosed = busconn.ErrClosed
 )
 
 // BusError is a D-Bus error reply, kept by name. errors.Is matches it against ErrLinkBusy,
@@ -99,22 +100,11 @@ func busError(err error) error {
 	if err == nil {
 		return nil
 	}
-	var de dbus.Error
-	var dp *dbus.Error
-	switch {
-	case errors.As(err, &de):
-	case errors.As(err, &dp) && dp != nil:
-		de = *dp
-	default:
+	name, msg := busconn.ErrorName(err)
+	if name == "" {
 		return err
 	}
-	msg := ""
-	if len(de.Body) > 0 {
-		if s, ok := de.Body[0].(string); ok {
-			msg = s
-		}
-	}
-	return &BusError{Name: de.Name, Message: msg}
+	return &BusError{Name: name, Message: msg}
 }
 
 // EventKind says what an Event is about.
@@ -165,17 +155,9 @@ type Event struct {
 	Err error
 }
 
-// ResolvedOptions configure a resolved client.
-type ResolvedOptions struct {
-	// Address is the bus address; "" means the system bus (DBUS_SYSTEM_BUS_ADDRESS or
-	// unix:path=/run/dbus/system_bus_socket).
-	Address string
-	// CallTimeout bounds every call (default 5s). A context with an earlier deadline wins.
-	CallTimeout time.Duration
-	// MinBackoff and MaxBackoff bound the reconnect backoff after the bus goes away (defaults 100ms
-	// and 5s): it doubles from MinBackoff up to MaxBackoff and resets on success.
-	MinBackoff, MaxBackoff time.Duration
-}
+// ResolvedOptions configure a resolved client: the bus address, the call timeout and the reconnect
+// backoff (busconn.Options).
+type ResolvedOptions = busconn.Options
 
 // Resolved is a client of systemd-resolved on ONE private system-bus connection, owned by one
 // goroutine: every call is handed to that goroutine, which also receives the signals and reconnects
@@ -191,164 +173,33 @@ type ResolvedOptions struct {
 // EventBusReconnected (a restarted resolved has forgotten nothing it reads from /run, but a
 // restarted dbus-daemon may mean resolved was restarted too).
 type Resolved struct {
-	opts    ResolvedOptions
-	reqs    chan request
-	events  chan Event
-	done    chan struct{}
-	stopped chan struct{}
-	once    sync.Once
-}
-
-type request struct {
-	ctx  context.Context
-	fn   func(ctx context.Context, conn *dbus.Conn) error
-	errc chan error
+	conn   *busconn.Conn
+	events chan Event
+	once   sync.Once
 }
 
 // DialResolved connects to the system bus and starts the client's goroutine. The first connection
 // must succeed (a node without a system bus is an error to report, not to wait for); later losses
 // are retried in the background until Close.
 func DialResolved(ctx context.Context, opts ResolvedOptions) (*Resolved, error) {
-	if opts.CallTimeout <= 0 {
-		opts.CallTimeout = 5 * time.Second
-	}
-	if opts.MinBackoff <= 0 {
-		opts.MinBackoff = 100 * time.Millisecond
-	}
-	if opts.MaxBackoff < opts.MinBackoff {
-		opts.MaxBackoff = max(5*time.Second, opts.MinBackoff)
-	}
-	conn, sigs, err := dialBus(ctx, opts)
+	c := &Resolved{events: make(chan Event, 64)}
+	conn, err := busconn.Dial(ctx, opts, busconn.Handlers{
+		Matches: [][]dbus.MatchOption{
+			{dbus.WithMatchSender("org.freedesktop.DBus"), dbus.WithMatchInterface("org.freedesktop.DBus"),
+				dbus.WithMatchMember("NameOwnerChanged"), dbus.WithMatchArg(0, systemd.ResolvedBusName)},
+			{dbus.WithMatchSender(systemd.ResolvedBusName), dbus.WithMatchInterface(propsIface),
+				dbus.WithMatchMember("PropertiesChanged"), dbus.WithMatchPathNamespace(resolvedPath)},
+		},
+		Signal: c.signal,
+		Lost:   func(err error) { c.emit(Event{Kind: EventBusLost, Err: err}) },
+		Back:   func() { c.emit(Event{Kind: EventBusReconnected}) },
+		Error:  busError,
+	})
 	if err != nil {
 		return nil, err
 	}
-	c := &Resolved{
-		opts:    opts,
-		reqs:    make(chan request),
-		events:  make(chan Event, 64),
-		done:    make(chan struct{}),
-		stopped: make(chan struct{}),
-	}
-	go c.loop(conn, sigs)
+	c.conn = conn
 	return c, nil
-}
-
-func busAddress(opts ResolvedOptions) string {
-	if opts.Address != "" {
-		return opts.Address
-	}
-	return "" // godbus: DBUS_SYSTEM_BUS_ADDRESS or the default system socket
-}
-
-// dialBus opens a private connection, authenticates, says Hello and subscribes to resolved's
-// signals.
-func dialBus(ctx context.Context, opts ResolvedOptions) (*dbus.Conn, chan *dbus.Signal, error) {
-	ctx, cancel := context.WithTimeout(ctx, opts.CallTimeout)
-	defer cancel()
-	var conn *dbus.Conn
-	var err error
-	if addr := busAddress(opts); addr != "" {
-		conn, err = dbus.Dial(addr)
-	} else {
-		conn, err = dbus.SystemBusPrivate()
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("connect to the system bus: %w", err)
-	}
-	fail := func(op string, err error) (*dbus.Conn, chan *dbus.Signal, error) {
-		conn.Close()
-		return nil, nil, fmt.Errorf("%s on the system bus: %w", op, err)
-	}
-	// Auth and Hello take no context in godbus: a hung bus is cut by closing the connection.
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	if err := conn.Auth(nil); err != nil {
-		return fail("authenticate", err)
-	}
-	if err := conn.Hello(); err != nil {
-		return fail("hello", err)
-	}
-	sigs := make(chan *dbus.Signal, 64)
-	conn.Signal(sigs)
-	if err := conn.AddMatchSignalContext(ctx,
-		dbus.WithMatchSender("org.freedesktop.DBus"),
-		dbus.WithMatchInterface("org.freedesktop.DBus"),
-		dbus.WithMatchMember("NameOwnerChanged"),
-		dbus.WithMatchArg(0, systemd.ResolvedBusName)); err != nil {
-		return fail("subscribe to NameOwnerChanged", busError(err))
-	}
-	if err := conn.AddMatchSignalContext(ctx,
-		dbus.WithMatchSender(systemd.ResolvedBusName),
-		dbus.WithMatchInterface(propsIface),
-		dbus.WithMatchMember("PropertiesChanged"),
-		dbus.WithMatchPathNamespace(resolvedPath)); err != nil {
-		return fail("subscribe to PropertiesChanged", busError(err))
-	}
-	return conn, sigs, nil
-}
-
-// loop owns the connection: it serves calls one at a time, turns signals into events and
-// reconnects after a loss.
-func (c *Resolved) loop(conn *dbus.Conn, sigs chan *dbus.Signal) {
-	defer close(c.stopped)
-	defer close(c.events)
-	backoff := c.opts.MinBackoff
-	var lastErr error
-	var retry *time.Timer
-	defer func() {
-		if conn != nil {
-			conn.Close()
-		}
-		if retry != nil {
-			retry.Stop()
-		}
-	}()
-	for {
-		var connDone <-chan struct{}
-		var retryC <-chan time.Time
-		var sigC <-chan *dbus.Signal
-		if conn != nil {
-			connDone = conn.Context().Done()
-			sigC = sigs
-		} else if retry != nil {
-			retryC = retry.C
-		}
-		select {
-		case <-c.done:
-			return
-		case r := <-c.reqs:
-			if conn == nil {
-				r.errc <- fmt.Errorf("%w (reconnecting: %v)", ErrDisconnected, lastErr)
-				continue
-			}
-			r.errc <- busError(r.fn(r.ctx, conn))
-		case s, ok := <-sigC:
-			if !ok {
-				sigs = nil // the connection closed: connDone fires next
-				continue
-			}
-			c.signal(s)
-		case <-connDone:
-			lastErr = conn.Close()
-			if lastErr == nil {
-				lastErr = errors.New("connection closed")
-			}
-			conn, sigs = nil, nil
-			c.emit(Event{Kind: EventBusLost, Err: lastErr})
-			backoff = c.opts.MinBackoff
-			retry = time.NewTimer(backoff)
-		case <-retryC:
-			nc, ns, err := dialBus(context.Background(), c.opts)
-			if err != nil {
-				lastErr = err
-				backoff = min(backoff*2, c.opts.MaxBackoff)
-				retry.Reset(backoff)
-				continue
-			}
-			conn, sigs, retry = nc, ns, nil
-			c.emit(Event{Kind: EventBusReconnected})
-		}
-	}
 }
 
 func (c *Resolved) signal(s *dbus.Signal) {
@@ -396,35 +247,17 @@ func (c *Resolved) emit(e Event) {
 // Events returns the event channel (see the type's documentation). It is closed by Close.
 func (c *Resolved) Events() <-chan Event { return c.events }
 
-// Close stops the goroutine and closes the connection. It is safe to call more than once.
+// Close stops the goroutine and closes the connection, then the Events channel. It is safe to call
+// more than once.
 func (c *Resolved) Close() error {
-	c.once.Do(func() { close(c.done) })
-	<-c.stopped
+	c.conn.Close()
+	c.once.Do(func() { close(c.events) })
 	return nil
 }
 
 // do runs fn on the connection's goroutine with the call timeout.
 func (c *Resolved) do(ctx context.Context, op string, fn func(ctx context.Context, conn *dbus.Conn) error) error {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
-	defer cancel()
-	r := request{ctx: ctx, fn: fn, errc: make(chan error, 1)}
-	select {
-	case c.reqs <- r:
-	case <-c.done:
-		return fmt.Errorf("%s: %w", op, ErrClosed)
-	case <-ctx.Done():
-		return fmt.Errorf("%s: %w", op, ctx.Err())
-	}
-	var err error
-	select {
-	case err = <-r.errc:
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	return nil
+	return c.conn.Do(ctx, op, fn)
 }
 
 func call(ctx context.Context, conn *dbus.Conn, path dbus.ObjectPath, method string, args ...any) *dbus.Call {
@@ -433,16 +266,7 @@ func call(ctx context.Context, conn *dbus.Conn, path dbus.ObjectPath, method str
 
 // NameOwner returns the unique bus name that owns org.freedesktop.resolve1, "" when none does.
 func (c *Resolved) NameOwner(ctx context.Context) (string, error) {
-	var owner string
-	err := c.do(ctx, "get the owner of "+systemd.ResolvedBusName, func(ctx context.Context, conn *dbus.Conn) error {
-		err := conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetNameOwner", 0, systemd.ResolvedBusName).Store(&owner)
-		if errors.Is(busError(err), ErrNotRunning) {
-			owner = ""
-			return nil
-		}
-		return err
-	})
-	return owner, err
+	return c.conn.NameOwner(ctx, systemd.ResolvedBusName)
 }
 
 // Ping checks that resolved answers on the bus (org.freedesktop.DBus.Peer.Ping).
@@ -456,31 +280,7 @@ func (c *Resolved) Ping(ctx context.Context) error {
 // answers a ping, or ctx ends. After a restart it tells the new resolved from the old one, which
 // may still be on the bus when a restart command returns.
 func (c *Resolved) WaitReady(ctx context.Context, old string) error {
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		owner, err := c.NameOwner(ctx)
-		switch {
-		case err != nil:
-			last = err
-		case owner == "":
-			last = ErrNotRunning
-		case owner == old:
-			last = fmt.Errorf("the old systemd-resolved (%s) still owns %s", old, systemd.ResolvedBusName)
-		default:
-			if err := c.Ping(ctx); err != nil {
-				last = err
-			} else {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for systemd-resolved on the bus: %w (last: %v)", ctx.Err(), last)
-		case <-tick.C:
-		}
-	}
+	return c.conn.WaitOwner(ctx, systemd.ResolvedBusName, old, "systemd-resolved", c.Ping)
 }
 
 // Wire shapes of resolved's properties (org.freedesktop.resolve1(5)).
