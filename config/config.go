@@ -34,7 +34,7 @@ const DefaultMaxPods = 16
 // Well-known node paths.
 const (
 	DefaultConfigPath        = "/etc/nodedns/config.yaml"
-	DefaultKubeletConfig     = "/var/lib/kubelet/config.yaml"
+	DefaultKubeletConfig     = KubeletConfigAuto
 	DefaultKubeletResolvConf = "/var/lib/nodedns/resolv.conf"
 	StateDir                 = "/var/lib/nodedns"
 )
@@ -67,8 +67,13 @@ type NodeLocalDNS struct {
 	Addresses []netip.Addr
 }
 
+// KubeletConfigAuto is kubelet.config's default: find the file kubelet really reads
+// (docs/contract.md "Kubelet's config").
+const KubeletConfigAuto = "auto"
+
 // Kubelet says where kubelet's config is and where nodedns writes kubelet's resolv.conf.
 type Kubelet struct {
+	// Config is KubeletConfigAuto or the node path of kubelet's config file.
 	Config     string
 	ResolvConf string
 }
@@ -182,7 +187,14 @@ var keys = []key{
 		}
 		return
 	}},
-	{"kubelet.config", DefaultKubeletConfig, func(c *Config, v any) (err error) { c.Kubelet.Config, err = absPath(v); return }},
+	{"kubelet.config", DefaultKubeletConfig, func(c *Config, v any) (err error) {
+		if s, _ := v.(string); s == KubeletConfigAuto {
+			c.Kubelet.Config = s
+			return nil
+		}
+		c.Kubelet.Config, err = absPath(v)
+		return
+	}},
 	{"kubelet.resolvConf", DefaultKubeletResolvConf, func(c *Config, v any) (err error) { c.Kubelet.ResolvConf, err = absPath(v); return }},
 	{"resolved.restartCommand", []string{}, func(c *Config, v any) (err error) { c.Resolved.RestartCommand, err = strList(v); return }},
 	{"netplan.mode", "", func(c *Config, v any) error {

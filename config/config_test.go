@@ -69,6 +69,25 @@ func TestFromSettings(t *testing.T) {
 				}
 			},
 		},
+		{
+			name:     "kubelet config auto by default",
+			settings: map[string]any{},
+			check: func(t *testing.T, c Config) {
+				if c.Kubelet.Config != KubeletConfigAuto {
+					t.Errorf("kubelet.config = %q, want auto", c.Kubelet.Config)
+				}
+			},
+		},
+		{
+			name:     "kubelet config as a path",
+			settings: map[string]any{"kubelet.config": "/etc/kubernetes/kubelet-config.yaml"},
+			check: func(t *testing.T, c Config) {
+				if c.Kubelet.Config != "/etc/kubernetes/kubelet-config.yaml" {
+					t.Errorf("kubelet.config = %q", c.Kubelet.Config)
+				}
+			},
+		},
+		{name: "kubelet config relative", settings: map[string]any{"kubelet.config": "kubelet.yaml"}, wantErr: `config key kubelet.config: value "kubelet.yaml": "kubelet.yaml" is not an absolute path`},
 		{name: "unknown key", settings: map[string]any{"upstream": []any{"1.1.1.1"}}, wantErr: "config key upstream: unknown key"},
 		{name: "unknown nested key", settings: map[string]any{"netplan.modes": "pin"}, wantErr: "config key netplan.modes: unknown key"},
 		{name: "bad ip", settings: map[string]any{"upstreams": []any{"10.0.0.300"}}, wantErr: `config key upstreams: value [10.0.0.300]: "10.0.0.300" is not an IP address`},

@@ -30,9 +30,9 @@ type Edges struct {
 // is the node's / (--root: files only; sources, actors and event sources are not used there, but
 // validators are). The integrations, in the order a pass uses them:
 //
-//   - sources (live only): systemd-resolved's live view over D-Bus (when resolved is in use),
-//     NetworkManager's over D-Bus (where NM writes /etc/resolv.conf or runs), the nodelocaldns
-//     interface's addresses and the default-route uplink over netlink;
+//   - sources (live only): the running kubelet's --config (/proc), systemd-resolved's live view over
+//     D-Bus (when resolved is in use), NetworkManager's over D-Bus (where NM writes /etc/resolv.conf
+//     or runs), the nodelocaldns interface's addresses and the default-route uplink over netlink;
 //   - validators (everywhere): `netplan generate` on every planned netplan file; nodedns's
 //     NetworkManager loader on zz-nodedns.conf, and (live) `NetworkManager --print-config`;
 //   - actors (live only): systemd-resolved (restart, per-link DNS and domains; also the reverter
@@ -52,6 +52,7 @@ func New(root string, cfg config.Config, log *slog.Logger) *Edges {
 	netlink := hostnet.New()
 
 	n.Sources = []reconcile.Source{
+		kubeletProcess{cfg: cfg, proc: "/proc"},
 		resolved,
 		nm,
 		cacheInterface{ifname: cfg.NodeLocalDNS.Interface, net: netlink},

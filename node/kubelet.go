@@ -1,8 +1,11 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"regexp"
+	"strconv"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -12,7 +15,7 @@ const KubeletDefaultResolvConf = "/etc/resolv.conf"
 
 // Kubelet is what nodedns needs from the kubelet config file.
 type Kubelet struct {
-	Path   string // node path of the config file
+	Path   string // node path of the config file; "" when nothing names one
 	Exists bool
 	// ResolvConf is the file kubelet hands to pods with dnsPolicy Default and uses as the base of
 	// ClusterFirst pods' search list. kubelet's default is /etc/resolv.conf; "" in the file disables it.
@@ -20,38 +23,150 @@ type Kubelet struct {
 	ResolvConfSet bool
 	ClusterDNS    []netip.Addr
 	ClusterDomain string
+
+	// How says how Path was found (docs/contract.md "Kubelet's config"), for `check`.
+	How string
+	// ConfigDir is kubelet's --config-dir (drop-ins merged over Path), "" when none.
+	ConfigDir string
+	// Err is why the config (or a drop-in of ConfigDir) could not be read or parsed: then nothing
+	// that depends on it is changed (docs/contract.md, invariant 5). Its message names file and line.
+	Err error
+}
+
+// KubeletError is a kubelet config that cannot be used, with the line it is about (0: the file).
+type KubeletError struct {
+	Path string
+	Line int
+	Msg  string
+}
+
+func (e *KubeletError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.Path, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.Path, e.Msg)
+}
+
+// yamlLine finds the line yaml.v3 names in its error text ("yaml: line 3: ...", "line 5: cannot
+// unmarshal ..."): its errors carry no line field.
+var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
+
+// ParseKubelet parses a KubeletConfiguration YAML document. An error is a *KubeletError.
+func ParseKubelet(data []byte, path string) (Kubelet, error) {
+	k := Kubelet{Path: path, Exists: true, ResolvConf: KubeletDefaultResolvConf}
+	f, err := parseKubeletFile(data, path)
+	if err != nil {
+		return k, err
+	}
+	if f.kind != "" && f.kind != "KubeletConfiguration" {
+		return k, &KubeletError{path, f.kindLine, fmt.Sprintf("kind is %q, not KubeletConfiguration", f.kind)}
+	}
+	f.apply(&k)
+	return k, nil
 }
 
 // kubeletFile is the subset of KubeletConfiguration we read. Unknown fields are fine: the kubelet
 // config has dozens of fields we do not care about.
 type kubeletFile struct {
-	Kind          string   `yaml:"kind"`
-	ResolvConf    *string  `yaml:"resolvConf"`
-	ClusterDNS    []string `yaml:"clusterDNS"`
-	ClusterDomain string   `yaml:"clusterDomain"`
+	kind          string
+	kindLine      int
+	resolvConf    *string
+	clusterDNS    []netip.Addr
+	hasClusterDNS bool
+	clusterDomain *string
 }
 
-// ParseKubelet parses a KubeletConfiguration YAML document.
-func ParseKubelet(data []byte, path string) (Kubelet, error) {
-	k := Kubelet{Path: path, Exists: true, ResolvConf: KubeletDefaultResolvConf}
+func (f kubeletFile) apply(k *Kubelet) {
+	if f.resolvConf != nil {
+		k.ResolvConf, k.ResolvConfSet = *f.resolvConf, true
+	}
+	if f.hasClusterDNS {
+		k.ClusterDNS = f.clusterDNS
+	}
+	if f.clusterDomain != nil {
+		k.ClusterDomain = *f.clusterDomain
+	}
+}
+
+func parseKubeletFile(data []byte, path string) (kubeletFile, error) {
 	var f kubeletFile
-	if err := yaml.Unmarshal(data, &f); err != nil {
-		return k, fmt.Errorf("%s: %w", path, err)
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return f, yamlError(path, err)
 	}
-	if f.Kind != "" && f.Kind != "KubeletConfiguration" {
-		return k, fmt.Errorf("%s: kind is %q, not KubeletConfiguration", path, f.Kind)
+	if len(doc.Content) == 0 {
+		return f, nil // an empty file: kubelet's defaults
 	}
-	if f.ResolvConf != nil {
-		k.ResolvConf = *f.ResolvConf
-		k.ResolvConfSet = true
+	top := doc.Content[0]
+	if top.Kind != yaml.MappingNode {
+		return f, &KubeletError{path, top.Line, "not a YAML mapping"}
 	}
-	for i, s := range f.ClusterDNS {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return k, fmt.Errorf("%s: clusterDNS[%d]: %q is not an IP address", path, i, s)
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		key, val := top.Content[i], deref(top.Content[i+1])
+		// kubelet decodes its config with a case-sensitive, strict-for-known-fields decoder: the
+		// names below are exact.
+		switch key.Value {
+		case "kind":
+			var s string
+			if err := val.Decode(&s); err != nil {
+				return f, yamlError(path, err)
+			}
+			f.kind, f.kindLine = s, val.Line
+		case "resolvConf":
+			var s string
+			if err := val.Decode(&s); err != nil {
+				return f, yamlError(path, err)
+			}
+			f.resolvConf = &s
+		case "clusterDomain":
+			var s string
+			if err := val.Decode(&s); err != nil {
+				return f, yamlError(path, err)
+			}
+			f.clusterDomain = &s
+		case "clusterDNS":
+			f.hasClusterDNS = true
+			if val.Tag == "!!null" {
+				continue
+			}
+			if val.Kind != yaml.SequenceNode {
+				return f, &KubeletError{path, val.Line, "clusterDNS is not a list"}
+			}
+			for j, item := range val.Content {
+				item = deref(item)
+				var s string
+				if err := item.Decode(&s); err != nil {
+					return f, yamlError(path, err)
+				}
+				a, err := netip.ParseAddr(s)
+				if err != nil {
+					return f, &KubeletError{path, item.Line, fmt.Sprintf("clusterDNS[%d]: %q is not an IP address", j, s)}
+				}
+				f.clusterDNS = append(f.clusterDNS, a.Unmap())
+			}
 		}
-		k.ClusterDNS = append(k.ClusterDNS, a.Unmap())
 	}
-	k.ClusterDomain = f.ClusterDomain
-	return k, nil
+	return f, nil
+}
+
+// deref follows a YAML alias (*a) to the node it names.
+func deref(n *yaml.Node) *yaml.Node {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 16; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+func yamlError(path string, err error) *KubeletError {
+	msg := err.Error()
+	var te *yaml.TypeError
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		msg = te.Errors[0]
+	}
+	line := 0
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = "YAML: " + msg[len(m[0]):]
+	}
+	return &KubeletError{path, line, msg}
 }

@@ -149,8 +149,9 @@ type Snapshot struct {
 	ResolvedLive *systemd.ResolvedState
 
 	Kubelet       Kubelet
-	KubeletResolv ResolvFile // the file kubelet's resolvConf names ("" when disabled)
-	NodednsResolv ResolvFile // the kubelet resolv.conf nodedns writes (config kubelet.resolvConf)
+	kubeletInputs kubeletDiscovery // what finding Kubelet.Path read (KubeletSources)
+	KubeletResolv ResolvFile       // the file kubelet's resolvConf names ("" when disabled)
+	NodednsResolv ResolvFile       // the kubelet resolv.conf nodedns writes (config kubelet.resolvConf)
 
 	Leases  []leases.Lease
 	Netplan *netplan.Config // nil when netplan's files could not be read
@@ -164,6 +165,14 @@ type Snapshot struct {
 
 	DhclientConf bool // /etc/dhcp/dhclient.conf exists: dhclient is in use or may be
 	DhclientHook Managed
+	// DhclientRules are dhclient.conf's supersede/prepend/append/default rules for the DNS options
+	// (nil when there is no readable dhclient.conf); DhclientOffers what DHCP offered behind them
+	// per lease file and interface; Offered nodedns's record of earlier offers, read from
+	// OfferedState (see dhclient.go).
+	DhclientRules  *leases.DhclientConf
+	DhclientOffers []DhclientOffer
+	OfferedState   Managed
+	Offered        map[string]OfferedRecord
 
 	// NetworkManager is NM's configuration, profiles and DHCP state (networkmanager.go).
 	NetworkManager NetworkManager
@@ -233,6 +242,7 @@ func Observe(r files.Reader, cfg config.Config, now time.Time) *Snapshot {
 		s.DhclientConf = true
 	}
 	s.DhclientHook = s.readManaged(r, DhclientHook)
+	s.readDhclient(r)
 	s.readNetworkManager(r)
 	s.Unit = s.readUnit(r)
 	return s
@@ -344,24 +354,6 @@ func reparse(r files.Reader, paths []string, skip func(string) bool) *systemd.Re
 	}
 	cfg.Warnings = nil
 	return cfg
-}
-
-func (s *Snapshot) readKubelet(r files.Reader, cfg config.Config) {
-	s.Kubelet = Kubelet{Path: cfg.Kubelet.Config, ResolvConf: KubeletDefaultResolvConf}
-	data, err := r.ReadFile(cfg.Kubelet.Config, files.Config)
-	if errors.Is(err, fs.ErrNotExist) {
-		return
-	}
-	if err != nil {
-		s.Kubelet.Exists = true
-		s.problem(SourceKubelet, cfg.Kubelet.Config, 0, err.Error())
-		return
-	}
-	k, err := ParseKubelet(data, cfg.Kubelet.Config)
-	if err != nil {
-		s.problem(SourceKubelet, cfg.Kubelet.Config, 0, err.Error())
-	}
-	s.Kubelet = k
 }
 
 // readUnit finds the nodedns unit the way systemd would on the next boot: the first unit directory

@@ -27,9 +27,16 @@ func TestParseKubelet(t *testing.T) {
 		},
 		{name: "kubelet default resolvConf", in: "kind: KubeletConfiguration\n", want: Kubelet{Path: "k", Exists: true, ResolvConf: "/etc/resolv.conf"}},
 		{name: "resolvConf disabled", in: "resolvConf: \"\"\n", want: Kubelet{Path: "k", Exists: true, ResolvConf: "", ResolvConfSet: true}},
-		{name: "bad clusterDNS", in: "clusterDNS: [coredns]\n", wantErr: `k: clusterDNS[0]: "coredns" is not an IP address`},
-		{name: "wrong kind", in: "kind: Pod\n", wantErr: `k: kind is "Pod"`},
-		{name: "not yaml", in: "clusterDNS: [\n", wantErr: "k: yaml:"},
+		{name: "bad clusterDNS", in: "clusterDNS: [coredns]\n", wantErr: `k:1: clusterDNS[0]: "coredns" is not an IP address`},
+		{name: "bad clusterDNS line", in: "kind: KubeletConfiguration\nclusterDNS:\n- 169.254.25.10\n- 169.254.99.x\n", wantErr: `k:4: clusterDNS[1]: "169.254.99.x" is not an IP address`},
+		{name: "wrong kind", in: "kind: Pod\n", wantErr: `k:1: kind is "Pod"`},
+		{name: "not yaml", in: "clusterDNS: [\n", wantErr: "k:1: YAML: did not find expected node content"},
+		{name: "yaml error line", in: "kind: KubeletConfiguration\nclusterDNS:\n- 169.254.99.99\n  resolvConf: /etc/resolv.conf\n", wantErr: "k:4: YAML: "},
+		{name: "type error line", in: "kind: KubeletConfiguration\n\nresolvConf: [a, b]\n", wantErr: "k:3: YAML: cannot unmarshal"},
+		{name: "clusterDNS not a list", in: "clusterDNS: 169.254.25.10\n", wantErr: "k:1: clusterDNS is not a list"},
+		{name: "not a mapping", in: "- a\n", wantErr: "k:1: not a YAML mapping"},
+		{name: "alias", in: "x: &a [169.254.25.10]\nclusterDNS: *a\n", want: Kubelet{Path: "k", Exists: true, ResolvConf: "/etc/resolv.conf", ClusterDNS: []netip.Addr{netip.MustParseAddr("169.254.25.10")}}},
+		{name: "empty", in: "", want: Kubelet{Path: "k", Exists: true, ResolvConf: "/etc/resolv.conf"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,10 +40,15 @@ func Watches(cfg config.Config, s *Snapshot) []files.Watch {
 		resolv(EtcResolvConf),
 		files.Watch{Dir: ResolvedRunDir, Match: files.Names(path.Base(ResolvedResolvConf), path.Base(ResolvedStubConf)), Complete: completeResolv},
 		resolv(cfg.Kubelet.ResolvConf),
-		files.Watch{Dir: path.Dir(cfg.Kubelet.Config), Match: files.Names(path.Base(cfg.Kubelet.Config)), Complete: completeYAML},
 		files.Watch{Dir: path.Dir(DhclientConf), Match: files.Names(path.Base(DhclientConf))},
+		files.Watch{Dir: "/etc", Match: files.Names("dhclient.conf")}, // leases.DhclientConfPaths' older place
+		files.Watch{Dir: path.Dir(OfferedStatePath), Match: files.Names(path.Base(OfferedStatePath)), Complete: func(b []byte) error {
+			_, err := ParseOfferedState(OfferedStatePath, b)
+			return err
+		}},
 		files.Watch{Dir: path.Dir(DhclientHook), Match: files.Names(path.Base(DhclientHook))},
 	)
+	ws = append(ws, kubeletWatches(cfg, s)...)
 	for _, d := range networkDirs {
 		ws = append(ws, files.Watch{Dir: d, Match: files.Suffix(".network"), Complete: files.NewlineTerminated})
 	}
@@ -58,6 +63,52 @@ func Watches(cfg config.Config, s *Snapshot) []files.Watch {
 	for _, n := range s.Networkd {
 		d := NetworkdDropIn(n.Path)
 		ws = append(ws, files.Watch{Dir: path.Dir(d), Match: files.Names(path.Base(d)), Complete: files.NewlineTerminated})
+	}
+	return ws
+}
+
+// kubeletWatches: what decides which kubelet config is read (docs/contract.md "Kubelet's config"):
+// the kubelet unit and its drop-in directories in every unit directory, the places kubespray and
+// kubeadm keep kubelet's config and environment files, and whatever the snapshot found (an
+// environment file or config elsewhere, a --config-dir). The running kubelet's command line is in
+// /proc, which sends no inotify events: the resync picks up a kubelet restarted with another --config.
+func kubeletWatches(cfg config.Config, s *Snapshot) []files.Watch {
+	var ws []files.Watch
+	file := func(p string) files.Watch {
+		complete := files.NewlineTerminated
+		if strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml") {
+			complete = completeYAML
+		}
+		match := files.Names(path.Base(p))
+		if base := path.Base(p); strings.ContainsAny(base, "*?[") {
+			// An EnvironmentFile= glob (systemd expands it when the command starts).
+			match = func(n string) bool { ok, _ := path.Match(base, n); return ok && !strings.HasPrefix(n, ".") }
+		}
+		return files.Watch{Dir: path.Dir(p), Match: match, Complete: complete}
+	}
+	if cfg.Kubelet.Config != "" && cfg.Kubelet.Config != config.KubeletConfigAuto {
+		ws = append(ws, file(cfg.Kubelet.Config))
+	} else {
+		for _, d := range unitDirs {
+			ws = append(ws,
+				files.Watch{Dir: d, Match: files.Names(KubeletUnit), Complete: files.NewlineTerminated},
+				files.Watch{Dir: path.Join(d, KubeletUnit+".d"), Match: files.Suffix(".conf"), Complete: files.NewlineTerminated})
+		}
+		for _, p := range append(append([]string{}, KubeletConfigPaths...), "/etc/kubernetes/kubelet.env", "/var/lib/kubelet/kubeadm-flags.env") {
+			ws = append(ws, file(p))
+		}
+	}
+	if s == nil {
+		return ws
+	}
+	paths, dirs := s.KubeletSources()
+	for _, p := range paths {
+		if strings.HasPrefix(p, "/") {
+			ws = append(ws, file(p))
+		}
+	}
+	for _, d := range dirs {
+		ws = append(ws, files.Watch{Dir: d, Match: files.Suffix(".conf"), Complete: completeYAML})
 	}
 	return ws
 }

@@ -64,7 +64,8 @@ func (r *recorder) ResolveLink(p string) (string, error) {
 // notWatched are the inputs node.Watches leaves out on purpose (see its doc).
 func notWatched(p string) bool {
 	return strings.HasPrefix(p, files.SysClassNet+"/") || p == files.SysClassNet ||
-		strings.Contains(p, "/systemd/system") || // the nodedns unit, its drop-ins and .wants links: boot.persistence only
+		strings.Contains(p, node.UnitName) || // the nodedns unit, its drop-ins and .wants links: boot.persistence only
+		p == "/etc/systemd/system" || // listed for the .wants links of the nodedns unit
 		strings.HasPrefix(p, node.BackupDir+"/") // nodedns's own backups: only its own passes write them
 }
 
@@ -78,6 +79,12 @@ func TestWatchesCoverEveryRead(t *testing.T) {
 		"seed 002": "../cmd/nodedns/testdata/seeds/002",
 		"seed 003": "../cmd/nodedns/testdata/seeds/003",
 		"example":  "../examples/kubespray-host-resolvconf",
+		// kubespray's own output: kubelet's config found through kubelet.service and kubelet.env,
+		// dhclient's history read behind kubespray's supersede.
+		"kubespray dhclient":           "../cmd/nodedns/testdata/kubespray/dhclient",
+		"kubespray dhclient-loop-only": "../cmd/nodedns/testdata/kubespray/dhclient-loop-only",
+		"kubespray resolved":           "../cmd/nodedns/testdata/kubespray/resolved",
+		"kubeadm":                      kubeadmNode(t),
 		// NetworkManager's configuration, profiles, intern file and device state (issue 12).
 		"kubespray networkmanager": "../cmd/nodedns/testdata/kubespray/networkmanager",
 		"networkd":                 networkdNode(t),
@@ -166,6 +173,33 @@ func networkdNode(t *testing.T) string {
 	}
 	if err := os.Symlink("../run/systemd/resolve/stub-resolv.conf", filepath.Join(root, "etc/resolv.conf")); err != nil {
 		t.Fatal(err)
+	}
+	return root
+}
+
+// kubeadmNode is a node as kubeadm's packages leave it: kubelet.service with 10-kubeadm.conf naming
+// kubeadm-flags.env and /etc/default/kubelet, and --config-dir drop-ins.
+func kubeadmNode(t *testing.T) string {
+	root := t.TempDir()
+	for p, data := range map[string]string{
+		"/lib/systemd/system/kubelet.service": "[Service]\nExecStart=/usr/bin/kubelet\nRestart=always\n",
+		"/etc/systemd/system/kubelet.service.d/10-kubeadm.conf": "[Service]\n" +
+			"Environment=\"KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf\"\n" +
+			"Environment=\"KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml --config-dir=/etc/kubernetes/kubelet.conf.d\"\n" +
+			"EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env\nEnvironmentFile=-/etc/default/kubelet\nExecStart=\n" +
+			"ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS\n",
+		"/var/lib/kubelet/kubeadm-flags.env":             "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock\"\n",
+		"/var/lib/kubelet/config.yaml":                   "kind: KubeletConfiguration\nclusterDNS: [10.96.0.10]\nresolvConf: /run/systemd/resolve/resolv.conf\n",
+		"/etc/kubernetes/kubelet.conf.d/50-nodedns.conf": "kind: KubeletConfiguration\nresolvConf: /var/lib/nodedns/resolv.conf\n",
+		"/etc/resolv.conf":                               "nameserver 10.0.0.2\n",
+	} {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return root
 }

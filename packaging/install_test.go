@@ -434,7 +434,11 @@ func TestAnsibleRole(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "unshare", "--net", "--mount", "--fork", "--propagation", "private",
 		ap, "-i", inv, "playbook.yml",
-		"-e", "nodedns_package_file="+p.deb[v1], "-e", "nodedns_manage_service=false", "-e", "nodedns_check_wait=2s")
+		"-e", "nodedns_package_file="+p.deb[v1], "-e", "nodedns_manage_service=false", "-e", "nodedns_check_wait=2s",
+		// The playbook passes no nodedns_config: on a Kubernetes node kubelet's config names the
+		// cache. This chroot has no kubelet, so the cache address is given here, with upstreams: they
+		// exercise the role's config template.
+		"-e", `{"nodedns_config": {"upstreams": ["10.0.0.2"], "nodeLocalDNS": {"addresses": ["169.254.25.10"]}}}`)
 	cmd.Dir = "ansible"
 	cmd.Env = append(os.Environ(), "ANSIBLE_ROLES_PATH=roles", "ANSIBLE_LOCAL_TEMP="+filepath.Join(work, "tmp"), "HOME="+work,
 		"ANSIBLE_NOCOLOR=1", "ANSIBLE_HOST_KEY_CHECKING=False")
@@ -452,7 +456,7 @@ func TestAnsibleRole(t *testing.T) {
 		t.Errorf("installed version %q, want %s-1", got, v1)
 	}
 	cfg := c.read("/etc/nodedns/config.yaml")
-	for _, want := range []string{"Managed by Ansible", "10.233.0.3", "169.254.25.10"} {
+	for _, want := range []string{"Managed by Ansible", "upstreams:", "10.0.0.2", "169.254.25.10"} {
 		if !strings.Contains(cfg, want) {
 			t.Errorf("templated config lacks %q:\n%s", want, cfg)
 		}

@@ -36,11 +36,17 @@ type Facts struct {
 	UpstreamSource string
 	// DHCPLinks are interface names (and "#IFINDEX" for unnamed ones) that DHCP configures.
 	DHCPLinks map[string]bool
+	// RouteClusterDomainToCache is config host.routeClusterDomainToCache: the cluster search domains
+	// may stay on the host's search list (docs/contract.md "Cluster search domains on the host").
+	RouteClusterDomainToCache bool
+	// DHCPOffers are the dhclient interfaces whose dhclient.conf changes the servers DHCP offers,
+	// with what DHCP really offered there (offered.go).
+	DHCPOffers []DHCPOffer
 }
 
 // Derive computes the Facts.
 func Derive(s *node.Snapshot, cfg config.Config) Facts {
-	f := Facts{DHCPDomains: map[string][]string{}, DHCPLinks: map[string]bool{}}
+	f := Facts{DHCPDomains: map[string][]string{}, DHCPLinks: map[string]bool{}, RouteClusterDomainToCache: cfg.Host.RouteClusterDomainToCache}
 
 	f.ClusterDomain = resolvconf.CanonicalDomain(cfg.ClusterDomain)
 	if f.ClusterDomain == "" {
@@ -107,6 +113,12 @@ func Derive(s *node.Snapshot, cfg config.Config) Facts {
 		}
 	}
 
+	// Only the newest block's domains count as DHCP's here: an older block's (the offer behind a
+	// domain-search supersede) would vanish from the facts when dhclient trims its history, and the
+	// hook that lists them would then change with no change on the node. The hook blanks the DHCP
+	// domain options whatever they are.
+	f.DHCPOffers = f.dhclientOffers(s)
+
 	f.Upstreams, f.UpstreamSource = f.upstreams(s, cfg)
 	return f
 }
@@ -160,13 +172,7 @@ func (f Facts) upstreams(s *node.Snapshot, cfg config.Config) ([]netip.Addr, str
 	if s.NetworkManager.InUse() {
 		srcs = append(srcs, source{NMUpstreamSource, nmDHCPServers(s)})
 	}
-	var ls []netip.Addr
-	for _, l := range s.Leases {
-		if l.Current(s.Now) {
-			ls = append(ls, l.DNS...)
-		}
-	}
-	srcs = append(srcs, source{"DHCP leases", ls})
+	srcs = append(srcs, source{"DHCP leases", f.dhcpLeaseServers(s)})
 	if s.Netplan != nil {
 		var ns []netip.Addr
 		for _, i := range s.Netplan.Interfaces {

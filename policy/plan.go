@@ -51,6 +51,10 @@ type Plan struct {
 	// Notes are things an operator should know that this plan does not change (e.g. a link whose
 	// DHCP domains only netplan can switch off).
 	Notes []string
+	// Pending are the steps that complete fixes already in place (pending.go).
+	Pending []Pending
+
+	busyLinks []busyLink
 }
 
 // Empty reports whether the plan changes nothing and blocks nothing.
@@ -78,7 +82,10 @@ func Compute(s *node.Snapshot, cfg config.Config) Plan {
 	p.resolved(s)
 	p.networkManager(s)
 	p.dhclientHook(s)
+	p.offeredState(s)
 	p.netplan(s, cfg)
+	p.blockOnKubelet(s, cfg)
+	p.pending(s, cfg)
 	return p
 }
 
@@ -124,7 +131,7 @@ func KubeletResolvConf(f Facts, hostSearch, hostOptions []string) []byte {
 func (p *Plan) kubeletResolvConf(s *node.Snapshot, cfg config.Config) {
 	target := cfg.Kubelet.ResolvConf
 	if len(p.Facts.Upstreams) == 0 {
-		p.block(target, "no upstream DNS server is known (config upstreams, systemd-resolved, DHCP leases, netplan and /etc/resolv.conf list none but loop addresses): the last good file is kept; set `upstreams` in the config")
+		p.block(target, "no upstream DNS server is known (config upstreams, systemd-resolved, DHCP leases, netplan and /etc/resolv.conf list none but loop addresses): the last good file is kept; set `upstreams` in the config%s", withHint(p.Facts.HiddenOfferHint()))
 		return
 	}
 	var search, opts []string
@@ -160,17 +167,26 @@ func (p *Plan) etcResolvConf(s *node.Snapshot) {
 	for _, a := range removed {
 		reasons = append(reasons, fmt.Sprintf("nameserver %s is %s", a, p.Facts.LoopKind(a)))
 	}
+	// Upstreams fill an emptied file before the search lines go: AddNameservers places them after
+	// the search and domain lines, where the cache's line was (inside kubespray's Ansible block).
+	filled := false
+	if len(f.Nameservers()) == 0 && len(p.Facts.Upstreams) > 0 {
+		f.AddNameservers(p.Facts.Upstreams)
+		filled = true
+	}
 	for _, d := range f.FilterSearch(func(d string) bool { return !p.Facts.IsDHCPDomain(d) }) {
 		reasons = append(reasons, fmt.Sprintf("search domain %s came from DHCP", d))
 	}
+	if r := p.dropClusterSearch(f); r != "" {
+		reasons = append(reasons, r)
+	}
 	if len(f.Nameservers()) == 0 {
-		if len(p.Facts.Upstreams) == 0 {
-			if len(reasons) > 0 {
-				p.block(node.EtcResolvConf, "removing %s would leave no nameserver and no upstream is known: left as it is; set `upstreams` in the config", strings.Join(reasons, ", "))
-			}
-			return
+		if len(reasons) > 0 {
+			p.block(node.EtcResolvConf, "removing %s would leave no nameserver and no upstream is known: left as it is; set `upstreams` in the config%s", strings.Join(reasons, ", "), withHint(p.Facts.HiddenOfferHint()))
 		}
-		f.AddNameservers(p.Facts.Upstreams)
+		return
+	}
+	if filled {
 		reasons = append(reasons, "no nameserver left: upstreams from "+p.Facts.UpstreamSource+" added")
 	}
 	if len(reasons) == 0 {
@@ -280,8 +296,8 @@ func (p *Plan) resolved(s *node.Snapshot) {
 			for _, a := range badDNS {
 				bad = append(bad, a.String())
 			}
-			p.Notes = append(p.Notes, fmt.Sprintf("link %s is managed by systemd-networkd (%s): its DHCP settings (%s) can only be switched off in netplan or networkd (dhcp4-overrides use-domains/use-dns: false)",
-				name, l.NetworkFile, strings.Join(append(bad, badDom...), " ")))
+			// A note, or a pending step once nodedns's override is in place (pending.go).
+			p.busyLinks = append(p.busyLinks, busyLink{name: name, networkFile: l.NetworkFile, bad: append(bad, badDom...), dns: len(badDNS) > 0, domains: len(badDom) > 0})
 			continue
 		}
 		if len(badDNS) > 0 {
@@ -353,62 +369,4 @@ func (p *Plan) dhclientHook(s *node.Snapshot) {
 		before = s.DhclientHook.Data
 	}
 	p.write(node.DhclientHook, node.DhclientHook, before, after, 0o644, "dhclient would put DHCP search domains and loop addresses back on the next renewal")
-}
-
-// DhclientHook renders the dhclient enter hook. dhclient-script (Debian's, and the ISC one) sources
-// every file in /etc/dhcp/dhclient-enter-hooks.d before it writes resolv.conf, so the hook edits the
-// new_* variables it is about to use. If every server the lease offers is a loop address and no
-// upstream is known, it makes make_resolv_conf a no-op so the last good resolv.conf stays (a file with
-// no nameserver would send glibc to 127.0.0.1).
-func DhclientHook(f Facts) []byte {
-	var loops []string
-	seen := map[netip.Addr]bool{}
-	for _, a := range append(append(append([]netip.Addr{}, f.CacheAddrs...), KubesprayCache, DocsCache), f.ClusterDNS...) {
-		if !seen[a] {
-			seen[a] = true
-			loops = append(loops, a.String())
-		}
-	}
-	var ups []string
-	for _, a := range f.Upstreams {
-		ups = append(ups, a.String())
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "# %s\n", HookHeader)
-	b.WriteString(`# Sourced (not executed) by dhclient-script; it must not exit.
-nodedns_loop=" ` + strings.Join(loops, " ") + ` "
-nodedns_upstreams="` + strings.Join(ups, " ") + `"
-
-# DHCP search domains (option 119) and domain name (option 15) would reach the node's and every pod's
-# search list; the host keeps its static search domains only.
-new_domain_search=
-new_domain_name=
-new_dhcp6_domain_search=
-
-nodedns_filter() {
-	_nodedns_out=
-	for _nodedns_s in $1; do
-		case "$nodedns_loop" in
-		*" $_nodedns_s "*) ;;
-		*) _nodedns_out="${_nodedns_out:+$_nodedns_out }$_nodedns_s" ;;
-		esac
-	done
-	printf '%s' "$_nodedns_out"
-}
-
-if [ -n "$new_domain_name_servers" ]; then
-	new_domain_name_servers=$(nodedns_filter "$new_domain_name_servers")
-	if [ -z "$new_domain_name_servers" ]; then
-		new_domain_name_servers=$nodedns_upstreams
-	fi
-	if [ -z "$new_domain_name_servers" ]; then
-		# Only loop addresses and no known upstream: keep the last good resolv.conf.
-		make_resolv_conf() { :; }
-	fi
-fi
-if [ -n "$new_dhcp6_name_servers" ]; then
-	new_dhcp6_name_servers=$(nodedns_filter "$new_dhcp6_name_servers")
-fi
-`)
-	return []byte(b.String())
 }

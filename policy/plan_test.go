@@ -358,47 +358,85 @@ func TestResolvedDropIn(t *testing.T) {
 	}
 }
 
-// TestDhclientHook sources the rendered hook in a real POSIX shell, as dhclient-script does, and
-// checks the variables dhclient-script goes on to write resolv.conf from.
+// TestDhclientHook sources the rendered hook in a real POSIX shell, as dhclient-script does, then
+// runs its make_resolv_conf on a resolv.conf, and checks the variables and the file it leaves.
 func TestDhclientHook(t *testing.T) {
 	sh, err := exec.LookPath("sh")
 	if err != nil {
 		t.Skip("no sh on this machine")
 	}
-	f := Facts{CacheAddrs: []netip.Addr{KubesprayCache}, ClusterDNS: []netip.Addr{clusterIP}}
+	f := Facts{CacheAddrs: []netip.Addr{KubesprayCache}, ClusterDNS: []netip.Addr{clusterIP}, ClusterDomain: "cluster.local",
+		DHCPDomains: map[string][]string{"example.org": {"lease"}}}
 	withUp := f
 	withUp.Upstreams = []netip.Addr{netip.MustParseAddr("10.0.0.2")}
+	route := f
+	route.RouteClusterDomainToCache = true
+	// What apply leaves on a kubespray host_resolvconf node: the renewal must not change a byte.
+	applied := "# Edited by nodedns: loop addresses and DHCP search domains removed (nodedns restore undoes it).\n" +
+		"# Ansible entries BEGIN\nnameserver 10.66.0.53\noptions ndots:2 timeout:2 attempts:2\n# Ansible entries END\n"
 	tests := []struct {
-		name  string
-		facts Facts
-		env   string
-		want  string
+		name     string
+		facts    Facts
+		env      string
+		file     string // "" : no resolv.conf
+		wantVars string
+		wantFile string
 	}{
-		{"loop servers and domains dropped", f, `new_domain_name_servers="169.254.25.10 192.168.1.1 10.233.0.3"; new_domain_search="example.org."; new_domain_name="example.org"`,
-			"servers=192.168.1.1 search= name= resolv=yes"},
-		{"only loop servers: upstreams instead", withUp, `new_domain_name_servers="169.254.25.10"`, "servers=10.0.0.2 search= name= resolv=yes"},
-		{"only loop servers, no upstream: keep the last good resolv.conf", f, `new_domain_name_servers="169.254.20.10"`, "servers= search= name= resolv=no"},
-		{"no servers offered: unchanged", f, `new_domain_name_servers=""`, "servers= search= name= resolv=yes"},
+		{"after apply, kubespray's supersede: not a byte changes", f,
+			`new_domain_name_servers="169.254.25.10 10.66.0.53"; new_domain_search="default.svc.cluster.local. svc.cluster.local."; new_domain_name="cluster.local"`,
+			applied, "servers=10.66.0.53 search= name=", applied},
+		{"loop servers, DHCP and cluster domains dropped; the rest kept in place", f,
+			`new_domain_name_servers="169.254.25.10 192.168.1.1 10.233.0.3"; new_domain_search="example.org."; new_domain_name="example.org"`,
+			"domain cluster.local\nsearch cluster.local default.svc.cluster.local. svc.cluster.local. example.org. corp.example\n# a comment\nnameserver 169.254.25.10\nnameserver 192.168.1.9\noptions edns0\nsortlist 10.0.0.0/8\n",
+			"servers=192.168.1.1 search= name=",
+			"search corp.example\n# a comment\nnameserver 192.168.1.1\noptions edns0\nsortlist 10.0.0.0/8\n"},
+		{"cluster domains kept with routeClusterDomainToCache", route,
+			`new_domain_name_servers="10.66.0.53"`,
+			"search default.svc.cluster.local svc.cluster.local example.org\nnameserver 10.66.0.53\n",
+			"servers=10.66.0.53 search= name=",
+			"search default.svc.cluster.local svc.cluster.local\nnameserver 10.66.0.53\n"},
+		{"only loop servers: upstreams instead", withUp, `new_domain_name_servers="169.254.25.10"`,
+			"nameserver 169.254.25.10\noptions ndots:2\n", "servers=10.0.0.2 search= name=", "nameserver 10.0.0.2\noptions ndots:2\n"},
+		{"only loop servers, no upstream: keep the last good resolv.conf", f, `new_domain_name_servers="169.254.20.10"`,
+			"nameserver 10.66.0.53\n", "servers= search= name=", "nameserver 10.66.0.53\n"},
+		{"no servers offered: unchanged", f, `new_domain_name_servers=""`,
+			"nameserver 10.66.0.53\nsearch example.org\n", "servers= search= name=", "nameserver 10.66.0.53\nsearch example.org\n"},
+		{"no resolv.conf yet", f, `new_domain_name_servers="10.66.0.53 169.254.25.10"`,
+			"", "servers=10.66.0.53 search= name=", "nameserver 10.66.0.53\n"},
+		{"glob characters and a last line without newline", f, `new_domain_name_servers="10.66.0.54"`,
+			"# * ? [a]\nnameserver 10.66.0.53", "servers=10.66.0.54 search= name=", "# * ? [a]\nnameserver 10.66.0.54\n"},
 	}
-	dir := t.TempDir()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
 			hook := filepath.Join(dir, "nodedns")
 			if err := os.WriteFile(hook, DhclientHook(tc.facts), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			script := `make_resolv_conf() { echo yes; }
+			rc := filepath.Join(dir, "resolv.conf")
+			if tc.file != "" {
+				if err := os.WriteFile(rc, []byte(tc.file), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			script := `make_resolv_conf() { echo "the stock make_resolv_conf ran" >&2; exit 3; }
+interface=eth0
+nodedns_resolv_conf=` + rc + `
 ` + tc.env + `
 . ` + hook + `
-r=$(make_resolv_conf)
-printf 'servers=%s search=%s name=%s resolv=%s' "$new_domain_name_servers" "$new_domain_search" "$new_domain_name" "${r:-no}"
+make_resolv_conf
+printf 'servers=%s search=%s name=%s' "$new_domain_name_servers" "$new_domain_search" "$new_domain_name"
 `
 			out, err := exec.Command(sh, "-c", script).CombinedOutput()
 			if err != nil {
 				t.Fatalf("sh: %v\n%s", err, out)
 			}
-			if got := string(out); got != tc.want {
-				t.Errorf("got %q, want %q", out, tc.want)
+			if got := string(out); got != tc.wantVars {
+				t.Errorf("variables %q, want %q", out, tc.wantVars)
+			}
+			got, _ := os.ReadFile(rc)
+			if string(got) != tc.wantFile {
+				t.Errorf("resolv.conf:\n%s\nwant:\n%s", got, tc.wantFile)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nodedns/nodedns/netplan"
 	"github.com/nodedns/nodedns/node"
 	"github.com/nodedns/nodedns/policy"
 )
@@ -37,7 +38,7 @@ func (dhcpSearch) Run(_ context.Context, env *Env) Result {
 			state = "out of date"
 		}
 		problems = append(problems, "dhclient's enter hook "+node.DhclientHook+" is "+state)
-		hints = append(hints, "`nodedns apply` installs the dhclient hook")
+		hints = append(hints, applyHint(env, policy.PendingSearch, "`nodedns apply` installs the dhclient hook", "install nodedns's dhclient hook", node.DhclientHook))
 	}
 	if s.Netplan != nil {
 		for _, i := range s.Netplan.DHCPInterfaces() {
@@ -55,7 +56,7 @@ func (dhcpSearch) Run(_ context.Context, env *Env) Result {
 			}
 			if len(missing) > 0 {
 				problems = append(problems, fmt.Sprintf("netplan interface %s takes DHCP domains (no %s use-domains: false)", i.ID, strings.Join(missing, "/")))
-				hints = append(hints, "`nodedns apply` writes the override to /etc/netplan/90-nodedns.yaml (netplan.mode: override), then `netplan apply`")
+				hints = append(hints, applyHint(env, policy.PendingSearch, "`nodedns apply` writes the override to /etc/netplan/90-nodedns.yaml (netplan.mode: override), then `netplan apply`", "set dhcp4-overrides/dhcp6-overrides use-domains: false in netplan (netplan.mode: override writes /etc/netplan/90-nodedns.yaml), then `netplan apply`", netplan.NodednsFile))
 			}
 		}
 	}
@@ -65,7 +66,7 @@ func (dhcpSearch) Run(_ context.Context, env *Env) Result {
 	for _, n := range s.Networkd {
 		if !bytes.Equal(n.DropIn.Data, policy.NetworkdDropIn(n)) {
 			problems = append(problems, fmt.Sprintf("systemd-networkd's %s takes DHCP domains (no UseDomains=no drop-in)", n.Path))
-			hints = append(hints, "`nodedns apply` writes "+node.NetworkdDropIn(n.Path)+", then `networkctl reload`")
+			hints = append(hints, applyHint(env, policy.PendingSearch, "`nodedns apply` writes "+node.NetworkdDropIn(n.Path)+", then `networkctl reload`", "UseDomains=no in "+node.NetworkdDropIn(n.Path)+", then `networkctl reload`", node.NetworkdDropIn(n.Path)))
 		}
 	}
 	if len(problems) > 0 {

@@ -1,12 +1,10 @@
 package probes
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
 
-	"github.com/nodedns/nodedns/node"
 	"github.com/nodedns/nodedns/policy"
 )
 
@@ -17,23 +15,42 @@ func (kubeletResolvConf) ID() string { return "kubelet.resolvconf" }
 func (kubeletResolvConf) Run(_ context.Context, env *Env) Result {
 	s := env.Snapshot
 	k := s.Kubelet
+	// Which file kubelet reads, and why (docs/contract.md "Kubelet's config").
+	config := "kubelet's config " + k.Path + " (" + k.How + ")"
+	switch {
+	case k.Path == "":
+		config = "no kubelet config (" + k.How + ")"
+	case !k.Exists:
+		config = "kubelet's config " + k.Path + " is missing (" + k.How + "): kubelet's defaults"
+	}
+	if k.Err != nil {
+		// Invariant 5: nothing that depends on it (the loop addresses, the cluster domain) is
+		// judged or changed.
+		return Result{Status: Unknown, Message: fmt.Sprintf("kubelet's config %s (%s) cannot be used: %v: resolvConf, clusterDNS and clusterDomain are unknown, and nodedns changes nothing that depends on them", k.Path, k.How, k.Err),
+			Hint: "fix " + k.Path + " (kubelet will not start with it either)"}
+	}
 	if k.ResolvConf == "" {
-		return Result{Status: OK, Message: fmt.Sprintf("kubelet's resolvConf is empty in %s: pods get no host resolv.conf", k.Path)}
+		return Result{Status: OK, Message: fmt.Sprintf("kubelet's resolvConf is empty: pods get no host resolv.conf; %s", config)}
 	}
 	where := fmt.Sprintf("kubelet's resolvConf %s", k.ResolvConf)
-	if !k.Exists {
-		where += " (kubelet's default: " + k.Path + " is missing)"
+	cfgFile := k.Path
+	if cfgFile == "" {
+		cfgFile = "kubelet's config"
 	}
 	ours := k.ResolvConf == env.Config.Kubelet.ResolvConf
-	pointHint := fmt.Sprintf("set resolvConf: %s in %s (kubespray: kube_resolv_conf) so kubelet uses nodedns's loop-free file", env.Config.Kubelet.ResolvConf, k.Path)
+	pointHint := fmt.Sprintf("set resolvConf: %s in %s (kubespray: kube_resolv_conf) so kubelet uses nodedns's loop-free file, then restart kubelet", env.Config.Kubelet.ResolvConf, cfgFile)
+	withConfig := func(r Result) Result {
+		r.Message += "; " + config
+		return r
+	}
 	rf := s.KubeletResolv
 	switch {
 	case !rf.Exists:
-		hint := hintApply
+		hint := planHint(env, policy.PendingKubelet, "", env.Config.Kubelet.ResolvConf)
 		if !ours {
 			hint = pointHint
 		}
-		return Result{Status: Problem, Message: where + " is missing: kubelet cannot start pods", Hint: hint}
+		return withConfig(Result{Status: Problem, Message: where + " is missing: kubelet cannot start pods", Hint: hint})
 	case rf.File == nil:
 		return unreadable(rf)
 	}
@@ -50,32 +67,18 @@ func (kubeletResolvConf) Run(_ context.Context, env *Env) Result {
 		problems = append(problems, "lists no nameserver")
 	}
 	if len(problems) > 0 {
-		hint := hintApply
+		hint := planHint(env, policy.PendingKubelet, "", env.Config.Kubelet.ResolvConf)
 		if !ours {
 			hint = pointHint
 		}
-		return Result{Status: Problem, Message: where + " " + strings.Join(problems, "; "), Hint: hint}
+		return withConfig(Result{Status: Problem, Message: where + " " + strings.Join(problems, "; "), Hint: hint})
 	}
 	res := Result{Status: OK, Message: where + " is loop-free (" + describeResolv(rf) + ")"}
 	if !ours {
 		res.Hint = pointHint
-	} else if want := policy.KubeletResolvConf(env.Plan.Facts, hostSearch(s), hostOptions(s)); len(env.Plan.Facts.Upstreams) > 0 && !bytes.Equal(rf.Data, want) {
+	} else if env.Plan.Planned(env.Config.Kubelet.ResolvConf) {
 		res.Message += "; out of date with the node's upstreams"
 		res.Hint = hintApply
 	}
-	return res
-}
-
-func hostSearch(s *node.Snapshot) []string {
-	if s.ResolvConf.File == nil {
-		return nil
-	}
-	return s.ResolvConf.File.Search()
-}
-
-func hostOptions(s *node.Snapshot) []string {
-	if s.ResolvConf.File == nil {
-		return nil
-	}
-	return s.ResolvConf.File.Options()
+	return withConfig(res)
 }

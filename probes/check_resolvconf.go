@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nodedns/nodedns/networkmanager"
+	"github.com/nodedns/nodedns/node"
+	"github.com/nodedns/nodedns/policy"
 	"github.com/nodedns/nodedns/resolvconf"
 )
 
@@ -21,17 +24,22 @@ func (resolvConfLoop) Run(_ context.Context, env *Env) Result {
 		return unreadable(rc)
 	}
 	// The host's own libc may use a loopback stub (127.0.0.53): only cache and cluster addresses loop.
-	if bad := loopAddrs(env, rc.File.Nameservers(), false); len(bad) > 0 {
-		if env.Snapshot.NMOwnsResolvConf() {
-			return nmResolvConfLoop(env, bad, rc.File.Nameservers()) // check_networkmanager.go
-		}
-		hint := hintApply + ", or remove the line"
-		if env.Snapshot.ResolvConfManagedByResolved() {
-			hint = "systemd-resolved serves it: " + hintApply
-		}
-		return Result{Status: Problem, Message: fmt.Sprintf("/etc/resolv.conf lists %s", strings.Join(bad, ", ")), Hint: hint}
+	bad := loopAddrs(env, rc.File.Nameservers(), false)
+	if len(bad) > 0 && env.Snapshot.NMOwnsResolvConf() {
+		return nmResolvConfLoop(env, bad, rc.File.Nameservers()) // check_networkmanager.go
 	}
-	return Result{Status: OK, Message: fmt.Sprintf("/etc/resolv.conf lists no loop address (%s)", describeResolv(rc))}
+	note, renewal := dhclientLoopNote(env, len(bad) > 0)
+	if len(bad) > 0 {
+		hint := applyHint(env, policy.PendingDNS, hintApply+", or remove the line", "remove the line", node.EtcResolvConf, rc.Target)
+		if env.Snapshot.ResolvConfManagedByResolved() {
+			hint = "systemd-resolved serves it: " + planHint(env, policy.PendingDNS, "fix resolved's DNS=", resolvedTargets(env.Snapshot)...)
+		}
+		return Result{Status: Problem, Message: fmt.Sprintf("/etc/resolv.conf lists %s%s", strings.Join(bad, ", "), note), Hint: hint}
+	}
+	if renewal {
+		return Result{Status: Problem, Message: fmt.Sprintf("/etc/resolv.conf lists no loop address (%s)%s", describeResolv(rc), note), Hint: planHint(env, policy.PendingDNS, "install nodedns's dhclient hook", node.DhclientHook)}
+	}
+	return Result{Status: OK, Message: fmt.Sprintf("/etc/resolv.conf lists no loop address (%s)%s", describeResolv(rc), note)}
 }
 
 type resolvConfSearch struct{}
@@ -57,6 +65,9 @@ func (resolvConfSearch) Run(_ context.Context, env *Env) Result {
 	if bad := dhcpDomains(env, search); len(bad) > 0 {
 		problems = append(problems, fmt.Sprintf("DHCP search domain %s reaches the host search list (every pod inherits it: failed cluster lookups leak to the LAN resolver)", strings.Join(bad, ", ")))
 	}
+	if c := clusterSearchOnHost(env, search); c != "" {
+		problems = append(problems, c)
+	}
 	// kubelet's limits (validation MaxDNSSearchPaths, MaxDNSSearchListChars) count the 3 cluster domains
 	// it adds; a 63-character namespace is the worst case.
 	worst := append(clusterSearch(strings.Repeat("n", 63), env.Plan.Facts.ClusterDomain), search...)
@@ -72,7 +83,14 @@ func (resolvConfSearch) Run(_ context.Context, env *Env) Result {
 		problems = append(problems, fmt.Sprintf("a pod's search line would be %d characters: musl ignores a line of %d or more", len(podLine), resolvconf.MuslMaxSearchLine))
 	}
 	if len(problems) > 0 {
-		return Result{Status: Problem, Message: strings.Join(problems, "; "), Hint: hintApply + " (DHCP domains), or shorten the search list"}
+		targets := []string{node.EtcResolvConf, rc.Target}
+		switch {
+		case env.Snapshot.ResolvConfManagedByResolved():
+			targets = resolvedTargets(env.Snapshot)
+		case env.Snapshot.NMOwnsResolvConf():
+			targets = []string{networkmanager.NodeDNSConfPath, policy.ReloadNetworkManager{}.Target()}
+		}
+		return Result{Status: Problem, Message: strings.Join(problems, "; "), Hint: planHint(env, policy.PendingSearch, "shorten the search list", targets...)}
 	}
 	if len(search) == 0 {
 		return Result{Status: OK, Message: "no host search domain"}
@@ -106,5 +124,5 @@ func (resolvConfNameservers) Run(_ context.Context, env *Env) Result {
 	for _, a := range f.Upstreams {
 		ups = append(ups, a.String())
 	}
-	return Result{Status: OK, Message: fmt.Sprintf("upstreams %s (from %s)", strings.Join(ups, " "), f.UpstreamSource)}
+	return Result{Status: OK, Message: fmt.Sprintf("upstreams %s (from %s%s)", strings.Join(ups, " "), f.UpstreamSource, offeredNote(f))}
 }

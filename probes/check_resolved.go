@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/nodedns/nodedns/policy"
+	"github.com/nodedns/nodedns/systemd"
 )
 
 type resolvedDNS struct{}
@@ -47,8 +50,12 @@ func (resolvedDNS) Run(_ context.Context, env *Env) Result {
 			problems = append(problems, fmt.Sprintf("link %s lists %s", linkName(l.IfName, l.IfIndex), strings.Join(bad, ", ")))
 		}
 	}
+	if ps := env.Plan.PendingFor(policy.PendingDNS, systemd.ResolvedUnit); len(problems) == 0 && len(ps) > 0 {
+		// Files only (--root, or no bus): its configuration is clean, its own resolv.conf is not.
+		problems = append(problems, "runs with the configuration it started with: "+ps[0].Why)
+	}
 	if len(problems) > 0 {
-		return Result{Status: Problem, Message: "systemd-resolved " + strings.Join(problems, "; "), Hint: hintApply}
+		return Result{Status: Problem, Message: "systemd-resolved " + strings.Join(problems, "; "), Hint: planHint(env, policy.PendingDNS, "remove the loop address from resolved's configuration", resolvedTargets(s)...)}
 	}
 	var g []string
 	for _, a := range global {
@@ -83,7 +90,7 @@ func (resolvedDomains) Run(_ context.Context, env *Env) Result {
 		return Result{Status: Skipped, Message: "systemd-resolved is not in use"}
 	}
 	var problems []string
-	hint := hintApply
+	hint := planHint(env, policy.PendingSearch, "", resolvedTargets(s)...)
 	for _, l := range s.Links {
 		var bad []string
 		for _, d := range l.Domains {
@@ -95,7 +102,7 @@ func (resolvedDomains) Run(_ context.Context, env *Env) Result {
 			continue
 		}
 		problems = append(problems, fmt.Sprintf("link %s searches DHCP domain %s", linkName(l.IfName, l.IfIndex), strings.Join(bad, ", ")))
-		if l.NetworkdManaged {
+		if l.NetworkdManaged && !env.Plan.Planned(resolvedTargets(s)...) && len(env.Plan.PendingFor(policy.PendingSearch, resolvedTargets(s)...)) == 0 {
 			hint = "systemd-networkd manages the link: set dhcp4-overrides/dhcp6-overrides use-domains: false in netplan (netplan.mode: override), or UseDomains=no in a .network drop-in, then `networkctl reload`"
 		}
 	}

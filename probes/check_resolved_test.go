@@ -61,9 +61,33 @@ func TestResolvedDNS(t *testing.T) {
 			snap: func(s *node.Snapshot) {
 				s.Resolved = &systemd.ResolvedConfig{DNS: servers("169.254.25.10"), DNSSources: []systemd.Setting{{Path: kubesprayDropIn, Line: 2}}}
 			},
+			cfg:  func(c *config.Config) { c.Upstreams = []netip.Addr{netip.MustParseAddr("10.0.0.2")} },
 			want: Problem,
 			msg:  []string{"systemd-resolved global DNS= lists 169.254.25.10 (the node-local cache)", "(set in " + kubesprayDropIn + ":2)"},
 			hint: []string{hintApply},
+		},
+		{
+			// The plan cannot fix it (resolved would be left with no server): the hint says why,
+			// never "run nodedns apply" (docs/contract.md "Check and plan agree").
+			name: "kubespray's drop-in with no upstream known",
+			snap: func(s *node.Snapshot) {
+				s.Resolved = &systemd.ResolvedConfig{DNS: servers("169.254.25.10"), DNSSources: []systemd.Setting{{Path: kubesprayDropIn, Line: 2}}}
+			},
+			want: Problem,
+			msg:  []string{"global DNS= lists 169.254.25.10"},
+			hint: []string{"nodedns leaves /etc/systemd/resolved.conf.d/zz-nodedns.conf as it is", "set `upstreams`"},
+		},
+		{
+			// --root after apply: the files are clean, resolved's own resolv.conf still lists the cache.
+			name: "files clean, resolved's resolv.conf still lists the cache",
+			snap: func(s *node.Snapshot) {
+				s.Resolved = &systemd.ResolvedConfig{DNS: servers("10.0.0.2")}
+				s.ResolvedResolv = readResolvForTest(t, "nameserver 169.254.25.10\nnameserver 10.0.0.2\n")
+				s.ResolvedResolv.Path, s.ResolvedResolv.Target = node.ResolvedResolvConf, node.ResolvedResolvConf
+			},
+			want: Problem,
+			msg:  []string{"runs with the configuration it started with", "still lists 169.254.25.10"},
+			hint: []string{"pending", "systemctl restart systemd-resolved"},
 		},
 		{
 			name: "the docs' cache address counts as the cache",
@@ -150,6 +174,9 @@ func TestResolvedDNS(t *testing.T) {
 				s.ResolvedResolv.Path, s.ResolvedResolv.Target = node.ResolvedResolvConf, node.ResolvedResolvConf
 			}
 			tc.snap(s)
+			if s.ResolvedOthers == nil {
+				s.ResolvedOthers = s.Resolved // as Observe reads it without a nodedns drop-in
+			}
 			cfg := config.Default()
 			if tc.cfg != nil {
 				tc.cfg(&cfg)
@@ -254,6 +281,9 @@ func TestResolvedDomains(t *testing.T) {
 				s.ResolvConf = resolvedStubResolv(t)
 			}
 			tc.snap(s)
+			if s.ResolvedOthers == nil {
+				s.ResolvedOthers = &systemd.ResolvedConfig{} // as Observe reads an empty resolved.conf
+			}
 			checkResult(t, resolvedDomains{}.Run(context.Background(), envFor(s, config.Default())), tc.want, tc.msg, nil, tc.hint)
 		})
 	}

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/nodedns/nodedns/config"
 	"github.com/nodedns/nodedns/files"
-	"github.com/nodedns/nodedns/node"
 	"github.com/nodedns/nodedns/policy"
 )
 
@@ -163,13 +163,20 @@ func dropMarkLine(data []byte) []byte {
 	return data
 }
 
-// kubeletKeep is restore's veto: the kubelet resolv.conf stays while kubelet's config still points
-// at it, since removing it would stop kubelet from starting pods.
-func (n *Node) kubeletKeep() func(p string) (bool, string) {
-	s := node.Observe(n.store(), n.Config, n.now())
+// kubeletKeep is restore's veto: the kubelet resolv.conf stays while kubelet's config (the one
+// kubelet really reads, found as check finds it) still points at it, or cannot be read: removing a
+// file kubelet uses would stop it starting pods.
+func (n *Node) kubeletKeep(ctx context.Context) func(p string) (bool, string) {
+	s := n.snapshot(ctx)
 	return func(p string) (bool, string) {
-		if path.Clean(p) == path.Clean(n.Config.Kubelet.ResolvConf) && path.Clean(s.Kubelet.ResolvConf) == path.Clean(p) {
-			return true, fmt.Sprintf("kubelet's config %s still points resolvConf at it; point kubelet elsewhere, then run restore again", s.Kubelet.Path)
+		if path.Clean(p) != path.Clean(n.Config.Kubelet.ResolvConf) {
+			return false, ""
+		}
+		if s.Kubelet.Err != nil {
+			return true, fmt.Sprintf("kubelet's config %s cannot be read (%v), so whether kubelet uses this file is unknown; fix it, then run restore again", s.Kubelet.Path, s.Kubelet.Err)
+		}
+		if path.Clean(s.Kubelet.ResolvConf) == path.Clean(p) {
+			return true, fmt.Sprintf("kubelet's config %s (%s) still points resolvConf at it; point kubelet elsewhere, then run restore again", s.Kubelet.Path, s.Kubelet.How)
 		}
 		return false, ""
 	}

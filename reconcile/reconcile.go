@@ -94,14 +94,7 @@ func (n *Node) log() *slog.Logger {
 // Observe reads the node (files, then the live sources on a live node), computes the plan and lets
 // the validators judge its changes.
 func (n *Node) Observe(ctx context.Context) (*node.Snapshot, policy.Plan) {
-	s := node.Observe(n.store(), n.Config, n.now())
-	if n.Live() {
-		for _, src := range n.Sources {
-			if err := src.Observe(ctx, s); err != nil {
-				s.Problems = append(s.Problems, node.Problem{Source: node.SourceLive, Msg: fmt.Sprintf("%s: %v", src.Name(), err)})
-			}
-		}
-	}
+	s := n.snapshot(ctx)
 	p := policy.Compute(s, n.Config)
 	n.validate(ctx, &p)
 	n.log().Debug("observed", "upstreams", fmt.Sprint(p.Facts.Upstreams), "upstream_source", p.Facts.UpstreamSource,
@@ -112,6 +105,21 @@ func (n *Node) Observe(ctx context.Context) (*node.Snapshot, policy.Plan) {
 		n.log().Warn("input skipped", "problem", pr.String())
 	}
 	return s, p
+}
+
+// snapshot reads the node's files, then (live node) what the sources add: the one snapshot plan,
+// apply, check and restore judge by (restore keeps the kubelet file by the kubelet config the running
+// kubelet reads, docs/contract.md "Kubelet's config").
+func (n *Node) snapshot(ctx context.Context) *node.Snapshot {
+	s := node.Observe(n.store(), n.Config, n.now())
+	if n.Live() {
+		for _, src := range n.Sources {
+			if err := src.Observe(ctx, s); err != nil {
+				s.Problems = append(s.Problems, node.Problem{Source: node.SourceLive, Msg: fmt.Sprintf("%s: %v", src.Name(), err)})
+			}
+		}
+	}
+	return s
 }
 
 func (n *Node) validate(ctx context.Context, p *policy.Plan) {
@@ -268,7 +276,7 @@ func (n *Node) RestoreWith(ctx context.Context, opts RestoreOptions) ([]files.Re
 			errs = append(errs, err)
 		}
 	}
-	res, err := n.restoreFiles(opts)
+	res, err := n.restoreFiles(ctx, opts)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -286,9 +294,9 @@ func (n *Node) RestoreWith(ctx context.Context, opts RestoreOptions) ([]files.Re
 	return append(append(pre, res...), post...), errors.Join(errs...)
 }
 
-func (n *Node) restoreFiles(opts RestoreOptions) ([]files.RestoreResult, error) {
+func (n *Node) restoreFiles(ctx context.Context, opts RestoreOptions) ([]files.RestoreResult, error) {
 	st := n.store()
-	keep := n.kubeletKeep()
+	keep := n.kubeletKeep(ctx)
 	res, err := st.Restore(keep)
 	if _, berr := st.Backups(); berr != nil {
 		return res, err // the manifest itself is refused: nothing more to judge

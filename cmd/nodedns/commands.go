@@ -77,7 +77,8 @@ Exit codes: 0 (1 if something is blocked). With --detailed-exitcode: 0 nothing t
 			defer e.Close()
 			_, p := e.Node.Observe(cmd.Context())
 			if output == "json" {
-				out := planJSON{Changes: []changeJSON{}, Actions: []actionJSON{}, Blocked: p.Blocked, Notes: p.Notes}
+				// Pending steps travel as notes: the JSON's four arrays are a contract (docs/contract.md "Plan JSON").
+				out := planJSON{Changes: []changeJSON{}, Actions: []actionJSON{}, Blocked: p.Blocked, Notes: append(append([]string{}, p.Notes...), pendingNotes(p)...)}
 				for _, a := range p.Actions {
 					out.Actions = append(out.Actions, actionJSON{Kind: a.Kind(), Target: a.Target(), Detail: a.Detail(), Reason: a.Why()})
 				}
@@ -141,9 +142,26 @@ func writePlanText(w io.Writer, p policy.Plan) {
 	for _, n := range p.Notes {
 		fmt.Fprintf(w, "# note: %s\n", n)
 	}
-	if p.Empty() {
+	for _, pd := range p.Pending {
+		fmt.Fprintf(w, "# pending %s: %s (%s)\n", pd.Target, pd.Step, pd.Why)
+	}
+	switch {
+	case p.Empty() && len(p.Pending) > 0:
+		// Not "nothing to change" while check still reports what these steps complete
+		// (docs/contract.md "Check and plan agree").
+		fmt.Fprintf(w, "nodedns: nothing for apply to change; %d step(s) pending, listed above\n", len(p.Pending))
+	case p.Empty():
 		fmt.Fprintln(w, "nodedns: nothing to change")
 	}
+}
+
+// pendingNotes renders the plan's pending steps as notes.
+func pendingNotes(p policy.Plan) []string {
+	var out []string
+	for _, pd := range p.Pending {
+		out = append(out, pd.String())
+	}
+	return out
 }
 
 func newApplyCmd(g *globals) *cobra.Command {
@@ -185,7 +203,10 @@ and reported; apply then exits 1 after making every other safe change.`,
 			for _, b := range o.Blocked {
 				fmt.Fprintf(g.stdout, "blocked %s: %s\n", b.Target, b.Reason)
 			}
-			if len(o.Written)+len(o.Removed) == 0 && len(o.Blocked) == 0 && len(o.Errors) == 0 {
+			for _, pd := range p.Pending {
+				fmt.Fprintf(g.stdout, "pending %s: %s (%s)\n", pd.Target, pd.Step, pd.Why)
+			}
+			if len(o.Written)+len(o.Removed) == 0 && len(o.Blocked) == 0 && len(o.Errors) == 0 && len(p.Pending) == 0 {
 				fmt.Fprintln(g.stdout, "nodedns: nothing to change")
 			}
 			if o.Failed() {

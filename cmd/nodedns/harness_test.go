@@ -124,6 +124,8 @@ func treeState(t *testing.T, root string) map[string]string {
 			target, _ := os.Readlink(p)
 			m[rel] = "symlink " + target
 		case d.IsDir():
+		case !info.Mode().IsRegular():
+			m[rel] = "special " + info.Mode().String() // a FIFO: reading it would block
 		default:
 			data, err := os.ReadFile(p)
 			if err != nil {
