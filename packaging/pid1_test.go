@@ -1,12 +1,10 @@
 package packaging_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,10 +27,6 @@ import (
 // value).
 func TestUnitUnderSystemd(t *testing.T) {
 	nstest.Require(t)
-	systemd := "/lib/systemd/systemd"
-	if _, err := os.Stat(systemd); err != nil {
-		t.Skip("systemd not installed (.ci/run installs it)")
-	}
 	work := t.TempDir()
 	bin := filepath.Join(work, "nodedns")
 	if out, err := exec.Command("go", "build", "-C", "../cmd/nodedns", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -79,76 +73,13 @@ Wants=nodedns.service kubelet.service
 	must(t, os.Chown(resolv, 1000, 1001))
 	must(t, os.Chmod(resolv, 0o604))
 
-	script := strings.Join([]string{
-		"set -e",
-		"mount -t proc proc /proc",
-		"mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys",
-		"mount -t sysfs -o ro sysfs /sys",
-		"mount -t cgroup2 cgroup2 /sys/fs/cgroup",
-		"mount -t tmpfs -o mode=0755 tmpfs /run",
-		"mkdir -p " + nds + " && cp -a " + shq(work) + "/. " + nds + "/",
-		"mount -t tmpfs -o mode=1777 tmpfs /tmp",
-		// systemd writes status to /dev/console: give it a pty of its own, never the real console.
-		"mount --bind \"$(tty 2>/dev/null || echo /dev/null)\" /dev/console",
-		"exec env SYSTEMD_UNIT_PATH=" + nds + "/units: " + systemd + " --unit=nds-test.target --log-target=console --log-level=info",
-	}, "\n")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "script", "-qfec",
-		"unshare --pid --fork --mount --net --cgroup --uts --ipc --propagation private sh -c "+shq(script), "/dev/null")
-	var console strings.Builder
-	cmd.Stdout, cmd.Stderr = &console, &console
-	// Wait must not hang on a pipe a stray process in the namespace still holds.
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// done is closed when systemd's session has ended (closed, not sent: both the test and its
-	// cleanup wait on it).
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		select {
-		case <-done:
-		default:
-			_ = cmd.Process.Kill()
-			// The namespace's PID 1 goes with its unshare parent's kill only if we kill it too.
-			if pid1 := findPID1(cmd.Process.Pid); pid1 > 0 {
-				_ = exec.Command("kill", "-9", strconv.Itoa(pid1)).Run()
-			}
-			<-done
-		}
-	})
-
-	// systemd is the process whose parent is unshare (script -> unshare -> systemd).
-	var pid1 int
-	deadline := time.Now().Add(20 * time.Second)
-	for pid1 == 0 && time.Now().Before(deadline) {
-		pid1 = findPID1(cmd.Process.Pid)
-		time.Sleep(100 * time.Millisecond)
-	}
-	if pid1 == 0 {
-		t.Fatalf("systemd did not start:\n%s", console.String())
-	}
-	systemctl := func(args ...string) (string, error) {
-		c := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(pid1), "-m", "-p", "--", "systemctl"}, args...)...)
-		out, err := c.CombinedOutput()
-		return strings.TrimSpace(string(out)), err
-	}
-	show := func(prop string) string {
-		out, _ := systemctl("show", "-P", prop, "nodedns.service")
-		return out
-	}
+	sd := nstest.BootSystemd(t, nstest.SystemdOptions{Work: work, Target: "nds-test.target"})
+	pid1 := sd.PID1
+	systemctl := sd.Systemctl
+	show := func(prop string) string { return sd.Show("nodedns.service", prop) }
 	waitFor := func(what string, within time.Duration, ok func() bool) {
 		t.Helper()
-		end := time.Now().Add(within)
-		for !ok() {
-			if time.Now().After(end) {
-				status, _ := systemctl("status", "--no-pager", "nodedns.service")
-				t.Fatalf("%s: not within %v\nstatus:\n%s\nconsole:\n%s", what, within, status, console.String())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		sd.WaitFor(what, "nodedns.service", within, ok)
 	}
 
 	// 1. READY=1 makes it active, with the hardening in force.
@@ -192,54 +123,11 @@ Wants=nodedns.service kubelet.service
 		return show("ActiveState") == "active" && show("NRestarts") == "1"
 	})
 
-	if out, err := systemctl("poweroff"); err != nil {
-		t.Logf("poweroff: %v %s", err, out)
-	}
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Error("systemd did not power off")
-	}
+	sd.Poweroff()
 }
 
-// findPID1 returns the child of the unshare process under parent (script -> unshare -> PID 1).
-func findPID1(parent int) int {
-	for _, p := range children(parent) {
-		if comm(p) == "unshare" {
-			for _, c := range children(p) {
-				return c
-			}
-		}
-		if found := findPID1(p); found > 0 {
-			return found
-		}
-	}
-	return 0
-}
-
-func children(pid int) []int {
-	var out []int
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	for _, f := range tasks {
-		data, _ := os.ReadFile(f)
-		for _, s := range strings.Fields(string(data)) {
-			if n, err := strconv.Atoi(s); err == nil {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
-}
-
-func comm(pid int) string {
-	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	return strings.TrimSpace(string(data))
-}
-
-// hostPath is where a path in PID 1's mount namespace is seen from the host.
 func hostPath(pid int, p string) string { return fmt.Sprintf("/proc/%d/root%s", pid, p) }
 
-func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func must(t *testing.T, err error) {
 	t.Helper()

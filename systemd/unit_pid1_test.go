@@ -1,12 +1,9 @@
 package systemd
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,15 +58,6 @@ T=trailing
 // kubeadm's, with only their file paths moved under /run/nds.
 func TestUnitsUnderSystemd(t *testing.T) {
 	nstest.Require(t)
-	const systemd = "/lib/systemd/systemd"
-	if _, err := os.Stat(systemd); err != nil {
-		t.Skip("systemd not installed (.ci/run installs it)")
-	}
-	for _, tool := range []string{"script", "unshare", "nsenter"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s", tool)
-		}
-	}
 	const nds = "/run/nds"
 	work := t.TempDir()
 	files := map[string]string{} // path under work -> content
@@ -116,48 +104,12 @@ func TestUnitsUnderSystemd(t *testing.T) {
 		{"torture.service", []string{"units/torture.service", "units/torture.service.d/zz-test.conf"}, []string{"env/torture.env"}},
 	}
 
-	script := strings.Join([]string{
-		"set -e",
-		"mount -t proc proc /proc",
-		"mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys",
-		"mount -t sysfs -o ro sysfs /sys",
-		"mount -t cgroup2 cgroup2 /sys/fs/cgroup",
-		"mount -t tmpfs -o mode=0755 tmpfs /run",
-		"mkdir -p " + nds + "/out && cp -a " + shQuote(work) + "/. " + nds + "/",
+	sd := nstest.BootSystemd(t, nstest.SystemdOptions{Work: work, Target: "nds-test.target", Setup: []string{
+		"mkdir -p " + nds + "/out",
 		// The recorder is /usr/local/bin/kubelet inside this mount namespace only.
 		"mount -t tmpfs -o mode=0755 tmpfs /usr/local/bin && cp " + nds + "/bin/kubelet /usr/local/bin/kubelet",
-		"mount -t tmpfs -o mode=1777 tmpfs /tmp",
-		"mount --bind \"$(tty 2>/dev/null || echo /dev/null)\" /dev/console",
-		"exec env SYSTEMD_UNIT_PATH=" + nds + "/units: " + systemd + " --unit=nds-test.target --log-target=console --log-level=info",
-	}, "\n")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "script", "-qfec",
-		"unshare --pid --fork --mount --net --cgroup --uts --ipc --propagation private sh -c "+shQuote(script), "/dev/null")
-	var console strings.Builder
-	cmd.Stdout, cmd.Stderr = &console, &console
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	var pid1 int
-	t.Cleanup(func() {
-		select {
-		case <-done:
-		default:
-			_ = cmd.Process.Kill()
-			if pid1 > 0 {
-				_ = exec.Command("kill", "-9", strconv.Itoa(pid1)).Run()
-			}
-			<-done
-		}
-	})
-	nstest.WaitFor(t, 20*time.Second, "systemd as PID 1", func() bool {
-		pid1 = unsharedChild(cmd.Process.Pid)
-		return pid1 > 0
-	})
+	}})
+	pid1 := sd.PID1
 	out := func(u string) string {
 		return fmt.Sprintf("/proc/%d/root%s/out/%s", pid1, nds, strings.TrimSuffix(u, ".service"))
 	}
@@ -168,8 +120,8 @@ func TestUnitsUnderSystemd(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				st, _ := exec.Command("nsenter", "-t", strconv.Itoa(pid1), "-m", "-p", "--", "systemctl", "status", "--no-pager", u.name).CombinedOutput()
-				t.Fatalf("%s never ran its command\nstatus:\n%s\nconsole:\n%s", u.name, st, console.String())
+				st, _ := sd.Systemctl("status", "--no-pager", u.name)
+				t.Fatalf("%s never ran its command\nstatus:\n%s\nconsole:\n%s", u.name, st, sd.Console())
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -208,41 +160,5 @@ func TestUnitsUnderSystemd(t *testing.T) {
 			t.Logf("%s started with %q", u.name, got)
 		})
 	}
-	_ = exec.Command("nsenter", "-t", strconv.Itoa(pid1), "-m", "-p", "--", "systemctl", "poweroff").Run()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Error("systemd did not power off")
-	}
+	sd.Poweroff()
 }
-
-// unsharedChild returns the child of the unshare process under parent (script -> unshare -> PID 1).
-func unsharedChild(parent int) int {
-	for _, p := range procChildren(parent) {
-		if data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); strings.TrimSpace(string(data)) == "unshare" {
-			for _, c := range procChildren(p) {
-				return c
-			}
-		}
-		if found := unsharedChild(p); found > 0 {
-			return found
-		}
-	}
-	return 0
-}
-
-func procChildren(pid int) []int {
-	var out []int
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	for _, f := range tasks {
-		data, _ := os.ReadFile(f)
-		for _, s := range strings.Fields(string(data)) {
-			if n, err := strconv.Atoi(s); err == nil {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
-}
-
-func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
