@@ -324,7 +324,7 @@ func (n *NetworkManager) verify(ctx context.Context, c NMBus, expect []netip.Add
 		if err != nil {
 			return fmt.Errorf("read NetworkManager's global DNS back after the reload: %w", err)
 		}
-		got := nmStar(g)
+		got := policy.NMStarServers(g)
 		if slices.Equal(got, expect) {
 			dm, err := c.DNSManager(ctx)
 			if err == nil {
@@ -340,24 +340,6 @@ func (n *NetworkManager) verify(ctx context.Context, c NMBus, expect []netip.Add
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-// nmStar are the "*" servers of a global DNS configuration, parsed.
-func nmStar(g *networkmanager.GlobalDNS) []netip.Addr {
-	if g == nil {
-		return nil
-	}
-	d, ok := g.Domain("*")
-	if !ok {
-		return nil
-	}
-	var out []netip.Addr
-	for _, s := range d.Servers {
-		if a, err := netip.ParseAddr(s); err == nil {
-			out = append(out, a.Unmap())
-		}
-	}
-	return out
 }
 
 func addrs(as []netip.Addr) string {
@@ -581,7 +563,7 @@ func (n *NetworkManager) AfterRestore(ctx context.Context, restored []files.Rest
 	}
 	reason := "read the restored configuration"
 	if g, err := c.GlobalDNS(ctx); err == nil {
-		reason += "; global DNS \"*\" servers now " + addrs(nmStar(g))
+		reason += "; global DNS \"*\" servers now " + addrs(policy.NMStarServers(g))
 	}
 	return []files.RestoreResult{{Path: "NetworkManager", Action: kind, Reason: reason}}, nil
 }

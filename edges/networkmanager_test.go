@@ -84,7 +84,7 @@ func TestNMObserve(t *testing.T) {
 		t.Fatal(err)
 	}
 	nm := s.NetworkManager
-	if nm.Live == nil || nm.Live.DNSMode != "default" || nmStar(nm.Live.GlobalDNS)[0] != netip.MustParseAddr("169.254.25.10") {
+	if nm.Live == nil || nm.Live.DNSMode != "default" || policy.NMStarServers(nm.Live.GlobalDNS)[0] != netip.MustParseAddr("169.254.25.10") {
 		t.Errorf("live view: %+v", nm.Live)
 	}
 	want := []node.NMDevice{{IfIndex: 2, IfName: "enp1s0", ConnectionUUID: "u1", Source: "NetworkManager device enp1s0 (D-Bus)",

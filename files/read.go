@@ -111,16 +111,27 @@ func (s *Store) readHost(hp string, k Kind) ([]byte, error) {
 		return nil, unwrapPath(err)
 	}
 	defer f.Close()
+	return readOpen(f, k, nil)
+}
+
+// readOpen reads an open file of kind k: checked again on the open file (the path may have been
+// swapped since it was looked at) by check, when given, and as a regular file within k.Max; then
+// never more than k.Max+1 bytes read, since the file may grow meanwhile.
+func readOpen(f File, k Kind, check func(fs.FileInfo) error) ([]byte, error) {
 	if st, ok := f.(interface{ Stat() (fs.FileInfo, error) }); ok {
 		fi, err := st.Stat()
 		if err != nil {
 			return nil, unwrapPath(err)
 		}
+		if check != nil {
+			if err := check(fi); err != nil {
+				return nil, err
+			}
+		}
 		if err := regular(fi, k); err != nil {
 			return nil, err
 		}
 	}
-	// The file may grow between Stat and read: never read more than Max+1 bytes.
 	data, err := io.ReadAll(io.LimitReader(f, k.Max+1))
 	if err != nil {
 		return nil, unwrapPath(err)

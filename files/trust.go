@@ -3,7 +3,6 @@ package files
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -166,26 +165,7 @@ func (s *Store) readTrusted(hp, p string, k Kind) ([]byte, error) {
 		return nil, unwrapPath(err)
 	}
 	defer f.Close()
-	if st, ok := f.(interface{ Stat() (fs.FileInfo, error) }); ok {
-		fi, err := st.Stat()
-		if err != nil {
-			return nil, unwrapPath(err)
-		}
-		if err := untrusted(p, fi, false, 0o600); err != nil {
-			return nil, err
-		}
-		if err := regular(fi, k); err != nil {
-			return nil, err
-		}
-	}
-	data, err := io.ReadAll(io.LimitReader(f, k.Max+1))
-	if err != nil {
-		return nil, unwrapPath(err)
-	}
-	if int64(len(data)) > k.Max {
-		return nil, &tooLarge{size: -1, k: k}
-	}
-	return data, nil
+	return readOpen(f, k, func(fi fs.FileInfo) error { return untrusted(p, fi, false, 0o600) })
 }
 
 // symlinkInfo is fi reported as a symlink: the path was swapped for one between lstat and open.

@@ -20,8 +20,19 @@ type LeaseFile struct {
 // server offered behind a dhclient.conf supersede (older blocks written before the rule was in
 // force). Files Read would skip (unreadable, malformed) are skipped here too; Read reports them.
 func ReadDhclientHistory(fsys files.Reader) []LeaseFile {
-	r := &reader{fs: fsys}
 	var out []LeaseFile
+	(&reader{fs: fsys}).dhclientFiles(func(p string, ls []Lease, err error) {
+		if err == nil {
+			out = append(out, LeaseFile{Path: p, Leases: ls})
+		}
+	})
+	return out
+}
+
+// dhclientFiles parses every dhclient lease file (*.leases in /var/lib/dhcp and /var/lib/dhclient,
+// in name order) and hands each to f with all its blocks, or with the reason it does not parse. A
+// file that cannot be read is recorded as the reader's problem and not handed on.
+func (r *reader) dhclientFiles(f func(path string, ls []Lease, err error)) {
 	for _, dir := range dhclientLeaseDirs {
 		for _, e := range r.list(dir, func(n string) bool { return strings.HasSuffix(n, ".leases") }) {
 			data, ok := r.read(e)
@@ -29,11 +40,7 @@ func ReadDhclientHistory(fsys files.Reader) []LeaseFile {
 				continue
 			}
 			ls, err := ParseDhclient(data, e)
-			if err != nil {
-				continue
-			}
-			out = append(out, LeaseFile{Path: e, Leases: ls})
+			f(e, ls, err)
 		}
 	}
-	return out
 }

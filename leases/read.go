@@ -103,20 +103,13 @@ func Read(fsys files.Reader) ([]Lease, []Problem) {
 		r.leases = append(r.leases, l)
 	}
 
-	for _, dir := range dhclientLeaseDirs {
-		for _, e := range r.list(dir, func(n string) bool { return strings.HasSuffix(n, ".leases") }) {
-			data, ok := r.read(e)
-			if !ok {
-				continue
-			}
-			ls, err := ParseDhclient(data, e)
-			if err != nil {
-				r.problem(e, err)
-				continue
-			}
-			r.leases = append(r.leases, lastPerInterface(ls)...)
+	r.dhclientFiles(func(p string, ls []Lease, err error) {
+		if err != nil {
+			r.problem(p, err)
+			return
 		}
-	}
+		r.leases = append(r.leases, lastPerInterface(ls)...)
+	})
 
 	for _, e := range r.list(NetworkManagerLeaseDir, func(n string) bool { return strings.HasSuffix(n, ".lease") }) {
 		data, ok := r.read(e)

@@ -314,17 +314,7 @@ func (s *Snapshot) readResolv(r files.Reader, p string) ResolvFile {
 // readManaged reads a file nodedns owns. A file that cannot be read is reported: nodedns would
 // otherwise take it for missing and write over what it cannot see.
 func (s *Snapshot) readManaged(r files.Reader, p string) Managed {
-	m := Managed{Path: p}
-	data, err := r.ReadFile(p, files.Config)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		m.Exists, m.Err = true, err
-		s.problem(SourceManaged, p, 0, err.Error())
-	default:
-		m.Exists, m.Data = true, data
-	}
-	return m
+	return s.readManagedKind(r, p, files.Config)
 }
 
 func (s *Snapshot) readResolved(r files.Reader) {
