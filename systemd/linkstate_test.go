@@ -306,3 +306,50 @@ func TestSeed001NodeGolden(t *testing.T) {
 	got = append(got, '\n')
 	golden.Check(t, filepath.Join("testdata", "seed001-node.golden.json"), got)
 }
+
+// FuzzLinkState feeds arbitrary bytes to the per-link state reader (the KEY=VALUE files networkd and
+// resolved write under /run): it must never panic, and every server and domain it keeps must be
+// valid (a parsed address, a non-empty domain).
+func FuzzLinkState(f *testing.F) {
+	f.Add([]byte(networkdDHCP))
+	f.Add([]byte("DNS=169.254.25.10 10.0.0.2%eth0#dns.example\nDOMAINS=~corp example.org\nDEFAULT_ROUTE=yes\n"))
+	f.Add([]byte("A=\"x \\\" y\nB='a\\b'\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		root := t.TempDir()
+		writeTree(t, root, map[string]string{
+			"/run/systemd/netif/links/2":   string(data),
+			"/run/systemd/resolve/netif/3": string(data),
+		})
+		links, _ := LoadLinkStates(files.NewReader(root))
+		for _, l := range links {
+			for _, a := range l.DNS {
+				if !a.IsValid() {
+					t.Fatalf("invalid server kept from %q", data)
+				}
+			}
+			for _, d := range l.Domains {
+				if d.Name == "" {
+					t.Fatalf("empty domain kept from %q", data)
+				}
+			}
+		}
+	})
+}
+
+// FuzzParseEnvFile feeds arbitrary bytes to the systemd environment-file reader (kubelet.env,
+// kubeadm-flags.env): it must never panic, and every variable it returns has a name.
+func FuzzParseEnvFile(f *testing.F) {
+	f.Add([]byte("KUBELET_ARGS=\"--config=/etc/kubernetes/kubelet-config.yaml --v=2\"\n"))
+	f.Add([]byte("export A='x'\\\n y\n# c\n; c\nB=\"a\\\"b\"\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		vars, _, err := ParseEnvFile("/etc/kubernetes/kubelet.env", data)
+		if err != nil {
+			return
+		}
+		for _, v := range vars {
+			if v.Name == "" {
+				t.Fatalf("a variable without a name from %q", data)
+			}
+		}
+	})
+}
