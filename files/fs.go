@@ -51,9 +51,11 @@ type FS interface {
 	SyncDir(name string) error
 	// Lock takes an exclusive advisory lock on name (created 0600 if missing, never through a
 	// symlink), waiting at most wait, and returns the function that releases it. It serialises
-	// changes to nodedns's state between processes. A file that is not trusted state is an
+	// changes to nodedns's state between processes. The holder's PID is in the file while it holds
+	// the lock and a clean release empties it, so prev, the PID found there on taking it, names a
+	// holder that died holding it (0: none did). A file that is not trusted state is an
 	// *UntrustedError; a lock still held after wait a *LockedError naming the holder.
-	Lock(name string, wait time.Duration) (unlock func() error, err error)
+	Lock(name string, wait time.Duration) (unlock func() error, prev int, err error)
 }
 
 // File is an open file as FS returns it; *os.File implements it.
@@ -119,17 +121,17 @@ func (osFS) SyncDir(name string) error {
 	return cerr
 }
 
-func (osFS) Lock(name string, wait time.Duration) (func() error, error) {
+func (osFS) Lock(name string, wait time.Duration) (func() error, int, error) {
 	// O_NOFOLLOW: a .lock symlink planted in the state directory would make O_CREAT create its
 	// target, outside --root or anywhere on the host.
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
 			if fi, lerr := os.Lstat(name); lerr == nil {
-				return nil, untrusted(name, fi, false, 0o600)
+				return nil, 0, untrusted(name, fi, false, 0o600)
 			}
 		}
-		return nil, err
+		return nil, 0, err
 	}
 	fi, err := f.Stat()
 	if err == nil {
@@ -137,12 +139,12 @@ func (osFS) Lock(name string, wait time.Duration) (func() error, error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, 0, err
 	}
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, 0, err
 	}
 	deadline := time.Now().Add(wait)
 	pause := 5 * time.Millisecond
@@ -154,28 +156,34 @@ func (osFS) Lock(name string, wait time.Duration) (func() error, error) {
 			ferr = syscall.Flock(int(fd), syscall.LOCK_EX|syscall.LOCK_NB)
 		}); err != nil {
 			f.Close()
-			return nil, err
+			return nil, 0, err
 		}
 		if ferr == nil {
 			break
 		}
 		if !errors.Is(ferr, syscall.EWOULDBLOCK) && !errors.Is(ferr, syscall.EINTR) {
 			f.Close()
-			return nil, &fs.PathError{Op: "flock", Path: name, Err: ferr}
+			return nil, 0, &fs.PathError{Op: "flock", Path: name, Err: ferr}
 		}
 		if time.Now().After(deadline) {
 			pid := holderPID(f)
 			f.Close()
-			return nil, &LockedError{Path: name, PID: pid, Waited: wait}
+			return nil, 0, &LockedError{Path: name, PID: pid, Waited: wait}
 		}
 		time.Sleep(pause)
 		pause = min(2*pause, 50*time.Millisecond)
 	}
-	// The holder's PID, for the error of whoever waits next. A failure here only costs that message.
+	// A PID still in the file is a holder that died holding the lock (a clean release empties it).
+	prev := holderPID(f)
+	// The holder's PID, for the error of whoever waits next. A failure here only costs that message
+	// (and a sweep the next holder need not make).
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
-	return f.Close, nil
+	return func() error {
+		_ = f.Truncate(0) // released cleanly: nothing for the next holder to sweep up
+		return f.Close()
+	}, prev, nil
 }
 
 // holderPID reads the PID the lock's holder wrote into the lock file; 0 when there is none.

@@ -280,9 +280,9 @@ func (f faultFS) SyncDir(name string) error {
 	return f.FS.SyncDir(name)
 }
 
-func (f faultFS) Lock(name string, wait time.Duration) (func() error, error) {
+func (f faultFS) Lock(name string, wait time.Duration) (func() error, int, error) {
 	if err := f.err("lock", name); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	return f.FS.Lock(name, wait)
 }

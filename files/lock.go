@@ -53,6 +53,9 @@ type Lock struct {
 	release func() error
 	since   time.Time
 	once    sync.Once
+	// Interrupted is the PID of a holder that died holding the lock before this one took it (0:
+	// every earlier holder let go cleanly): only then can temp files of nodedns's targets be left.
+	Interrupted int
 }
 
 // Since is when the lock was taken. A temp file of nodedns older than this was left by a holder
@@ -141,7 +144,7 @@ func (s *Store) Lock(wait time.Duration) (*Lock, error) {
 	if !pl.enter(deadline) {
 		return nil, fmt.Errorf("lock nodedns's state: %w", s.nodeErr(&LockedError{Path: lp, PID: os.Getpid(), Waited: wait}))
 	}
-	release, err := s.fsys().Lock(lp, max(time.Until(deadline), time.Millisecond))
+	release, prev, err := s.fsys().Lock(lp, max(time.Until(deadline), time.Millisecond))
 	if err != nil {
 		<-pl.gate
 		var le *LockedError
@@ -150,7 +153,7 @@ func (s *Store) Lock(wait time.Duration) (*Lock, error) {
 		}
 		return nil, fmt.Errorf("lock nodedns's state: %w", s.nodeErr(err))
 	}
-	l := &Lock{pl: pl, release: release, since: time.Now()}
+	l := &Lock{pl: pl, release: release, since: time.Now(), Interrupted: prev}
 	pl.mu.Lock()
 	pl.outer = l
 	pl.mu.Unlock()
@@ -176,7 +179,7 @@ func (s *Store) lock() (dir string, unlock func(), err error) {
 	if !pl.enter(deadline) {
 		return "", nil, s.nodeErr(&LockedError{Path: lp, PID: os.Getpid(), Waited: DefaultLockWait})
 	}
-	release, err := s.fsys().Lock(lp, max(time.Until(deadline), time.Millisecond))
+	release, _, err := s.fsys().Lock(lp, max(time.Until(deadline), time.Millisecond))
 	if err != nil {
 		<-pl.gate
 		return "", nil, s.nodeErr(err)

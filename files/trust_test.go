@@ -441,12 +441,41 @@ func TestLockNamesItsHolder(t *testing.T) {
 	if _, err := s.Write("/etc/resolv.conf", []byte("nameserver 10.0.0.2\n"), 0o644); err != nil {
 		t.Fatalf("Write under this process's Lock: %v", err)
 	}
+	if pid := readNode(t, s, "/var/lib/nodedns/backup/.lock"); pid != fmt.Sprintf("%d\n", os.Getpid()) {
+		t.Errorf("lock file holds %q while held, want this process's pid", pid)
+	}
+	if l.Interrupted != 0 {
+		t.Errorf("Interrupted = %d after a holder that let go cleanly, want 0", l.Interrupted)
+	}
 	if err := l.Unlock(); err != nil {
 		t.Fatal(err)
 	}
-	if pid := readNode(t, s, "/var/lib/nodedns/backup/.lock"); pid != fmt.Sprintf("%d\n", os.Getpid()) {
-		t.Errorf("lock file holds %q, want this process's pid", pid)
+	if pid := readNode(t, s, "/var/lib/nodedns/backup/.lock"); pid != "" {
+		t.Errorf("lock file holds %q after a clean release, want it empty", pid)
 	}
+}
+
+// TestLockInterrupted: a PID left in the lock file names a holder that died holding the lock (a
+// clean release empties it), so the next holder knows to sweep; after a clean release the next one
+// knows it need not.
+func TestLockInterrupted(t *testing.T) {
+	s := newStore(t)
+	l, err := s.Lock(time.Second)
+	must(t, err)
+	must(t, l.Unlock())
+	mkfile(t, s, "/var/lib/nodedns/backup/.lock", "4242\n", 0o600) // as a holder killed mid-change leaves it
+	l, err = s.Lock(time.Second)
+	must(t, err)
+	if l.Interrupted != 4242 {
+		t.Errorf("Interrupted = %d, want the dead holder's 4242", l.Interrupted)
+	}
+	must(t, l.Unlock())
+	l, err = s.Lock(time.Second)
+	must(t, err)
+	if l.Interrupted != 0 {
+		t.Errorf("Interrupted = %d after a clean release, want 0", l.Interrupted)
+	}
+	must(t, l.Unlock())
 }
 
 // TestLockHolderProcess is TestLockNamesItsHolder's other process: it holds the lock until its
@@ -539,3 +568,10 @@ var sortStrings = cmp.Transformer("sort", func(in []string) []string {
 	}
 	return out
 })
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -25,7 +25,8 @@ func Targets(cfg config.Config) *files.Targets {
 // It waits at most wait (0: files.DefaultLockWait), then fails naming the holder's PID. Once held,
 // the temp files and work directories dead nodedns processes left are removed; release removes this
 // run's work directories again and lets go. Hold nests: only the outermost release unlocks. One
-// goroutine drives a Node.
+// goroutine drives a Node. (Temp files are swept only when the lock shows an earlier holder died
+// holding it.)
 func (n *Node) Hold(wait time.Duration) (release func(), err error) {
 	if n.held != nil {
 		n.holds++
@@ -37,7 +38,14 @@ func (n *Node) Hold(wait time.Duration) (release func(), err error) {
 		return nil, err
 	}
 	n.held, n.holds = l, 1
-	removed, err := st.Sweep(l)
+	// Temp files of the targets can be left only by a holder that died holding the lock; work
+	// directories also by a `check` that was killed (it takes no lock). The first sweep walks a
+	// dozen directories, so a daemon pass makes it only after such a death.
+	sweep := st.SweepWork
+	if l.Interrupted != 0 {
+		sweep = func() ([]string, error) { return st.Sweep(l) }
+	}
+	removed, err := sweep()
 	for _, p := range removed {
 		n.log().Info("removed a leftover of an interrupted nodedns", "path", p)
 	}
