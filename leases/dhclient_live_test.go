@@ -91,7 +91,7 @@ func TestDhclientSupersedeLive(t *testing.T) {
 	offered := netip.MustParseAddr("10.66.0.53")
 
 	start(requestLine)
-	ls, c := parse()
+	ls, _ := parse()
 	if len(ls) != 1 || dns(ls[0]) != "10.66.0.53" {
 		t.Fatalf("first lease: %d blocks, servers %v; want one block offering 10.66.0.53", len(ls), ls)
 	}

@@ -17,6 +17,8 @@ const MaxFileSize = 1 << 20
 
 // ErrNotRegular is returned by a NodeFS for a path that is not a regular file (a directory, FIFO,
 // socket or device). GKeyFile refuses those with "Not a regular file"; nodedns never opens them.
+//
+//lint:ignore ST1005 GKeyFile's own words, capital included, as NetworkManager prints them.
 var ErrNotRegular = errors.New("Not a regular file")
 
 // NodeFS is how this package reads a node: node paths ("/etc/NetworkManager/conf.d"), symlinks

@@ -128,7 +128,6 @@ Wants=nodedns.service kubelet.service
 
 func hostPath(pid int, p string) string { return fmt.Sprintf("/proc/%d/root%s", pid, p) }
 
-
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
