@@ -98,7 +98,7 @@ func TestDhclientSupersedeLive(t *testing.T) {
 
 	supersede := fmt.Sprintf(kubesprayBlock, "supersede") + requestLine
 	start(supersede)
-	ls, c = parse()
+	ls, c := parse()
 	if n := len(ls); n != 2 || dns(ls[1]) != "169.254.25.10" {
 		t.Fatalf("after the restart with kubespray's supersede: want the rewritten boot block and a new block listing only 169.254.25.10, got %d blocks %v", n, ls)
 	}
@@ -118,7 +118,7 @@ func TestDhclientSupersedeLive(t *testing.T) {
 	}
 
 	start(supersede)
-	ls, c = parse()
+	ls, c := parse()
 	for _, l := range ls {
 		if dns(l) != "169.254.25.10" {
 			t.Fatalf("after a second restart a block still lists %s: want only superseded blocks (dhclient keeps one block per address)", dns(l))
