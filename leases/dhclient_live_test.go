@@ -118,7 +118,7 @@ func TestDhclientSupersedeLive(t *testing.T) {
 	}
 
 	start(supersede)
-	ls, c := parse()
+	ls, c = parse()
 	for _, l := range ls {
 		if dns(l) != "169.254.25.10" {
 			t.Fatalf("after a second restart a block still lists %s: want only superseded blocks (dhclient keeps one block per address)", dns(l))
