@@ -305,3 +305,56 @@ func (c *Conn) WaitOwner(ctx context.Context, name, old, who string, answers fun
 		}
 	}
 }
+
+// Reply is a D-Bus error reply kept by name. errors.Is matches it against the sentinel errors
+// clients declare with Sentinel, by the name alone: messages differ between versions and locales.
+type Reply struct {
+	Name    string
+	Message string
+}
+
+func (e *Reply) Error() string {
+	if e.Message == "" {
+		return e.Name
+	}
+	return e.Name + ": " + e.Message
+}
+
+// Is reports whether the reply's name is one of those target stands for.
+func (e *Reply) Is(target error) bool {
+	sentinels.RLock()
+	defer sentinels.RUnlock()
+	for _, n := range sentinels.m[target] {
+		if n == e.Name {
+			return true
+		}
+	}
+	return false
+}
+
+var sentinels = struct {
+	sync.RWMutex
+	m map[error][]string
+}{m: map[error][]string{}}
+
+// Sentinel declares err as the error a client's callers test for (errors.Is) when a call fails
+// with a D-Bus error reply named by one of names, and returns it.
+func Sentinel(err error, names ...string) error {
+	sentinels.Lock()
+	defer sentinels.Unlock()
+	sentinels.m[err] = append(sentinels.m[err], names...)
+	return err
+}
+
+// AsReply turns a D-Bus error reply into a *Reply and leaves other errors (timeouts, a closed
+// connection) as they are. It is the Handlers.Error of the clients.
+func AsReply(err error) error {
+	if err == nil {
+		return nil
+	}
+	name, msg := ErrorName(err)
+	if name == "" {
+		return err
+	}
+	return &Reply{Name: name, Message: msg}
+}

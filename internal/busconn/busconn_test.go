@@ -34,3 +34,27 @@ func TestOptionsDefaults(t *testing.T) {
 		t.Errorf("a min backoff above the default max: %+v", o)
 	}
 }
+
+// TestReplyMatchesSentinelsByName: a reply matches the sentinels declared for its name, wrapped or
+// not, and no other; a non-reply error stays as it is.
+func TestReplyMatchesSentinelsByName(t *testing.T) {
+	busy := Sentinel(errors.New("busy"), "org.example.Busy")
+	gone := Sentinel(errors.New("gone"), "org.example.Gone", ErrNameUnknownObject)
+	for _, tc := range []struct {
+		name       string
+		busy, gone bool
+	}{
+		{"org.example.Busy", true, false},
+		{ErrNameUnknownObject, false, true},
+		{"org.example.Other", false, false},
+	} {
+		err := fmt.Errorf("set link: %w", AsReply(dbus.Error{Name: tc.name, Body: []any{"misleading: org.example.Busy"}}))
+		if errors.Is(err, busy) != tc.busy || errors.Is(err, gone) != tc.gone {
+			t.Errorf("%s: Is(busy) %v Is(gone) %v, want %v %v", tc.name, errors.Is(err, busy), errors.Is(err, gone), tc.busy, tc.gone)
+		}
+	}
+	plain := errors.New("EOF")
+	if AsReply(plain) != plain || AsReply(nil) != nil {
+		t.Error("AsReply changed a non-reply error")
+	}
+}

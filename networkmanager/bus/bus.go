@@ -59,52 +59,23 @@ const (
 	ErrNameNotActive = "org.freedesktop.NetworkManager.Device.NotActive"
 )
 
-// Errors the client returns; test them with errors.Is.
+// Errors the client returns; test them with errors.Is. Each stands for the D-Bus error names
+// given, matched by name (busconn.Reply).
 var (
 	// ErrNotRunning: nobody owns org.freedesktop.NetworkManager.
-	ErrNotRunning = errors.New("NetworkManager is not on the system bus")
+	ErrNotRunning = busconn.Sentinel(errors.New("NetworkManager is not on the system bus"), ErrNameServiceUnknown, ErrNameNameHasNoOwner)
 	// ErrGone: the object (a device, a DHCP config, a connection) went away.
-	ErrGone = errors.New("NetworkManager object gone")
+	ErrGone = busconn.Sentinel(errors.New("NetworkManager object gone"), ErrNameUnknownObject, ErrNameInvalidConnection)
 	// ErrDisconnected: no bus connection at the moment (the client keeps reconnecting).
 	ErrDisconnected = busconn.ErrDisconnected
 	// ErrClosed: the client was closed.
 	ErrClosed = busconn.ErrClosed
 )
 
-// BusError is a D-Bus error reply kept by name. errors.Is matches ErrNotRunning and ErrGone.
-type BusError struct {
-	Name    string
-	Message string
-}
+// BusError is a D-Bus error reply kept by name; errors.Is matches ErrNotRunning and ErrGone.
+type BusError = busconn.Reply
 
-func (e *BusError) Error() string {
-	if e.Message == "" {
-		return e.Name
-	}
-	return e.Name + ": " + e.Message
-}
-
-// Is maps D-Bus error names to the client's sentinel errors.
-func (e *BusError) Is(target error) bool {
-	switch target {
-	case ErrNotRunning:
-		return e.Name == ErrNameServiceUnknown || e.Name == ErrNameNameHasNoOwner
-	case ErrGone:
-		return e.Name == ErrNameUnknownObject || e.Name == ErrNameInvalidConnection
-	}
-	return false
-}
-
-func busError(err error) error {
-	if err == nil {
-		return nil
-	}
-	name, msg := busconn.ErrorName(err)
-	if name == "" {
-		return err
-	}
-	return &BusError{Name: name, Message: msg}
-}
+var busError = busconn.AsReply
 
 // EventKind says what an Event is about.
 type EventKind int

@@ -49,63 +49,28 @@ const (
 	ErrNameNameHasNoOwner = busconn.ErrNameNameHasNoOwner
 )
 
-// Errors the resolved client returns; test them with errors.Is.
+// Errors the resolved client returns; test them with errors.Is. Each stands for the D-Bus error
+// names given, matched by name (busconn.Reply).
 var (
 	// ErrLinkBusy: systemd-networkd manages the link; change it through netplan or networkd.
-	ErrLinkBusy = errors.New("systemd-networkd manages the link (LinkBusy): change its DNS through netplan or a networkd .network file")
+	ErrLinkBusy = busconn.Sentinel(errors.New("systemd-networkd manages the link (LinkBusy): change its DNS through netplan or a networkd .network file"), ErrNameLinkBusy)
 	// ErrLinkGone: resolved does not know the link (UnknownObject or NoSuchLink).
-	ErrLinkGone = errors.New("link not known to systemd-resolved")
+	ErrLinkGone = busconn.Sentinel(errors.New("link not known to systemd-resolved"), ErrNameNoSuchLink, ErrNameUnknownObject)
 	// ErrUnknownMethod: this resolved is too old for the call.
-	ErrUnknownMethod = errors.New("method not known to this systemd-resolved")
+	ErrUnknownMethod = busconn.Sentinel(errors.New("method not known to this systemd-resolved"), ErrNameUnknownMethod)
 	// ErrNotRunning: nobody owns org.freedesktop.resolve1 on the bus.
-	ErrNotRunning = errors.New("systemd-resolved is not on the system bus")
+	ErrNotRunning = busconn.Sentinel(errors.New("systemd-resolved is not on the system bus"), ErrNameServiceUnknown, ErrNameNameHasNoOwner)
 	// ErrDisconnected: the client has no bus connection at the moment (it keeps reconnecting).
 	ErrDisconnected = busconn.ErrDisconnected
 	// ErrClosed: the client was closed.
 	ErrClosed = busconn.ErrClosed
 )
 
-// BusError is a D-Bus error reply, kept by name. errors.Is matches it against ErrLinkBusy,
-// ErrLinkGone, ErrUnknownMethod and ErrNotRunning by the error name.
-type BusError struct {
-	Name    string
-	Message string
-}
+// BusError is a D-Bus error reply, kept by name; errors.Is matches it against the errors above.
+type BusError = busconn.Reply
 
-func (e *BusError) Error() string {
-	if e.Message == "" {
-		return e.Name
-	}
-	return e.Name + ": " + e.Message
-}
-
-// Is maps D-Bus error names to the client's sentinel errors.
-func (e *BusError) Is(target error) bool {
-	switch target {
-	case ErrLinkBusy:
-		return e.Name == ErrNameLinkBusy
-	case ErrLinkGone:
-		return e.Name == ErrNameNoSuchLink || e.Name == ErrNameUnknownObject
-	case ErrUnknownMethod:
-		return e.Name == ErrNameUnknownMethod
-	case ErrNotRunning:
-		return e.Name == ErrNameServiceUnknown || e.Name == ErrNameNameHasNoOwner
-	}
-	return false
-}
-
-// busError turns godbus's error replies into *BusError and leaves other errors (timeouts, a closed
-// connection) as they are.
-func busError(err error) error {
-	if err == nil {
-		return nil
-	}
-	name, msg := busconn.ErrorName(err)
-	if name == "" {
-		return err
-	}
-	return &BusError{Name: name, Message: msg}
-}
+// busError turns godbus's error replies into *BusError and leaves other errors as they are.
+var busError = busconn.AsReply
 
 // EventKind says what an Event is about.
 type EventKind int
