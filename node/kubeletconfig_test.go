@@ -12,6 +12,7 @@ import (
 	"github.com/nodedns/nodedns/files"
 )
 
+// writeTree writes files (node path: content) under a fresh root.
 func writeTree(t *testing.T, tree map[string]string) string {
 	t.Helper()
 	root := t.TempDir()

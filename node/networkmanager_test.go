@@ -15,21 +15,7 @@ import (
 	"github.com/nodedns/nodedns/node"
 )
 
-// writeTree writes files (node path: content) under a fresh root.
-func writeTree(t *testing.T, tree map[string]string) string {
-	t.Helper()
-	root := t.TempDir()
-	for p, data := range tree {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
+var writeTree = node.WriteTree
 
 // TestObserveNetworkManagerKubespray reads the kubespray NetworkManager node: NM owns resolv.conf,
 // kubespray's dns.conf sets the global "*" servers (the loop's persistent source, by file and

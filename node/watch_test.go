@@ -150,8 +150,7 @@ func TestWatchesCoverEveryRead(t *testing.T) {
 // networkdNode is a node with networkd DHCP and no netplan: a .network file, nodedns's drop-in for
 // it, per-link state of both daemons and a lease.
 func networkdNode(t *testing.T) string {
-	root := t.TempDir()
-	for p, data := range map[string]string{
+	root := node.WriteTree(t, map[string]string{
 		"/etc/systemd/network/50-eth0.network":                "[Match]\nName=eth0\n[Network]\nDHCP=yes\n",
 		"/etc/systemd/network/50-eth0.network.d/nodedns.conf": "# nodedns\n[DHCPv4]\nUseDomains=no\n",
 		"/run/systemd/netif/links/2":                          "ADMIN_STATE=configured\nNETWORK_FILE=/etc/systemd/network/50-eth0.network\nDNS=10.0.0.2\nDOMAINS=example.org\n",
@@ -162,15 +161,7 @@ func networkdNode(t *testing.T) string {
 		"/etc/systemd/resolved.conf.d/kubespray.conf":         "[Resolve]\nDNS=169.254.25.10\n",
 		"/sys/class/net/eth0/ifindex":                         "2\n",
 		"/var/lib/kubelet/config.yaml":                        "kind: KubeletConfiguration\nclusterDNS: [169.254.25.10]\nresolvConf: /run/systemd/resolve/resolv.conf\n",
-	} {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	if err := os.Symlink("../run/systemd/resolve/stub-resolv.conf", filepath.Join(root, "etc/resolv.conf")); err != nil {
 		t.Fatal(err)
 	}

@@ -346,7 +346,7 @@ func BenchmarkProbe(b *testing.B) {
 			n := newNode(b)
 			for i := range tc.pods {
 				n.sb.AddPod(b, nstest.PodOptions{Name: fmt.Sprintf("pod-%02d", i),
-					Cgroup: fmt.Sprintf("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod%08x_0000_4000_8000_000000000000.slice/cri-containerd-%d.scope", i, i)})
+					Cgroup: nstest.PodCgroup(i)})
 			}
 			timeout := 2 * time.Second
 			if tc.cut {

@@ -752,7 +752,7 @@ func BenchmarkCheckPods(b *testing.B) {
 					hostIf = fmt.Sprintf("vlan%011x", i)
 				}
 				n.nd.AddPod(b, nstest.PodOptions{Name: fmt.Sprintf("pod-%02d", i), HostIf: hostIf,
-					Cgroup: fmt.Sprintf("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod%08x_0000_4000_8000_000000000000.slice/cri-containerd-%d.scope", i, i)})
+					Cgroup: nstest.PodCgroup(i)})
 			}
 			env := []string{"NODEDNS_PROBES_MAXPODS=40"}
 			want := probes.OK

@@ -119,37 +119,7 @@ func copySeed(t *testing.T, base, seed string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := filepath.Join("testdata/seeds", seed)
-	err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		to := filepath.Join(dst, rel)
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(target, to)
-		case d.IsDir():
-			return os.MkdirAll(to, 0o755)
-		default:
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			fi, err := d.Info()
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(to, data, fi.Mode().Perm())
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	copyDir(t, filepath.Join("testdata/seeds", seed), dst)
 	return dst
 }
 

@@ -52,16 +52,21 @@ func nodedns(t *testing.T, args ...string) result {
 func copyTree(t *testing.T, src string) string {
 	t.Helper()
 	dst := t.TempDir()
+	copyDir(t, src, dst)
+	installUnit(t, dst)
+	return dst
+}
+
+// copyDir copies the tree src into the existing directory dst, keeping symlinks as symlinks and the
+// files' permission bits.
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(src, p)
 		to := filepath.Join(dst, rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
 		switch {
 		case d.Type()&fs.ModeSymlink != 0:
 			target, err := os.Readlink(p)
@@ -72,6 +77,10 @@ func copyTree(t *testing.T, src string) string {
 		case d.IsDir():
 			return os.MkdirAll(to, 0o755)
 		default:
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
 			data, err := os.ReadFile(p)
 			if err != nil {
 				return err
@@ -82,8 +91,6 @@ func copyTree(t *testing.T, src string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	installUnit(t, dst)
-	return dst
 }
 
 func installUnit(t *testing.T, root string) {
@@ -193,5 +200,22 @@ func notContains(t *testing.T, what, s, sub string) {
 	t.Helper()
 	if strings.Contains(s, sub) {
 		t.Errorf("%s: do not want %q in:\n%s", what, sub, s)
+	}
+}
+
+// fileHas checks node files under root: each of want's strings is in its file, none of notWant's.
+func fileHas(t *testing.T, root string, want, notWant map[string][]string) {
+	t.Helper()
+	for p, subs := range want {
+		got := readFile(t, root, p)
+		for _, s := range subs {
+			contains(t, p, got, s)
+		}
+	}
+	for p, subs := range notWant {
+		got := readFile(t, root, p)
+		for _, s := range subs {
+			notContains(t, p, got, s)
+		}
 	}
 }

@@ -101,18 +101,7 @@ func TestKubesprayTrees(t *testing.T) {
 			if ap.code != 0 {
 				t.Fatalf("apply: exit %d\n%s%s", ap.code, ap.stdout, ap.stderr)
 			}
-			for p, subs := range tc.want {
-				got := readFile(t, root, p)
-				for _, s := range subs {
-					contains(t, p, got, s)
-				}
-			}
-			for p, subs := range tc.notWant {
-				got := readFile(t, root, p)
-				for _, s := range subs {
-					notContains(t, p, got, s)
-				}
-			}
+			fileHas(t, root, tc.want, tc.notWant)
 
 			again := nodedns(t, "--root", root, "plan", "--detailed-exitcode")
 			if again.code != 0 {

@@ -118,18 +118,7 @@ func TestSeeds(t *testing.T) {
 			if ap.code != 0 {
 				t.Fatalf("apply: exit %d\n%s%s", ap.code, ap.stdout, ap.stderr)
 			}
-			for p, subs := range tc.want {
-				got := readFile(t, root, p)
-				for _, s := range subs {
-					contains(t, p, got, s)
-				}
-			}
-			for p, subs := range tc.notWant {
-				got := readFile(t, root, p)
-				for _, s := range subs {
-					notContains(t, p, got, s)
-				}
-			}
+			fileHas(t, root, tc.want, tc.notWant)
 
 			rep, r = checkReport(t, root)
 			if diff := cmp.Diff(tc.after, problems(rep)); diff != "" {

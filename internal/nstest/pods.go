@@ -360,3 +360,9 @@ func uuid(t testing.TB) string {
 
 // UUID is a random version 4 UUID, for tests that name a namespace as CRI-O does.
 func UUID(t testing.TB) string { return uuid(t) }
+
+// PodCgroup is a systemd-driver kubepods cgroup path for the i-th pod of a test node (a unique pod
+// UID per i), as kubelet names best-effort pods' sandboxes under containerd.
+func PodCgroup(i int) string {
+	return fmt.Sprintf("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod%08x_0000_4000_8000_000000000000.slice/cri-containerd-%d.scope", i, i)
+}

@@ -1,0 +1,4 @@
+package node
+
+// WriteTree is writeTree for the package's external tests (node_test).
+var WriteTree = writeTree
