@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/internal/nodefs"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -14,13 +14,13 @@ import (
 var Dirs = []string{"/run/netplan", "/etc/netplan", "/lib/netplan"}
 
 // fileKind bounds a netplan file.
-var fileKind = files.Kind{Name: "netplan file", Max: MaxFileSize}
+var fileKind = nodefs.Kind{Name: "netplan file", Max: MaxFileSize}
 
 // Load reads and merges the netplan files of the node r reads. A file that is not valid YAML, or
 // whose structure netplan would reject at the level we read (e.g. `network` not a mapping, `dhcp4:
 // maybe`), is an error naming path:line:col and the reason; nothing partial is returned then. No
 // netplan directory at all: empty Config, no error. Files over 1 MiB are refused. Load never writes.
-func Load(r files.Reader) (*Config, error) {
+func Load(r nodefs.Reader) (*Config, error) {
 	all, err, _, _ := LoadSplit(r, "")
 	return all, err
 }
@@ -28,7 +28,7 @@ func Load(r files.Reader) (*Config, error) {
 // LoadSplit reads the netplan files once and merges them twice: all of them (what netplan will run
 // with) and all but skip (what the rest of the node asks for). Each merge has its own error, so a
 // broken skip file spoils only the first. With skip "" both are the same merge.
-func LoadSplit(r files.Reader, skip string) (all *Config, allErr error, others *Config, othersErr error) {
+func LoadSplit(r nodefs.Reader, skip string) (all *Config, allErr error, others *Config, othersErr error) {
 	found, shadowed, err := find(r)
 	if err != nil {
 		return nil, err, nil, err
@@ -76,9 +76,9 @@ func LoadSplit(r files.Reader, skip string) (all *Config, allErr error, others *
 // find lists the files netplan would read, as node paths in merge order, and those shadowed.
 // netplan 0.106 (util.c netplan_parser_load_yaml_hierarchy) globs all three directories, keys the
 // results by file name so /run replaces /etc replaces /lib, and sorts by file name with strcmp: the
-// directory does not affect the order. That is systemd's rule, files.DropIns.
-func find(r files.Reader) (found, shadowed []string, err error) {
-	ds, errs := files.DropIns(r, Dirs, ".yaml")
+// directory does not affect the order. That is systemd's rule, nodefs.DropIns.
+func find(r nodefs.Reader) (found, shadowed []string, err error) {
+	ds, errs := nodefs.DropIns(r, Dirs, ".yaml")
 	if len(errs) > 0 {
 		return nil, nil, fmt.Errorf("list netplan directory: %w", errs[0])
 	}
@@ -94,9 +94,9 @@ func find(r files.Reader) (found, shadowed []string, err error) {
 
 // readFile reads a netplan file, refusing more than MaxFileSize bytes without reading them, and
 // anything that is not a regular file without opening it.
-func readFile(r files.Reader, nodePath string) ([]byte, error) {
+func readFile(r nodefs.Reader, nodePath string) ([]byte, error) {
 	data, err := r.ReadFile(nodePath, fileKind)
-	if errors.Is(err, files.ErrTooLarge) {
+	if errors.Is(err, nodefs.ErrTooLarge) {
 		return nil, &Error{Path: nodePath, Reason: fmt.Sprintf("file is larger than %d bytes", MaxFileSize)}
 	}
 	if err != nil {
@@ -106,10 +106,10 @@ func readFile(r files.Reader, nodePath string) ([]byte, error) {
 }
 
 // Watches declares the directories Load reads. A netplan file is complete once it is valid YAML.
-func Watches() []files.Watch {
-	var ws []files.Watch
+func Watches() []nodefs.Watch {
+	var ws []nodefs.Watch
 	for _, d := range Dirs {
-		ws = append(ws, files.Watch{Dir: d, Match: files.Suffix(".yaml"), Complete: func(b []byte) error {
+		ws = append(ws, nodefs.Watch{Dir: d, Match: nodefs.Suffix(".yaml"), Complete: func(b []byte) error {
 			var v any
 			return yaml.Unmarshal(b, &v)
 		}})

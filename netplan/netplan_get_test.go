@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 // TestAgainstNetplanGet checks the merge against netplan itself: the
@@ -24,7 +24,7 @@ func TestAgainstNetplanGet(t *testing.T) {
 			t.Run(f.name, func(t *testing.T) {
 				t.Parallel()
 				src := filepath.Join("testdata", "nodes", f.name)
-				rd := files.NewReader(src)
+				rd := nodefs.NewReader(src)
 				found, shadowed, err := find(rd)
 				if err != nil {
 					t.Fatal(err)
@@ -37,7 +37,7 @@ func TestAgainstNetplanGet(t *testing.T) {
 					}
 					writeNodeFile(t, root, p, data)
 				}
-				ours, err := Load(files.NewReader(root))
+				ours, err := Load(nodefs.NewReader(root))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -56,7 +56,7 @@ func TestAgainstNetplanGet(t *testing.T) {
 				for i, d := range c.docs {
 					writeNodeFile(t, root, "/etc/netplan/"+string(rune('a'+i))+".yaml", []byte(d))
 				}
-				ours, err := Load(files.NewReader(root))
+				ours, err := Load(nodefs.NewReader(root))
 				if err != nil {
 					t.Fatal(err)
 				}

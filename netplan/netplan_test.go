@@ -8,11 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodedns/nodedns/internal/golden"
+	"github.com/nodedns/nodedns/internal/testutil/golden"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/internal/nodefs"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -209,9 +209,9 @@ func TestLoadFixtures(t *testing.T) {
 	for _, f := range fixtures {
 		t.Run(f.name, func(t *testing.T) {
 			root := filepath.Join("testdata", "nodes", f.name)
-			cfg, err := Load(files.NewReader(root))
+			cfg, err := Load(nodefs.NewReader(root))
 			if err != nil {
-				t.Fatalf("Load(files.NewReader(%s)): %v", root, err)
+				t.Fatalf("Load(nodefs.NewReader(%s)): %v", root, err)
 			}
 			if diff := cmp.Diff(f.files, cfg.Files); diff != "" {
 				t.Errorf("Files (-want +got):\n%s", diff)
@@ -237,7 +237,7 @@ func TestLoadFixtures(t *testing.T) {
 }
 
 func TestLoadNoNetplan(t *testing.T) {
-	cfg, err := Load(files.NewReader(t.TempDir()))
+	cfg, err := Load(nodefs.NewReader(t.TempDir()))
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -283,7 +283,7 @@ func TestLoadSelectsFiles(t *testing.T) {
 		"etc/netplan/empty.yaml":         "",
 		"etc/netplan/comments.yaml":      "# nothing here\n",
 	})
-	cfg, err := Load(files.NewReader(root))
+	cfg, err := Load(nodefs.NewReader(root))
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -329,7 +329,7 @@ func TestLoadErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := Load(files.NewReader(writeTree(t, tt.files)))
+			cfg, err := Load(nodefs.NewReader(writeTree(t, tt.files)))
 			if err == nil {
 				t.Fatalf("Load = %+v, want error %q", cfg, tt.want)
 			}
@@ -354,7 +354,7 @@ func TestLoadUnreadable(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(root, "etc/netplan/dir.yaml"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Load(files.NewReader(root))
+	_, err := Load(nodefs.NewReader(root))
 	var ne *Error
 	if !errors.As(err, &ne) || ne.Path != "/etc/netplan/dir.yaml" || !strings.HasPrefix(err.Error(), "/etc/netplan/dir.yaml: cannot read it: ") {
 		t.Errorf("Load = %v, want a read error naming /etc/netplan/dir.yaml", err)
@@ -362,7 +362,7 @@ func TestLoadUnreadable(t *testing.T) {
 }
 
 func TestAccessors(t *testing.T) {
-	cfg, err := Load(files.NewReader(filepath.Join("testdata", "nodes", "bond")))
+	cfg, err := Load(nodefs.NewReader(filepath.Join("testdata", "nodes", "bond")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 // GenerateTimeout bounds one `netplan generate` run (about 0.15 s each on the 2-core CI machine, 5 runs timed).
@@ -179,8 +179,8 @@ func isNetplanDir(d string) bool {
 // temporary directory, mode 0600 so netplan's permission warnings do not drown its errors.
 func (r Runner) copyTree(root string, changes map[string][]byte) (string, error) {
 	// The creator's PID in the name: a later sweep removes the directory of a process that died
-	// in the middle (files.Store.SweepWork).
-	tmp, err := os.MkdirTemp(r.TempDir, files.WorkPattern("nodedns-netplan"))
+	// in the middle (nodefs.Store.SweepWork).
+	tmp, err := os.MkdirTemp(r.TempDir, nodefs.WorkPattern("nodedns-netplan"))
 	if err != nil {
 		return "", fmt.Errorf("netplan copy: %w", err)
 	}
@@ -196,8 +196,8 @@ func (r Runner) copyTree(root string, changes map[string][]byte) (string, error)
 		return os.WriteFile(full, data, FileMode)
 	}
 	// Every file of every directory, the shadowed ones too: netplan decides what it reads.
-	rd := files.NewReader(root)
-	ds, errs := files.DropIns(rd, Dirs, ".yaml")
+	rd := nodefs.NewReader(root)
+	ds, errs := nodefs.DropIns(rd, Dirs, ".yaml")
 	if len(errs) > 0 {
 		return fail(errs[0])
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 func TestRender(t *testing.T) {
@@ -195,10 +195,10 @@ func TestGenerateRejects(t *testing.T) {
 		t.Errorf("Validate = %v, want networkd's same-value error", err)
 	}
 	// The node's tree is never touched by a validation.
-	if _, err := Load(files.NewReader(root)); err != nil {
+	if _, err := Load(nodefs.NewReader(root)); err != nil {
 		t.Fatal(err)
 	}
-	found, _, _ := find(files.NewReader(root))
+	found, _, _ := find(nodefs.NewReader(root))
 	if diff := cmp.Diff([]string{cloudInit}, found); diff != "" {
 		t.Errorf("files under root changed (-want +got):\n%s", diff)
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodedns/nodedns/internal/nstest"
+	"github.com/nodedns/nodedns/internal/testutil/nstest"
 	"github.com/nodedns/nodedns/probes"
 )
 

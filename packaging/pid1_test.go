@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodedns/nodedns/internal/nstest"
+	"github.com/nodedns/nodedns/internal/testutil/nstest"
 )
 
 // TestUnitUnderSystemd runs the shipped unit under a real systemd (252) as PID 1 of a fresh PID,

@@ -3,9 +3,9 @@ package probes
 import (
 	"strings"
 
+	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/netplan"
-	"github.com/nodedns/nodedns/node"
-	"github.com/nodedns/nodedns/policy"
 	"github.com/nodedns/nodedns/systemd"
 )
 

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodedns/nodedns/config"
-	"github.com/nodedns/nodedns/files"
-	"github.com/nodedns/nodedns/policy"
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/policy"
 )
 
 // StatePath is the node path of the reboot baseline (docs/contract.md "Where things live": /var/lib/nodedns).
@@ -24,12 +24,12 @@ type StateStore interface {
 	Save(data []byte) error
 }
 
-// FileState keeps the baseline at StatePath through files.Store, the only writer to a node (atomic;
+// FileState keeps the baseline at StatePath through nodefs.Store, the only writer to a node (atomic;
 // backed up once, so `nodedns restore` removes it with the rest of what nodedns created).
-type FileState struct{ Store *files.Store }
+type FileState struct{ Store *nodefs.Store }
 
 // Load implements StateStore.
-func (f FileState) Load() ([]byte, error) { return f.Store.ReadFile(StatePath, files.State) }
+func (f FileState) Load() ([]byte, error) { return f.Store.ReadFile(StatePath, nodefs.State) }
 
 // Save implements StateStore.
 func (f FileState) Save(data []byte) error {

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nodedns/nodedns/config"
-	"github.com/nodedns/nodedns/node"
-	"github.com/nodedns/nodedns/policy"
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/policy"
 )
 
 type addressingStatic struct{}

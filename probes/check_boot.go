@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodedns/nodedns/node"
+	"github.com/nodedns/nodedns/internal/node"
 )
 
 type bootPersistence struct{}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nodedns/nodedns/node"
-	"github.com/nodedns/nodedns/policy"
+	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/policy"
 )
 
 // kubesprayDhclient says where kubespray's dhclient.conf line comes from, for the hint of a check

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/netplan"
-	"github.com/nodedns/nodedns/node"
-	"github.com/nodedns/nodedns/policy"
 )
 
 type dhcpSearch struct{}

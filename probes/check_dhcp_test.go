@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodedns/nodedns/config"
-	"github.com/nodedns/nodedns/leases"
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/leases"
+	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/netplan"
-	"github.com/nodedns/nodedns/node"
-	"github.com/nodedns/nodedns/policy"
 )
 
 // TestDHCPSearch runs dhcp.search over built snapshots: a DHCP domain is a problem until every DHCP

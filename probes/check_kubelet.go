@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nodedns/nodedns/policy"
+	"github.com/nodedns/nodedns/internal/policy"
 )
 
 type kubeletResolvConf struct{}

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nodedns/nodedns/networkmanager"
-	"github.com/nodedns/nodedns/node"
-	"github.com/nodedns/nodedns/policy"
+	"github.com/nodedns/nodedns/internal/networkmanager"
+	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/policy"
 )
 
 // What the checks say on a node whose /etc/resolv.conf NetworkManager writes (docs/contract.md "What

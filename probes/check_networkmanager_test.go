@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodedns/nodedns/config"
-	"github.com/nodedns/nodedns/files"
-	"github.com/nodedns/nodedns/networkmanager"
-	"github.com/nodedns/nodedns/node"
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/networkmanager"
+	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 // nmTree copies the kubespray NetworkManager node and applies changes (node path: content, "" to
@@ -148,7 +148,7 @@ func TestNetworkManagerChecks(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			root := nmTree(t, tt.changes)
 			installUnitForTest(t, root)
-			s := node.Observe(files.NewReader(root), config.Default(), time.Now())
+			s := node.Observe(nodefs.NewReader(root), config.Default(), time.Now())
 			rep := Run(context.Background(), envFor(s, config.Default()), All())
 			for id, want := range tt.want {
 				r := resultOf(rep, id)

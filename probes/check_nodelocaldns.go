@@ -10,8 +10,8 @@ import (
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 
-	"github.com/nodedns/nodedns/hostnet"
-	"github.com/nodedns/nodedns/policy"
+	"github.com/nodedns/nodedns/internal/edges/hostnet"
+	"github.com/nodedns/nodedns/internal/policy"
 )
 
 type nodelocalInterface struct{}

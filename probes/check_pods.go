@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nodedns/nodedns/podnet"
+	"github.com/nodedns/nodedns/probes/podnet"
 )
 
 // nodelocalPods is nodelocaldns.pods: the cache asked from where pods stand. A query from the host

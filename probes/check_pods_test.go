@@ -15,11 +15,11 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nodedns/nodedns/config"
-	"github.com/nodedns/nodedns/hostnet"
-	"github.com/nodedns/nodedns/node"
-	"github.com/nodedns/nodedns/podnet"
-	"github.com/nodedns/nodedns/policy"
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/edges/hostnet"
+	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/probes/podnet"
 )
 
 var (

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nodedns/nodedns/networkmanager"
-	"github.com/nodedns/nodedns/node"
-	"github.com/nodedns/nodedns/policy"
+	"github.com/nodedns/nodedns/internal/networkmanager"
+	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/resolvconf"
 )
 

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodedns/nodedns/config"
-	"github.com/nodedns/nodedns/node"
-	"github.com/nodedns/nodedns/policy"
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/resolvconf"
 )
 

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/nodedns/nodedns/policy"
+	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/systemd"
 )
 

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodedns/nodedns/config"
-	"github.com/nodedns/nodedns/leases"
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/leases"
+	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/netplan"
-	"github.com/nodedns/nodedns/node"
 	"github.com/nodedns/nodedns/systemd"
 )
 

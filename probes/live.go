@@ -20,10 +20,10 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/miekg/dns"
-	"github.com/nodedns/nodedns/files"
-	"github.com/nodedns/nodedns/hostnet"
-	"github.com/nodedns/nodedns/podnet"
-	"github.com/nodedns/nodedns/policy"
+	"github.com/nodedns/nodedns/internal/edges/hostnet"
+	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/probes/podnet"
 )
 
 // Live is the running node as the live checks see it: netlink, nf_tables and iptables-legacy, DNS
@@ -127,7 +127,7 @@ func (env *Env) cacheMode() policy.CacheMode {
 }
 
 func readBootID() (string, error) {
-	b, err := files.ReadKernel("/proc/sys/kernel/random/boot_id", procKind)
+	b, err := nodefs.ReadKernel("/proc/sys/kernel/random/boot_id", procKind)
 	if err != nil {
 		return "", fmt.Errorf("read boot id: %w", err)
 	}
@@ -135,7 +135,7 @@ func readBootID() (string, error) {
 }
 
 func readUptime() (time.Duration, error) {
-	b, err := files.ReadKernel("/proc/uptime", procKind)
+	b, err := nodefs.ReadKernel("/proc/uptime", procKind)
 	if err != nil {
 		return 0, fmt.Errorf("read uptime: %w", err)
 	}
@@ -447,7 +447,7 @@ func readLegacy(ctx context.Context) Backend {
 		names  string
 		cmd    string
 	}{{4, "/proc/net/ip_tables_names", "iptables-legacy-save"}, {6, "/proc/net/ip6_tables_names", "ip6tables-legacy-save"}} {
-		names, err := files.ReadKernel(v.names, procKind)
+		names, err := nodefs.ReadKernel(v.names, procKind)
 		if err != nil || !slicesContainsLine(names, "raw") {
 			continue
 		}

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/resolvconf"
 )
 
@@ -33,7 +33,7 @@ type CacheProcess struct {
 func socketInodes(proc string, addrs []netip.Addr) map[string]bool {
 	inodes := map[string]bool{}
 	for _, t := range []string{"udp", "udp6", "tcp", "tcp6"} {
-		data, err := files.ReadKernel(filepath.Join(proc, "net", t), procKind)
+		data, err := nodefs.ReadKernel(filepath.Join(proc, "net", t), procKind)
 		if err != nil {
 			continue
 		}
@@ -107,7 +107,7 @@ func FindCacheProcess(proc string, addrs []netip.Addr) *CacheProcess {
 		if err != nil {
 			continue
 		}
-		comm, err := files.ReadKernel(filepath.Join(proc, d.Name(), "comm"), procKind)
+		comm, err := nodefs.ReadKernel(filepath.Join(proc, d.Name(), "comm"), procKind)
 		if err != nil || !slices.Contains(cacheComms, strings.TrimSpace(string(comm))) {
 			continue
 		}
@@ -137,7 +137,7 @@ func FindPodCache(proc string) *CacheProcess {
 		if err != nil {
 			continue
 		}
-		comm, err := files.ReadKernel(filepath.Join(proc, d.Name(), "comm"), procKind)
+		comm, err := nodefs.ReadKernel(filepath.Join(proc, d.Name(), "comm"), procKind)
 		name := strings.TrimSpace(string(comm))
 		if err != nil || !slices.Contains(cacheComms, name) {
 			continue
@@ -176,7 +176,7 @@ func holdsSocket(dir string, inodes map[string]bool) bool {
 func readCacheProcess(proc string, pid int, comm string) *CacheProcess {
 	cp := &CacheProcess{PID: pid, Comm: comm, Corefile: "Corefile", Resolv: map[string]*resolvconf.File{}}
 	base := filepath.Join(proc, strconv.Itoa(pid))
-	cmdline, _ := files.ReadKernel(filepath.Join(base, "cmdline"), procKind)
+	cmdline, _ := nodefs.ReadKernel(filepath.Join(base, "cmdline"), procKind)
 	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
 	for i, a := range args {
 		switch {
@@ -189,15 +189,15 @@ func readCacheProcess(proc string, pid int, comm string) *CacheProcess {
 	// The process's files are read inside its own root (/proc/PID/root), symlinks followed there, so
 	// neither an absolute link in the container nor ".." in a path reaches this machine's files. A
 	// relative path is read below its working directory (/proc/PID/cwd) the same way.
-	root := &files.Store{Root: filepath.Join(base, "root"), FS: files.OS()}
-	in := func(p string) (*files.Store, string) {
+	root := &nodefs.Store{Root: filepath.Join(base, "root"), FS: nodefs.OS()}
+	in := func(p string) (*nodefs.Store, string) {
 		if path.IsAbs(p) {
 			return root, p
 		}
-		return &files.Store{Root: filepath.Join(base, "cwd"), FS: files.OS()}, "/" + p
+		return &nodefs.Store{Root: filepath.Join(base, "cwd"), FS: nodefs.OS()}, "/" + p
 	}
 	fsys, p := in(cp.Corefile)
-	data, err := fsys.ReadFile(p, files.Config)
+	data, err := fsys.ReadFile(p, nodefs.Config)
 	if err != nil {
 		cp.Err = fmt.Errorf("read the Corefile of %s (pid %d): %w", comm, pid, err)
 		return cp
@@ -212,7 +212,7 @@ func readCacheProcess(proc string, pid int, comm string) *CacheProcess {
 				if _, done := cp.Resolv[file]; done {
 					continue
 				}
-				data, err := root.ReadFile(file, files.Kind{Name: "resolv.conf file", Max: resolvconf.MaxSize})
+				data, err := root.ReadFile(file, nodefs.Kind{Name: "resolv.conf file", Max: resolvconf.MaxSize})
 				if err != nil {
 					cp.Err = fmt.Errorf("read %s of %s (pid %d): %w", file, comm, pid, err)
 					continue
@@ -230,4 +230,4 @@ func readCacheProcess(proc string, pid int, comm string) *CacheProcess {
 }
 
 // procKind bounds a /proc file nodedns reads (a socket table on a busy node is the largest).
-var procKind = files.Kind{Name: "/proc file", Max: 16 << 20}
+var procKind = nodefs.Kind{Name: "/proc file", Max: 16 << 20}

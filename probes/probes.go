@@ -20,9 +20,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nodedns/nodedns/config"
-	"github.com/nodedns/nodedns/node"
-	"github.com/nodedns/nodedns/policy"
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/policy"
 )
 
 // Status of a check or a report.

@@ -9,10 +9,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nodedns/nodedns/config"
-	"github.com/nodedns/nodedns/files"
-	"github.com/nodedns/nodedns/node"
-	"github.com/nodedns/nodedns/policy"
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/policy"
 )
 
 func TestEveryIDOnceInOrder(t *testing.T) {
@@ -24,7 +24,7 @@ func TestEveryIDOnceInOrder(t *testing.T) {
 		t.Errorf("All() ids differ from IDs (-want +got):\n%s", diff)
 	}
 	// A node with nothing on it: every check still answers, with a valid status.
-	s := node.Observe(files.NewReader(t.TempDir()), config.Default(), time.Now())
+	s := node.Observe(nodefs.NewReader(t.TempDir()), config.Default(), time.Now())
 	rep := Run(context.Background(), &Env{Snapshot: s, Config: config.Default(), Plan: policy.Compute(s, config.Default())}, All())
 	if len(rep.Checks) != len(IDs) {
 		t.Fatalf("%d results for %d ids", len(rep.Checks), len(IDs))

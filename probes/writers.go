@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodedns/nodedns/node"
+	"github.com/nodedns/nodedns/internal/node"
 )
 
 // writerCheck maps a target `nodedns run` stopped fighting over to the check id that reports it, so

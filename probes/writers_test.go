@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodedns/nodedns/config"
-	"github.com/nodedns/nodedns/files"
-	"github.com/nodedns/nodedns/node"
-	"github.com/nodedns/nodedns/policy"
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/policy"
 )
 
 // TestCheckShowsTheDaemonsBackoff reads a writers state as `nodedns run` leaves it and expects the
@@ -41,7 +41,7 @@ func TestCheckShowsTheDaemonsBackoff(t *testing.T) {
 			}
 			writeUnder(t, root, node.WritersStatePath, string(data))
 			cfg := config.Default()
-			s := node.Observe(files.NewReader(root), cfg, time.Now())
+			s := node.Observe(nodefs.NewReader(root), cfg, time.Now())
 			env := &Env{Snapshot: s, Config: cfg, Plan: policy.Compute(s, cfg)}
 			rep := Run(context.Background(), env, []Check{resolvConfLoop{}, kubeletResolvConf{}})
 			for _, c := range rep.Checks {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 // Node directories of the per-link runtime state files.
@@ -27,14 +27,14 @@ const (
 )
 
 // Watches declares what LoadResolvedConfig and LoadLinkStates read.
-func Watches() []files.Watch {
-	ws := []files.Watch{
-		{Dir: path.Dir(ResolvedConfPath), Match: files.Names(path.Base(ResolvedConfPath)), Complete: files.NewlineTerminated},
-		{Dir: NetworkdLinkDir, Match: files.Numeric},
-		{Dir: ResolvedLinkDir, Match: files.Numeric},
+func Watches() []nodefs.Watch {
+	ws := []nodefs.Watch{
+		{Dir: path.Dir(ResolvedConfPath), Match: nodefs.Names(path.Base(ResolvedConfPath)), Complete: nodefs.NewlineTerminated},
+		{Dir: NetworkdLinkDir, Match: nodefs.Numeric},
+		{Dir: ResolvedLinkDir, Match: nodefs.Numeric},
 	}
 	for _, d := range ResolvedDropinDirs {
-		ws = append(ws, files.Watch{Dir: d, Match: files.Suffix(".conf"), Complete: files.NewlineTerminated})
+		ws = append(ws, nodefs.Watch{Dir: d, Match: nodefs.Suffix(".conf"), Complete: nodefs.NewlineTerminated})
 	}
 	return ws
 }
@@ -79,13 +79,13 @@ type LinkState struct {
 // settings made over D-Bus; for a managed one networkd is the only source, see
 // link_load_user in resolved-link.c 252). Bad files are reported, not fatal.
 // Links come out sorted by ifindex.
-func LoadLinkStates(r files.Reader) ([]LinkState, []Warning) {
+func LoadLinkStates(r nodefs.Reader) ([]LinkState, []Warning) {
 	var warns []Warning
 	networkd := readLinkDir(r, NetworkdLinkDir, &warns)
 	resolved := readLinkDir(r, ResolvedLinkDir, &warns)
-	names, errs := files.IfNames(r)
+	names, errs := nodefs.IfNames(r)
 	for _, err := range errs {
-		warns = append(warns, Warning{Path: files.SysClassNet, Msg: err.Error()})
+		warns = append(warns, Warning{Path: nodefs.SysClassNet, Msg: err.Error()})
 	}
 
 	idx := map[int]bool{}
@@ -146,10 +146,10 @@ type linkFile struct {
 }
 
 // stateKind bounds a per-link state file.
-var stateKind = files.Kind{Name: "link state file", Max: maxConfFileSize}
+var stateKind = nodefs.Kind{Name: "link state file", Max: maxConfFileSize}
 
 // readLinkDir reads every file named by a positive ifindex in dir.
-func readLinkDir(r files.Reader, dir string, warns *[]Warning) map[int]linkFile {
+func readLinkDir(r nodefs.Reader, dir string, warns *[]Warning) map[int]linkFile {
 	out := map[int]linkFile{}
 	entries, err := r.ReadDir(dir)
 	if err != nil {
@@ -172,7 +172,7 @@ func readLinkDir(r files.Reader, dir string, warns *[]Warning) map[int]linkFile 
 				continue // removed while we listed: the link went away
 			}
 			msg := fmt.Sprintf("skipped: %v", errors.Unwrap(err))
-			if errors.Is(err, files.ErrTooLarge) {
+			if errors.Is(err, nodefs.ErrTooLarge) {
 				msg = fmt.Sprintf("skipped: larger than %d bytes", maxConfFileSize)
 			}
 			*warns = append(*warns, Warning{Path: p, Msg: msg})

@@ -7,11 +7,11 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/nodedns/nodedns/internal/golden"
+	"github.com/nodedns/nodedns/internal/testutil/golden"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 // Files as systemd-networkd 252 and systemd-resolved 252 wrote them in a
@@ -258,7 +258,7 @@ func TestLoadLinkStates(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
 			writeTree(t, root, tt.files)
-			got, warns := LoadLinkStates(files.NewReader(root))
+			got, warns := LoadLinkStates(nodefs.NewReader(root))
 			if diff := cmp.Diff(tt.want, got, cmpAddr, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("LoadLinkStates states mismatch (-want +got):\n%s", diff)
 			}
@@ -293,8 +293,8 @@ func TestSeed001NodeGolden(t *testing.T) {
 		"/run/systemd/netif/links/2":                  networkdDHCP,
 		"/run/systemd/netif/links/3":                  networkdUnmanaged,
 	}))
-	cfg := LoadResolvedConfig(files.NewReader(root))
-	links, warns := LoadLinkStates(files.NewReader(root))
+	cfg := LoadResolvedConfig(nodefs.NewReader(root))
+	links, warns := LoadLinkStates(nodefs.NewReader(root))
 	got, err := json.MarshalIndent(struct {
 		Resolved     *ResolvedConfig
 		Links        []LinkState
@@ -320,7 +320,7 @@ func FuzzLinkState(f *testing.F) {
 			"/run/systemd/netif/links/2":   string(data),
 			"/run/systemd/resolve/netif/3": string(data),
 		})
-		links, _ := LoadLinkStates(files.NewReader(root))
+		links, _ := LoadLinkStates(nodefs.NewReader(root))
 		for _, l := range links {
 			for _, a := range l.DNS {
 				if !a.IsValid() {

@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"unicode/utf8"
 
-	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 // Node paths systemd-resolved 252 reads its configuration from.
@@ -133,18 +133,18 @@ type ResolvedConfig struct {
 
 // confKind bounds one configuration file. systemd's own bound is LONG_LINE_MAX (1 MiB) per line; we
 // skip whole files over it instead so that a runaway file cannot make nodedns allocate without limit.
-var confKind = files.Kind{Name: "systemd-resolved configuration file", Max: maxConfFileSize}
+var confKind = nodefs.Kind{Name: "systemd-resolved configuration file", Max: maxConfFileSize}
 
 // LoadResolvedConfig reads the main file and drop-ins of the node r reads, in the order
 // systemd-resolved 252 does. Missing files are fine. Files over 1 MiB are skipped with a Warning.
-func LoadResolvedConfig(r files.Reader) *ResolvedConfig {
+func LoadResolvedConfig(r nodefs.Reader) *ResolvedConfig {
 	cfg := &ResolvedConfig{}
 	loadConfFile(cfg, r, ResolvedConfPath)
 
 	// conf_files_list_nulstr (conf-files.c): a file name found in an earlier directory hides the same
 	// name in later ones (an empty file or a /dev/null symlink therefore masks it); the survivors are
 	// sorted by file name alone, whatever their directory. Hidden files are skipped
-	// (FOREACH_DIRENT / hidden_or_backup_file). That is files.DropIns; resolved lists the directories
+	// (FOREACH_DIRENT / hidden_or_backup_file). That is nodefs.DropIns; resolved lists the directories
 	// as the systemd-resolve user and ignores one it cannot list (conf_files_list logs and goes on;
 	// measured with a 0700 directory), so those are left out first.
 	var dirs []string
@@ -165,7 +165,7 @@ func LoadResolvedConfig(r files.Reader) *ResolvedConfig {
 		}
 		dirs = append(dirs, dir)
 	}
-	dropins, errs := files.DropIns(r, dirs, ".conf")
+	dropins, errs := nodefs.DropIns(r, dirs, ".conf")
 	for _, err := range errs {
 		cfg.warnFile("", fmt.Sprintf("skipped: %v", err))
 	}
@@ -184,14 +184,14 @@ func LoadResolvedConfig(r files.Reader) *ResolvedConfig {
 }
 
 // loadConfFile reads one node file and applies it, as config_parse does.
-func loadConfFile(cfg *ResolvedConfig, r files.Reader, nodePath string) {
+func loadConfFile(cfg *ResolvedConfig, r nodefs.Reader, nodePath string) {
 	data, err := readConf(r, nodePath)
 	switch {
 	case err == nil:
 	case errors.Is(err, fs.ErrNotExist):
 		// config_parse: ENOENT is not an error (a dangling symlink too).
 		return
-	case errors.Is(err, files.ErrTooLarge):
+	case errors.Is(err, nodefs.ErrTooLarge):
 		cfg.warnFile(nodePath, fmt.Sprintf("skipped: larger than %d bytes", maxConfFileSize))
 		return
 	default:
@@ -208,7 +208,7 @@ func loadConfFile(cfg *ResolvedConfig, r files.Reader, nodePath string) {
 // readConf reads one configuration file as the systemd-resolve user would: resolved reads its
 // configuration unprivileged (measured with a 0600 drop-in), so a regular file without
 // the "other" read bit is an error, as is a directory ("is a directory", as resolved says).
-func readConf(r files.Reader, nodePath string) ([]byte, error) {
+func readConf(r nodefs.Reader, nodePath string) ([]byte, error) {
 	fi, err := r.Stat(nodePath)
 	if err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("read %s: %w", nodePath, errors.New("is a directory"))

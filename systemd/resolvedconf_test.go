@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 var cmpAddr = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
@@ -499,7 +499,7 @@ func TestLoadResolvedConfig(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got := LoadResolvedConfig(files.NewReader(root))
+			got := LoadResolvedConfig(nodefs.NewReader(root))
 			opts := []cmp.Option{cmpAddr, cmpopts.EquateEmpty()}
 			if len(tt.ignore) > 0 {
 				opts = append(opts, cmpopts.IgnoreFields(ResolvedConfig{}, tt.ignore...))
@@ -515,7 +515,7 @@ func TestLoadResolvedConfig(t *testing.T) {
 // above the node's root.
 func TestReadConfInsideRoot(t *testing.T) {
 	root := t.TempDir()
-	r := files.NewReader(root)
+	r := nodefs.NewReader(root)
 	writeTree(t, root, map[string]string{"/etc/a": "->/etc/b", "/etc/b": "->/etc/a"})
 	if _, err := readConf(r, "/etc/a/x"); err == nil || !strings.Contains(err.Error(), "too many levels") {
 		t.Errorf("readConf on a symlink loop: %v", err)

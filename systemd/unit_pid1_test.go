@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nodedns/nodedns/internal/nstest"
+	"github.com/nodedns/nodedns/internal/testutil/nstest"
 )
 
 // recorder stands in for kubelet: it writes the arguments systemd started it with, NUL-separated,

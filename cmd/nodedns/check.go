@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nodedns/nodedns/config"
-	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/probes"
 )
 
@@ -77,7 +77,7 @@ func runCheck(ctx context.Context, g *globals, o checkOptions) error {
 		s, p := n.Observe(ctx)
 		env := &probes.Env{Snapshot: s, Config: g.cfg, Plan: p, Live: n.Live(), Log: g.log}
 		if n.Live() {
-			env.Host = probes.NewLive(g.cfg.Probes.Timeout, probes.FileState{Store: &files.Store{Root: "/", FS: files.OS(), StateDir: config.StateDir}})
+			env.Host = probes.NewLive(g.cfg.Probes.Timeout, probes.FileState{Store: &nodefs.Store{Root: "/", FS: nodefs.OS(), StateDir: config.StateDir}})
 		}
 		rep = probes.Run(ctx, env, probes.All())
 		_ = e.Close()

@@ -11,8 +11,8 @@ import (
 	"github.com/aymanbagabas/go-udiff"
 	"github.com/spf13/cobra"
 
-	"github.com/nodedns/nodedns/policy"
-	"github.com/nodedns/nodedns/reconcile"
+	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/internal/reconcile"
 )
 
 // version is set at build time: -ldflags "-X main.version=1.2.3".

@@ -20,8 +20,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nodedns/nodedns/files"
-	"github.com/nodedns/nodedns/internal/nstest"
+	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/testutil/nstest"
 )
 
 // The crash and race tests run the real binary under --root, as many times as it takes to hit every
@@ -101,7 +101,7 @@ func leftovers(root string) []string {
 		}
 		rel, _ := filepath.Rel(root, p)
 		switch {
-		case files.IsTemp(d.Name()), strings.HasPrefix(rel, "var/lib/nodedns/tmp/"):
+		case nodefs.IsTemp(d.Name()), strings.HasPrefix(rel, "var/lib/nodedns/tmp/"):
 			out = append(out, "/"+rel)
 			if d.IsDir() {
 				return filepath.SkipDir
@@ -303,7 +303,7 @@ func crashOnce(t *testing.T, bin, base, seed, command string, delay time.Duratio
 	now := nodeState(t, root)
 	changed := false
 	for p, st := range now {
-		if files.IsTemp(filepath.Base(p)) {
+		if nodefs.IsTemp(filepath.Base(p)) {
 			continue
 		}
 		o, n := orig[p], want[p]

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodedns/nodedns/internal/nstest"
+	"github.com/nodedns/nodedns/internal/testutil/nstest"
 )
 
 // Inputs nodedns must survive: FIFOs, huge sparse files and devices where a file should be. Each

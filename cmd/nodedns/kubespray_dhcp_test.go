@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodedns/nodedns/internal/nstest"
+	"github.com/nodedns/nodedns/internal/testutil/nstest"
 )
 
 // debianScript stands in for Debian's dhclient-script (isc-dhcp-client 4.4.3-P1, never the stock

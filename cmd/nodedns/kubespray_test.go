@@ -219,7 +219,7 @@ func TestKubesprayLoopOnlyRenewals(t *testing.T) {
 	}
 
 	// dhclient's second restart keeps one block per address, the last (superseded) one: the offer is
-	// gone from the file (leases/testdata/kubespray/loop-only-after-second-restart.leases).
+	// gone from the file (internal/leases/testdata/kubespray/loop-only-after-second-restart.leases).
 	putFile(t, root, leaseFile, superseded)
 	plan = nodedns(t, "--root", root, "plan", "--detailed-exitcode")
 	if plan.code != 0 || !strings.Contains(plan.stdout, "nothing to change") {

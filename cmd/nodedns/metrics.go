@@ -5,11 +5,11 @@ import (
 	"errors"
 	"runtime/debug"
 
-	"github.com/nodedns/nodedns/config"
-	"github.com/nodedns/nodedns/files"
-	"github.com/nodedns/nodedns/metrics"
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/metrics"
+	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/reconcile"
 	"github.com/nodedns/nodedns/probes"
-	"github.com/nodedns/nodedns/reconcile"
 )
 
 // writeCheckMetrics exports one check run's per-check status to node_exporter's textfile collector
@@ -28,7 +28,7 @@ func writeCheckMetrics(g *globals, rep probes.Report) {
 		cs = append(cs, metrics.Check{ID: c.ID, Status: string(c.Status)})
 	}
 	r.ObserveChecks(cs)
-	st := &files.Store{Root: rootOr(g.root), FS: files.OS(), StateDir: config.StateDir}
+	st := &nodefs.Store{Root: rootOr(g.root), FS: nodefs.OS(), StateDir: config.StateDir}
 	err := metrics.WriteTextfile(st, path, r)
 	switch {
 	case errors.Is(err, metrics.ErrNoCollectorDir):
@@ -61,7 +61,7 @@ func daemonMetrics(ctx context.Context, g *globals) func(reconcile.Outcome, []st
 	} else if addr != nil {
 		g.log.Info("metrics listener started", "addr", addr.String())
 	}
-	st := &files.Store{Root: rootOr(g.root), FS: files.OS(), StateDir: config.StateDir}
+	st := &nodefs.Store{Root: rootOr(g.root), FS: nodefs.OS(), StateDir: config.StateDir}
 	return func(o reconcile.Outcome, newBackoffs []string) {
 		rec.Reconciled(len(o.Written)+len(o.Removed)+len(o.Done), o.Failed())
 		for _, t := range newBackoffs {

@@ -9,10 +9,10 @@ import (
 	"github.com/aymanbagabas/go-udiff"
 	"github.com/spf13/cobra"
 
-	"github.com/nodedns/nodedns/config"
-	"github.com/nodedns/nodedns/edges"
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/edges"
+	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/netplan"
-	"github.com/nodedns/nodedns/policy"
 )
 
 func newNetplanCmd(g *globals) *cobra.Command {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodedns/nodedns/internal/nstest"
+	"github.com/nodedns/nodedns/internal/testutil/nstest"
 )
 
 // TestNetplanEndToEnd runs the netplan integration against real components in two namespaces:

@@ -16,9 +16,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/nodedns/nodedns/internal/nstest"
-	"github.com/nodedns/nodedns/networkmanager"
-	nmbus "github.com/nodedns/nodedns/networkmanager/bus"
+	"github.com/nodedns/nodedns/internal/networkmanager"
+	nmbus "github.com/nodedns/nodedns/internal/networkmanager/bus"
+	"github.com/nodedns/nodedns/internal/testutil/nstest"
 	"github.com/nodedns/nodedns/probes"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nodedns/nodedns/internal/golden"
-	"github.com/nodedns/nodedns/networkmanager"
+	"github.com/nodedns/nodedns/internal/networkmanager"
+	"github.com/nodedns/nodedns/internal/testutil/golden"
 	"github.com/nodedns/nodedns/probes"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodedns/nodedns/internal/nstest"
+	"github.com/nodedns/nodedns/internal/testutil/nstest"
 	"github.com/nodedns/nodedns/probes"
 	"github.com/nodedns/nodedns/systemd"
 	"github.com/nodedns/nodedns/systemd/bus"

@@ -15,9 +15,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
-	"github.com/nodedns/nodedns/config"
-	"github.com/nodedns/nodedns/edges"
-	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/edges"
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 // globals are the flags every command shares.
@@ -166,15 +166,15 @@ func readConfigFile(p string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", p, err)
 	}
-	r := files.NewReader("/")
+	r := nodefs.NewReader("/")
 	fi, err := r.Stat(abs)
 	if err != nil {
 		return nil, err
 	}
-	if err := files.CheckConfigFile(p, fi); err != nil {
+	if err := nodefs.CheckConfigFile(p, fi); err != nil {
 		return nil, err
 	}
-	return r.ReadFile(abs, files.Config)
+	return r.ReadFile(abs, nodefs.Config)
 }
 
 // edges builds this run's node with its integrations (edges.New); the caller closes it.

@@ -10,8 +10,8 @@ import (
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
 
-	"github.com/nodedns/nodedns/config"
-	"github.com/nodedns/nodedns/reconcile"
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/reconcile"
 )
 
 func newRunCmd(g *globals) *cobra.Command {

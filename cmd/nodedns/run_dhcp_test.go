@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodedns/nodedns/internal/nstest"
+	"github.com/nodedns/nodedns/internal/testutil/nstest"
 )
 
 // dhcpScript stands in for dhclient-script (never the stock one: it writes the host's /etc). It

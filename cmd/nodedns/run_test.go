@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodedns/nodedns/internal/nstest"
+	"github.com/nodedns/nodedns/internal/testutil/nstest"
 )
 
 // These tests run the real binary as `nodedns --root DIR run`: real inotify, real signals, real

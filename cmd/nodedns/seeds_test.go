@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodedns/nodedns/internal/golden"
+	"github.com/nodedns/nodedns/internal/testutil/golden"
 
 	"github.com/google/go-cmp/cmp"
 )

@@ -15,7 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nodedns/nodedns/files"
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 // Trusted state, tried as a local attacker would: nodedns's state another user can write, symlinks
@@ -71,8 +71,8 @@ func TestHostileState(t *testing.T) {
 			name: "a planted setuid manifest entry",
 			setup: func(t *testing.T, root, _ string) {
 				mkdirAt(t, root, backup, 0o700)
-				entries := []files.Entry{{Path: hook, Kind: files.KindFile, Mode: 0o755 | fs.ModeSetuid, SHA256: sha(evil)}}
-				data, err := files.MarshalManifest(entries)
+				entries := []nodefs.Entry{{Path: hook, Kind: nodefs.KindFile, Mode: 0o755 | fs.ModeSetuid, SHA256: sha(evil)}}
+				data, err := nodefs.MarshalManifest(entries)
 				must(t, err)
 				must(t, os.WriteFile(filepath.Join(root, backup, "manifest.json"), data, 0o600))
 				must(t, os.WriteFile(filepath.Join(root, backup, sha(evil)), []byte(evil), 0o600))

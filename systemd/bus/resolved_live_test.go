@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nodedns/nodedns/internal/nstest"
+	"github.com/nodedns/nodedns/internal/testutil/nstest"
 	"github.com/nodedns/nodedns/systemd"
 	"github.com/nodedns/nodedns/systemd/bus"
 )

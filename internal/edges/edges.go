@@ -1,0 +1,80 @@
+// Package edges builds nodedns's edges: the integrations through which it reads and changes a live
+// node beyond plain files (systemd-resolved over D-Bus, netlink, netplan's own validator and
+// commands). New is the one place that lists them, the way one constructor picks a resolver
+// mechanism per OS elsewhere: a newcomer finds every OS integration from that function and this
+// folder. cmd/ parses flags and config and calls New; the pure core (policy, node, the leaf parsers)
+// never sees an edge.
+package edges
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/edges/hostnet"
+	"github.com/nodedns/nodedns/internal/reconcile"
+)
+
+// Edges is one run's node with its integrations wired in, and the live event sources the daemon
+// listens to. Close it when the run ends: it holds the D-Bus connection.
+type Edges struct {
+	Node *reconcile.Node
+	// Events are the live change notices (`nodedns run` only); none under --root.
+	Events []reconcile.EventSource
+
+	closers []io.Closer
+}
+
+// New builds the node nodedns works on. root is "" or "/" for the live node, else a directory that
+// is the node's / (--root: files only; sources, actors and event sources are not used there, but
+// validators are). The integrations, in the order a pass uses them:
+//
+//   - sources (live only): the running kubelet's --config (/proc), systemd-resolved's live view over
+//     D-Bus (when resolved is in use), NetworkManager's over D-Bus (where NM writes /etc/resolv.conf
+//     or runs), the nodelocaldns interface's addresses and the default-route uplink over netlink;
+//   - validators (everywhere): `netplan generate` on every planned netplan file; nodedns's
+//     NetworkManager loader on zz-nodedns.conf, and (live) `NetworkManager --print-config`;
+//   - actors (live only): systemd-resolved (restart, per-link DNS and domains; also the reverter
+//     that puts per-link settings back on restore), NetworkManager (reload, read back; the
+//     reverter that reloads NM after restore), and the commands that make netplan and networkd
+//     changes live;
+//   - event sources (live only): the systemd-resolved and NetworkManager clients' signals.
+func New(root string, cfg config.Config, log *slog.Logger) *Edges {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	n := &reconcile.Node{Root: root, Config: cfg, Log: log}
+	e := &Edges{Node: n}
+
+	resolved := &Resolved{RestartCommand: cfg.Resolved.RestartCommand, Root: "/", Log: log}
+	nm := &NetworkManager{Root: "/", Log: log}
+	netlink := hostnet.New()
+
+	n.Sources = []reconcile.Source{
+		kubeletProcess{cfg: cfg, proc: "/proc"},
+		resolved,
+		nm,
+		cacheInterface{ifname: cfg.NodeLocalDNS.Interface, net: netlink},
+		uplink{net: netlink},
+	}
+	n.Validators = []reconcile.Validator{netplanValidator{}, nm}
+	n.Actors = []reconcile.Actor{resolved, nm, commands{}}
+	if n.Live() {
+		e.Events = []reconcile.EventSource{resolved, nm}
+	}
+	e.closers = []io.Closer{resolved, nm}
+	return e
+}
+
+// Close ends the live connections (the resolved D-Bus client), so its goroutines end with the run
+// rather than with the process.
+func (e *Edges) Close() error {
+	var errs []error
+	for _, c := range e.closers {
+		if err := c.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

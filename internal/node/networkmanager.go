@@ -1,0 +1,263 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+
+	"github.com/nodedns/nodedns/internal/networkmanager"
+	"github.com/nodedns/nodedns/internal/nodefs"
+)
+
+// SourceNetworkManager is a NetworkManager file nodedns could not use: a configuration NM refuses,
+// a keyfile or a device state file that does not parse.
+const SourceNetworkManager Source = "NetworkManager"
+
+// NetworkManager is what nodedns knows of NetworkManager on the node (docs/contract.md "What nodedns
+// manages", NetworkManager): its configuration as NM 1.42 merges it, its connection profiles, and
+// what DHCP handed its devices. Observe reads it from files; on the live node the edges'
+// NetworkManager source adds NM's own view over D-Bus (Live, and Devices from DHCP4Config and
+// DHCP6Config).
+type NetworkManager struct {
+	// OwnsResolvConf: NetworkManager writes /etc/resolv.conf (its header on the first line, or a
+	// symlink into /run/NetworkManager); Why says how nodedns told, for the decision log.
+	OwnsResolvConf bool
+	Why            string
+	// RunDir: /run/NetworkManager exists (NM runs, or ran since boot).
+	RunDir bool
+
+	// Config is NM's configuration with every file; Others without zz-nodedns.conf (what the rest
+	// of the node asks for); Persistent without /run/NetworkManager/conf.d (what the next boot
+	// reads). Each is nil when NM would refuse it, with the reason in its Err (a
+	// *networkmanager.ParseError for a file GKeyFile cannot parse).
+	Config, Others, Persistent          *networkmanager.Config
+	ConfigErr, OthersErr, PersistentErr error
+	// Override is nodedns's own zz-nodedns.conf.
+	Override Managed
+
+	// Connections are the keyfile profiles (nil when none could be listed).
+	Connections *networkmanager.Connections
+	// Devices are the devices DHCP configured, by ifindex: from /run/NetworkManager/devices/IFINDEX,
+	// replaced by NM's answer over D-Bus on the live node.
+	Devices []NMDevice
+
+	// Live is NM's own view over D-Bus: nil under --root, when NM does not run, or when it could not
+	// be asked.
+	Live *NMLive
+}
+
+// NMDevice is what DHCP handed one NetworkManager device.
+type NMDevice struct {
+	IfIndex int
+	IfName  string
+	// ConnectionUUID is the active connection's profile ("" when unknown: NM 1.42's device
+	// object over D-Bus does not name it).
+	ConnectionUUID string
+	// Source names where it was read: the device state file, or the D-Bus device.
+	Source       string
+	DHCP4, DHCP6 networkmanager.DHCPDNS
+}
+
+// NMLive is what NetworkManager says over D-Bus.
+type NMLive struct {
+	Version string
+	// GlobalDNS is Manager.GlobalDnsConfiguration: what NM uses now (from a config file or set
+	// over D-Bus), nil when it has none. It can differ from the files until NM reloads them.
+	GlobalDNS *networkmanager.GlobalDNS
+	// DNSMode and RcManager are the DnsManager's Mode ("default", "dnsmasq", "systemd-resolved",
+	// "none") and RcManager ("file", "symlink", "unmanaged", ...).
+	DNSMode, RcManager string
+}
+
+// InUse reports whether NetworkManager is the node's network manager: it wrote /etc/resolv.conf,
+// or it answers on the bus (live).
+func (n *NetworkManager) InUse() bool { return n.OwnsResolvConf || n.Live != nil }
+
+// DHCPDevices lists the devices whose DHCP handed out any DNS server or search domain.
+func (n *NetworkManager) DHCPDevices() []NMDevice {
+	var out []NMDevice
+	for _, d := range n.Devices {
+		if len(d.DHCP4.Servers)+len(d.DHCP6.Servers)+len(d.DHCP4.Domains())+len(d.DHCP6.Domains()) > 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// NMOwnsResolvConf reports whether NetworkManager writes /etc/resolv.conf, so nodedns must never
+// edit it (NM rewrites it on every reload or restart: a write war) and fixes NM instead: NM's
+// header or symlink, or NM on the bus saying it writes the file itself (DNS mode default or
+// dnsmasq, rc-manager file) while the file is not systemd-resolved's. With rc-manager symlink NM
+// 1.42 leaves a regular /etc/resolv.conf alone (it writes only /run/NetworkManager/resolv.conf),
+// and with resolvconf or netconfig another program writes the file: the symlink or the header
+// tells those apart.
+func (s *Snapshot) NMOwnsResolvConf() bool {
+	n := &s.NetworkManager
+	if n.OwnsResolvConf {
+		return true
+	}
+	if n.Live == nil || s.ResolvConfManagedByResolved() {
+		return false
+	}
+	return (n.Live.DNSMode == "default" || n.Live.DNSMode == "dnsmasq") && n.Live.RcManager == "file"
+}
+
+// nmFileKind bounds a NetworkManager file read here (networkmanager.MaxFileSize).
+var nmFileKind = nodefs.Kind{Name: "NetworkManager file", Max: networkmanager.MaxFileSize}
+
+// readNetworkManager reads NetworkManager's files. A configuration NM refuses is a Problem (NM
+// would refuse it too: a reload keeps the old one, a restart does not come up), and so is each
+// keyfile or device state file that does not parse.
+func (s *Snapshot) readNetworkManager(r nodefs.Reader) {
+	n := &s.NetworkManager
+	rc := s.ResolvConf
+	target := ""
+	if rc.Symlink {
+		target = rc.Target
+	}
+	if rc.Exists || rc.Symlink {
+		n.OwnsResolvConf, n.Why = networkmanager.ResolvConfByNM(target, rc.Data)
+	} else {
+		n.Why = "/etc/resolv.conf is missing"
+	}
+	if fi, err := r.Stat(networkmanager.NMRunDir); err == nil && fi.IsDir() {
+		n.RunDir = true
+	}
+
+	fsys := networkmanager.ReaderFS(r)
+	n.Config, n.ConfigErr = networkmanager.LoadConfig(fsys)
+	// What the rest of the node asks for: without nodedns's file, and with the intern file as it was
+	// before nodedns's override made NM drop a global DNS set over D-Bus (NM 1.42.4 drops it for
+	// good at the reload; the backup is what `restore` puts back). Without that, the D-Bus
+	// configuration's searches would vanish from the override after its first reload.
+	others := map[string][]byte{networkmanager.NodeDNSConfPath: nil}
+	if data, ok := readBackup(r, networkmanager.InternConfPath); ok {
+		others[networkmanager.InternConfPath] = data
+	}
+	n.Others, n.OthersErr = networkmanager.LoadConfig(networkmanager.Overlay(fsys, others))
+	gone := map[string][]byte{}
+	if names, err := fsys.ReadDir(networkmanager.RunConfDir); err == nil {
+		for _, name := range names {
+			gone[path.Join(networkmanager.RunConfDir, name)] = nil
+		}
+	}
+	n.Persistent, n.PersistentErr = networkmanager.LoadConfig(networkmanager.Overlay(fsys, gone))
+	// One problem per bad file: the configuration without nodedns's file fails the same way, unless
+	// nodedns's own file is the bad one.
+	if err := cmpOr(n.OthersErr, n.ConfigErr); err != nil {
+		s.problem(SourceNetworkManager, nmErrPath(err), 0, err.Error())
+	}
+	if n.Config != nil && n.Config.InternError != nil && !errors.Is(n.Config.InternError, fs.ErrNotExist) {
+		s.problem(SourceNetworkManager, networkmanager.InternConfPath, 0, n.Config.InternError.Error())
+	}
+	n.Override = s.readManagedKind(r, networkmanager.NodeDNSConfPath, nmFileKind)
+
+	cs, err := networkmanager.LoadConnections(fsys)
+	if err != nil {
+		s.problem(SourceNetworkManager, "", 0, err.Error())
+	} else {
+		n.Connections = cs
+		for _, err := range cs.Errors {
+			s.problem(SourceNetworkManager, nmErrPath(err), 0, err.Error())
+		}
+	}
+
+	states, errs := networkmanager.LoadDeviceStates(fsys)
+	for _, err := range errs {
+		s.problem(SourceNetworkManager, nmErrPath(err), 0, err.Error())
+	}
+	if len(states) == 0 {
+		return
+	}
+	names, _ := nodefs.IfNames(r) // a name is for people: a device without one still counts
+	for _, st := range states {
+		d := NMDevice{IfIndex: st.IfIndex, IfName: names[st.IfIndex], ConnectionUUID: st.ConnectionUUID, Source: st.Path}
+		if st.DHCP4 != nil {
+			d.DHCP4 = networkmanager.DHCP4DNS(st.DHCP4)
+		}
+		if st.DHCP6 != nil {
+			d.DHCP6 = networkmanager.DHCP6DNS(st.DHCP6)
+		}
+		n.Devices = append(n.Devices, d)
+	}
+}
+
+// BackupDir is where nodedns keeps its one-time backups (nodefs.Store: the manifest and one copy per
+// content, named by its SHA-256).
+const BackupDir = nodefs.DefaultStateDir + "/backup"
+
+// readBackup returns the bytes nodedns backed up for node path p before its first change, when it
+// backed up a file there.
+func readBackup(r nodefs.Reader, p string) ([]byte, bool) {
+	mp := path.Join(BackupDir, nodefs.ManifestName)
+	data, err := r.ReadFile(mp, nodefs.State)
+	if err != nil {
+		return nil, false
+	}
+	entries, err := nodefs.ParseManifest(mp, data)
+	if err != nil {
+		return nil, false
+	}
+	for _, e := range entries {
+		if e.Path == p && e.Kind == nodefs.KindFile {
+			data, err := r.ReadFile(path.Join(BackupDir, e.SHA256), nmFileKind)
+			return data, err == nil
+		}
+	}
+	return nil, false
+}
+
+// readManagedKind is readManaged with the size bound of the file's own kind.
+func (s *Snapshot) readManagedKind(r nodefs.Reader, p string, k nodefs.Kind) Managed {
+	m := Managed{Path: p}
+	data, err := r.ReadFile(p, k)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		m.Exists, m.Err = true, err
+		s.problem(SourceManaged, p, 0, err.Error())
+	default:
+		m.Exists, m.Data = true, data
+	}
+	return m
+}
+
+// nmErrPath is the file an error of the networkmanager package is about ("" when it names none).
+func nmErrPath(err error) string {
+	var pe *networkmanager.ParseError
+	if errors.As(err, &pe) {
+		return pe.Path
+	}
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) && strings.HasPrefix(pathErr.Path, "/") {
+		return pathErr.Path
+	}
+	return ""
+}
+
+// NMGlobalDNSSource names where the global DNS configuration NM uses comes from, for messages: the
+// file and line of its "*" servers, or "set over D-Bus" (stored in NetworkManager-intern.conf).
+func NMGlobalDNSSource(g *networkmanager.GlobalDNS) string {
+	if g == nil {
+		return ""
+	}
+	star, ok := g.Domain("*")
+	switch {
+	case g.Internal:
+		return fmt.Sprintf("a global DNS configuration set over D-Bus (stored in %s)", networkmanager.InternConfPath)
+	case ok && star.ServersFrom.Path != "":
+		return fmt.Sprintf("[global-dns-domain-*] servers= in %s", star.ServersFrom)
+	}
+	return "NetworkManager's global DNS configuration"
+}
+
+func cmpOr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

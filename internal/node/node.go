@@ -1,0 +1,447 @@
+// Package node is nodedns's model of a node's DNS setup: one Snapshot, read from the node's files
+// under a root directory by one tolerant reader per source. A bad source is recorded as a Problem
+// naming the file (and line where there is one) and skipped; Observe never fails as a whole, so one
+// broken lease file cannot stop nodedns from fixing the rest of the node (docs/contract.md, invariant 5).
+//
+// Reading the live node (systemd-resolved over D-Bus, netlink) is layered on top by other packages;
+// this package only reads files.
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/leases"
+	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/netplan"
+	"github.com/nodedns/nodedns/resolvconf"
+	"github.com/nodedns/nodedns/systemd"
+)
+
+// Node paths nodedns reads and owns.
+const (
+	EtcResolvConf      = "/etc/resolv.conf"
+	ResolvedRunDir     = "/run/systemd/resolve"
+	ResolvedResolvConf = "/run/systemd/resolve/resolv.conf"
+	ResolvedStubConf   = "/run/systemd/resolve/stub-resolv.conf"
+	ResolvedDropIn     = "/etc/systemd/resolved.conf.d/zz-nodedns.conf"
+	DhclientConf       = "/etc/dhcp/dhclient.conf"
+	DhclientHook       = "/etc/dhcp/dhclient-enter-hooks.d/nodedns"
+	UnitName           = "nodedns.service"
+)
+
+// unitDirs are where systemd looks for a unit installed by a package or an admin (systemd.unit(5)),
+// highest priority first.
+var unitDirs = []string{"/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system"}
+
+// maxConfigSize bounds a configuration file nodedns reads (nodefs.Config).
+const maxConfigSize = 1 << 20
+
+// Kinds of node files this package reads beyond nodefs.Config and nodefs.State.
+var resolvKind = nodefs.Kind{Name: "resolv.conf file", Max: resolvconf.MaxSize}
+
+// Source is the kind of input a Problem is about, so a check can tell which of its inputs could not
+// be read without matching message text.
+type Source string
+
+// Sources.
+const (
+	SourceResolvConf Source = "resolv.conf"
+	SourceResolved   Source = "systemd-resolved configuration"
+	SourceLinkState  Source = "link state"
+	SourceKubelet    Source = "kubelet config"
+	SourceLease      Source = "DHCP lease"
+	SourceNetplan    Source = "netplan"
+	SourceNetworkd   Source = "systemd-networkd configuration"
+	SourceUnit       Source = "systemd unit"
+	SourceManaged    Source = "nodedns-managed file"
+	SourceLive       Source = "live source" // D-Bus or netlink, on the live node
+)
+
+// Problem is a source nodedns could not use.
+type Problem struct {
+	Path   string // node path of the file or directory; "" for a live source
+	Line   int
+	Source Source
+	Msg    string
+}
+
+func (p Problem) String() string {
+	if p.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", p.Path, p.Line, p.Msg)
+	}
+	if p.Path == "" || strings.Contains(p.Msg, p.Path) {
+		return p.Msg // the reader's error already names the file
+	}
+	return fmt.Sprintf("%s: %s", p.Path, p.Msg)
+}
+
+// ProblemsFrom lists the problems with one of the sources.
+func (s *Snapshot) ProblemsFrom(srcs ...Source) []Problem {
+	var out []Problem
+	for _, p := range s.Problems {
+		if slices.Contains(srcs, p.Source) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ResolvFile is one resolv.conf-format file as found on the node.
+type ResolvFile struct {
+	Path       string // the node path asked for
+	Exists     bool
+	Symlink    bool   // Path itself is a symlink
+	LinkTarget string // what the symlink says, as written
+	Target     string // the final node path after following links inside the root
+	Mode       fs.FileMode
+	Data       []byte
+	File       *resolvconf.File // nil when missing or unparsable
+	Err        error            // why File is nil although the file exists
+}
+
+// Managed is the current state of a file nodedns owns.
+type Managed struct {
+	Path   string
+	Exists bool
+	Data   []byte
+	Err    error
+}
+
+// Unit is what the next boot needs from the nodedns unit.
+type Unit struct {
+	Path      string   // node path of the unit file found, "" when not installed
+	Enabled   bool     // a .wants symlink under /etc/systemd/system pulls it in
+	WantedBy  []string // the targets whose .wants directory holds it
+	Before    []string // Before= from the unit and its drop-ins
+	ReadError error
+}
+
+// Snapshot is everything nodedns knows about the node's DNS setup at one moment.
+type Snapshot struct {
+	Now time.Time
+
+	ResolvConf     ResolvFile // /etc/resolv.conf, followed inside the root
+	ResolvedResolv ResolvFile // /run/systemd/resolve/resolv.conf: resolved's uplink view
+	ResolvedStub   ResolvFile // /run/systemd/resolve/stub-resolv.conf
+
+	// Resolved is resolved.conf with all drop-ins; ResolvedOthers the same without nodedns's own
+	// drop-in (what the rest of the node asks for); ResolvedPersistent without anything under /run
+	// (what survives a reboot).
+	Resolved           *systemd.ResolvedConfig
+	ResolvedOthers     *systemd.ResolvedConfig
+	ResolvedPersistent *systemd.ResolvedConfig
+	ResolvedDropIn     Managed
+	Links              []systemd.LinkState
+	// ResolvedLive is resolved's own view over D-Bus (live node only; nil under --root or when
+	// resolved could not be asked). The live source also folds its per-link DNS and domains into
+	// Links, so readers of Links see what resolved really uses.
+	ResolvedLive *systemd.ResolvedState
+
+	Kubelet       Kubelet
+	kubeletInputs kubeletDiscovery // what finding Kubelet.Path read (KubeletSources)
+	KubeletResolv ResolvFile       // the file kubelet's resolvConf names ("" when disabled)
+	NodednsResolv ResolvFile       // the kubelet resolv.conf nodedns writes (config kubelet.resolvConf)
+
+	Leases  []leases.Lease
+	Netplan *netplan.Config // nil when netplan's files could not be read
+	// NetplanOthers is netplan's configuration without nodedns's own file (what the node asks for; nil
+	// when unreadable), NetplanOwn that file; Networkd the networkd .network files that turn DHCP
+	// on; Uplink the default-route interface (live only). See networking.go.
+	NetplanOthers *netplan.Config
+	NetplanOwn    Managed
+	Networkd      []NetworkdNetwork
+	Uplink        *Uplink
+
+	DhclientConf bool // /etc/dhcp/dhclient.conf exists: dhclient is in use or may be
+	DhclientHook Managed
+	// DhclientRules are dhclient.conf's supersede/prepend/append/default rules for the DNS options
+	// (nil when there is no readable dhclient.conf); DhclientOffers what DHCP offered behind them
+	// per lease file and interface; Offered nodedns's record of earlier offers, read from
+	// OfferedState (see dhclient.go).
+	DhclientRules  *leases.DhclientConf
+	DhclientOffers []DhclientOffer
+	OfferedState   Managed
+	Offered        map[string]OfferedRecord
+
+	// NetworkManager is NM's configuration, profiles and DHCP state (networkmanager.go).
+	NetworkManager NetworkManager
+
+	Unit Unit
+
+	// Files is the reader the snapshot was read with, for readers that come later (the checks'
+	// state files).
+	Files nodefs.Reader `json:"-"`
+
+	// CacheInterfaceAddrs are the addresses on the nodelocaldns interface. Only the live layer
+	// (netlink) fills them; under --root they stay empty.
+	CacheInterfaceAddrs []netip.Addr
+
+	Problems []Problem
+}
+
+// Observe reads the node through r (a nodefs.Store: under the node's root, bounded, never a blocking
+// open). It never fails: every unusable source is in Problems.
+func Observe(r nodefs.Reader, cfg config.Config, now time.Time) *Snapshot {
+	s := &Snapshot{Now: now, Files: r}
+
+	s.ResolvConf = s.readResolv(r, EtcResolvConf)
+	s.ResolvedResolv = s.readResolv(r, ResolvedResolvConf)
+	s.ResolvedStub = s.readResolv(r, ResolvedStubConf)
+
+	s.readResolved(r)
+	var warns []systemd.Warning
+	s.Links, warns = systemd.LoadLinkStates(r)
+	for _, w := range warns {
+		s.problem(SourceLinkState, w.Path, w.Line, w.Msg)
+	}
+	s.ResolvedDropIn = s.readManaged(r, ResolvedDropIn)
+
+	s.readKubelet(r, cfg)
+	// The same file is read once (and a bad one reported once), whoever names it.
+	known := map[string]ResolvFile{EtcResolvConf: s.ResolvConf, ResolvedResolvConf: s.ResolvedResolv, ResolvedStubConf: s.ResolvedStub}
+	readOnce := func(p string) ResolvFile {
+		if rf, ok := known[path.Clean(p)]; ok {
+			return rf
+		}
+		rf := s.readResolv(r, p)
+		known[path.Clean(p)] = rf
+		return rf
+	}
+	if s.Kubelet.ResolvConf != "" {
+		s.KubeletResolv = readOnce(s.Kubelet.ResolvConf)
+	}
+	s.NodednsResolv = readOnce(cfg.Kubelet.ResolvConf)
+
+	ls, lp := leases.Read(r)
+	s.Leases = ls
+	for _, p := range lp {
+		s.problem(SourceLease, p.Path, 0, p.Err.Error())
+	}
+
+	// One read of the netplan tree, merged with and without nodedns's own file.
+	np, err, others, othersErr := netplan.LoadSplit(r, netplan.NodednsFile)
+	if err != nil {
+		s.problem(SourceNetplan, netplanPath(err), 0, err.Error())
+	} else {
+		s.Netplan = np
+	}
+	s.readNetworking(r, others, othersErr)
+
+	if _, err := r.Lstat(DhclientConf); err == nil {
+		s.DhclientConf = true
+	}
+	s.DhclientHook = s.readManaged(r, DhclientHook)
+	s.readDhclient(r)
+	s.readNetworkManager(r)
+	s.Unit = s.readUnit(r)
+	return s
+}
+
+// netplanPath is the file a netplan error is about ("" when it names none).
+func netplanPath(err error) string {
+	var ne *netplan.Error
+	if errors.As(err, &ne) {
+		return ne.Path
+	}
+	return ""
+}
+
+func (s *Snapshot) problem(src Source, path string, line int, msg string) {
+	s.Problems = append(s.Problems, Problem{Path: path, Line: line, Source: src, Msg: msg})
+}
+
+func (s *Snapshot) readResolv(r nodefs.Reader, p string) ResolvFile {
+	rf := ResolvFile{Path: p, Target: p}
+	fi, err := r.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return rf
+	}
+	if err != nil {
+		rf.Err = err
+		s.problem(SourceResolvConf, p, 0, err.Error())
+		return rf
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		rf.Symlink = true
+		rf.LinkTarget, _ = r.Readlink(p)
+		t, err := r.ResolveLink(p)
+		if err != nil {
+			rf.Err = err
+			s.problem(SourceResolvConf, p, 0, err.Error())
+			return rf
+		}
+		rf.Target = t
+	}
+	data, err := r.ReadFile(rf.Target, resolvKind)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A dangling symlink (e.g. to resolved's stub while resolved is down) is "missing".
+		return rf
+	}
+	rf.Exists = true
+	if err != nil {
+		rf.Err = err
+		s.problem(SourceResolvConf, rf.Target, 0, err.Error())
+		return rf
+	}
+	if ti, err := r.Stat(rf.Target); err == nil {
+		rf.Mode = ti.Mode().Perm()
+	}
+	rf.Data = data
+	f, err := resolvconf.Parse(data)
+	if err != nil {
+		rf.Err = fmt.Errorf("%s: %w", rf.Target, err)
+		s.problem(SourceResolvConf, rf.Target, 0, err.Error())
+		return rf
+	}
+	for _, w := range f.Warnings() {
+		s.problem(SourceResolvConf, rf.Target, w.Line, w.Msg)
+	}
+	rf.File = f
+	return rf
+}
+
+// readManaged reads a file nodedns owns. A file that cannot be read is reported: nodedns would
+// otherwise take it for missing and write over what it cannot see.
+func (s *Snapshot) readManaged(r nodefs.Reader, p string) Managed {
+	return s.readManagedKind(r, p, nodefs.Config)
+}
+
+func (s *Snapshot) readResolved(r nodefs.Reader) {
+	all := systemd.LoadResolvedConfig(r)
+	for _, w := range all.Warnings {
+		s.problem(SourceResolved, w.Path, w.Line, w.Msg)
+	}
+	s.Resolved = all
+	s.ResolvedOthers = reparse(r, all.Files, func(p string) bool { return p == ResolvedDropIn })
+	s.ResolvedPersistent = reparse(r, all.Files, func(p string) bool { return strings.HasPrefix(p, "/run/") })
+}
+
+// reparse rebuilds a resolved configuration from the same files minus those skip selects, in the same
+// order, so "what would resolved use without X" needs no second directory walk.
+func reparse(r nodefs.Reader, paths []string, skip func(string) bool) *systemd.ResolvedConfig {
+	cfg := &systemd.ResolvedConfig{}
+	for _, p := range paths {
+		if skip(p) {
+			continue
+		}
+		data, err := r.ReadFile(p, nodefs.Config)
+		if err != nil {
+			continue // already reported by the first load
+		}
+		systemd.ParseResolvedConf(cfg, p, data)
+		cfg.Files = append(cfg.Files, p)
+	}
+	cfg.Warnings = nil
+	return cfg
+}
+
+// readUnit finds the nodedns unit the way systemd would on the next boot: the first unit directory
+// that has it, its drop-ins (ordered by nodefs.DropIns, systemd's rule), and the .wants symlinks under
+// /etc/systemd/system (what `systemctl enable` creates).
+func (s *Snapshot) readUnit(r nodefs.Reader) Unit {
+	var u Unit
+	for _, d := range unitDirs {
+		p := path.Join(d, UnitName)
+		if _, err := r.Stat(p); err == nil {
+			u.Path = p
+			break
+		}
+	}
+	if u.Path == "" {
+		return u
+	}
+	sources := []string{u.Path}
+	var dropDirs []string
+	for _, d := range unitDirs {
+		dropDirs = append(dropDirs, path.Join(d, UnitName+".d"))
+	}
+	dropins, errs := nodefs.DropIns(r, dropDirs, ".conf")
+	for _, err := range errs {
+		s.problem(SourceUnit, "", 0, err.Error())
+	}
+	for _, d := range dropins {
+		sources = append(sources, d.Path)
+	}
+	for _, src := range sources {
+		data, err := r.ReadFile(src, nodefs.Config)
+		if err != nil {
+			u.ReadError = err
+			s.problem(SourceUnit, src, 0, err.Error())
+			continue
+		}
+		u.Before = append(u.Before, unitValues(data, "Unit", "Before")...)
+	}
+	const etcUnits = "/etc/systemd/system"
+	es, _ := r.ReadDir(etcUnits)
+	for _, e := range es {
+		if !strings.HasSuffix(e.Name(), ".wants") {
+			continue
+		}
+		w := path.Join(etcUnits, e.Name(), UnitName)
+		if _, err := r.Lstat(w); err != nil {
+			continue
+		}
+		if _, err := r.Stat(w); err != nil {
+			continue // a dangling enable symlink does not start anything
+		}
+		u.Enabled = true
+		u.WantedBy = append(u.WantedBy, strings.TrimSuffix(e.Name(), ".wants"))
+	}
+	sort.Strings(u.WantedBy)
+	return u
+}
+
+// unitValues returns the space-separated values of key in section, as systemd accumulates list
+// settings such as Before= (an empty assignment resets the list).
+func unitValues(data []byte, section, key string) []string {
+	var out []string
+	cur := ""
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		if line[0] == '[' && strings.HasSuffix(line, "]") {
+			cur = line[1 : len(line)-1]
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || cur != section || strings.TrimSpace(k) != key {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		if v == "" {
+			out = nil
+			continue
+		}
+		out = append(out, strings.Fields(v)...)
+	}
+	return out
+}
+
+// ResolvedInUse reports whether systemd-resolved is the node's resolver: /etc/resolv.conf points into
+// /run/systemd/resolve, or resolved has left its runtime files (it runs, or ran this boot).
+func (s *Snapshot) ResolvedInUse() bool {
+	if s.ResolvConf.Symlink && strings.HasPrefix(s.ResolvConf.Target, ResolvedRunDir+"/") {
+		return true
+	}
+	return s.ResolvedResolv.Exists || s.ResolvedStub.Exists
+}
+
+// ResolvConfManagedByResolved reports whether /etc/resolv.conf is one of resolved's own files, which
+// nodedns never edits (it fixes resolved instead).
+func (s *Snapshot) ResolvConfManagedByResolved() bool {
+	return s.ResolvConf.Symlink && strings.HasPrefix(s.ResolvConf.Target, ResolvedRunDir+"/")
+}

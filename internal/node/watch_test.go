@@ -1,0 +1,196 @@
+package node_test
+
+import (
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/policy"
+)
+
+// recorder is a nodefs.Reader that notes every node path asked for, with the operation.
+type recorder struct {
+	nodefs.Reader
+	mu  sync.Mutex
+	ops []op
+}
+
+type op struct{ kind, path string }
+
+func (r *recorder) note(kind, p string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ops = append(r.ops, op{kind, path.Clean(p)})
+}
+
+func (r *recorder) ReadFile(p string, k nodefs.Kind) ([]byte, error) {
+	r.note("read", p)
+	return r.Reader.ReadFile(p, k)
+}
+
+func (r *recorder) ReadDir(p string) ([]fs.DirEntry, error) {
+	r.note("list", p)
+	return r.Reader.ReadDir(p)
+}
+
+func (r *recorder) Stat(p string) (fs.FileInfo, error) {
+	r.note("stat", p)
+	return r.Reader.Stat(p)
+}
+
+func (r *recorder) Lstat(p string) (fs.FileInfo, error) {
+	r.note("stat", p)
+	return r.Reader.Lstat(p)
+}
+
+func (r *recorder) Readlink(p string) (string, error) {
+	r.note("stat", p)
+	return r.Reader.Readlink(p)
+}
+
+func (r *recorder) ResolveLink(p string) (string, error) {
+	r.note("stat", p)
+	return r.Reader.ResolveLink(p)
+}
+
+// notWatched are the inputs node.Watches leaves out on purpose (see its doc).
+func notWatched(p string) bool {
+	return strings.HasPrefix(p, nodefs.SysClassNet+"/") || p == nodefs.SysClassNet ||
+		strings.Contains(p, node.UnitName) || // the nodedns unit, its drop-ins and .wants links: boot.persistence only
+		p == "/etc/systemd/system" || // listed for the .wants links of the nodedns unit
+		strings.HasPrefix(p, node.BackupDir+"/") // nodedns's own backups: only its own passes write them
+}
+
+// TestWatchesCoverEveryRead walks what Observe reads and what a plan writes on the seed nodes, the
+// example node and a networkd node, and fails on any path outside the directories node.Watches
+// declares for the daemon: a reader added without its declaration is caught here, not by an
+// operator whose edit waits for the 5-minute resync.
+func TestWatchesCoverEveryRead(t *testing.T) {
+	roots := map[string]string{
+		"seed 001": "../../cmd/nodedns/testdata/seeds/001",
+		"seed 002": "../../cmd/nodedns/testdata/seeds/002",
+		"seed 003": "../../cmd/nodedns/testdata/seeds/003",
+		"example":  "../../examples/kubespray-host-resolvconf",
+		// kubespray's own output: kubelet's config found through kubelet.service and kubelet.env,
+		// dhclient's history read behind kubespray's supersede.
+		"kubespray dhclient":           "../../cmd/nodedns/testdata/kubespray/dhclient",
+		"kubespray dhclient-loop-only": "../../cmd/nodedns/testdata/kubespray/dhclient-loop-only",
+		"kubespray resolved":           "../../cmd/nodedns/testdata/kubespray/resolved",
+		"kubeadm":                      kubeadmNode(t),
+		// NetworkManager's configuration, profiles, intern file and device state (issue 12).
+		"kubespray networkmanager": "../../cmd/nodedns/testdata/kubespray/networkmanager",
+		"networkd":                 networkdNode(t),
+	}
+	cfg := config.Default()
+	for name, root := range roots {
+		t.Run(name, func(t *testing.T) {
+			st := nodefs.NewReader(root)
+			rec := &recorder{Reader: st}
+			s := node.Observe(rec, cfg, time.Now())
+			p := policy.Compute(s, cfg)
+			for _, c := range p.Changes {
+				rec.note("write", c.Path)
+				rec.note("write", c.Target)
+			}
+			ws := node.Watches(cfg, s)
+			resolve := func(p string) string {
+				if r, err := st.ResolveLink(p); err == nil {
+					return r
+				}
+				return p
+			}
+			watchedDir := func(d string) bool {
+				for _, w := range ws {
+					if resolve(w.Dir) == resolve(d) {
+						return true
+					}
+				}
+				return false
+			}
+			watchedFile := func(p string) bool {
+				for _, w := range ws {
+					if resolve(w.Dir) == resolve(path.Dir(p)) && w.Match(path.Base(p)) {
+						return true
+					}
+				}
+				return false
+			}
+			if len(rec.ops) < 20 {
+				t.Fatalf("only %d reads recorded: the recorder does not see Observe", len(rec.ops))
+			}
+			for _, o := range rec.ops {
+				if notWatched(o.path) {
+					continue
+				}
+				ok := false
+				switch o.kind {
+				case "list":
+					ok = watchedDir(o.path)
+				case "read", "write":
+					ok = watchedFile(o.path)
+				case "stat":
+					ok = watchedDir(o.path) || watchedFile(o.path)
+				}
+				if !ok {
+					t.Errorf("%s %s: no declared watch covers it (node.Watches)", o.kind, o.path)
+				}
+			}
+		})
+	}
+}
+
+// networkdNode is a node with networkd DHCP and no netplan: a .network file, nodedns's drop-in for
+// it, per-link state of both daemons and a lease.
+func networkdNode(t *testing.T) string {
+	root := node.WriteTree(t, map[string]string{
+		"/etc/systemd/network/50-eth0.network":                "[Match]\nName=eth0\n[Network]\nDHCP=yes\n",
+		"/etc/systemd/network/50-eth0.network.d/nodedns.conf": "# nodedns\n[DHCPv4]\nUseDomains=no\n",
+		"/run/systemd/netif/links/2":                          "ADMIN_STATE=configured\nNETWORK_FILE=/etc/systemd/network/50-eth0.network\nDNS=10.0.0.2\nDOMAINS=example.org\n",
+		"/run/systemd/resolve/netif/3":                        "DNS=169.254.25.10\n",
+		"/run/systemd/netif/leases/2":                         "ADDRESS=10.0.0.5\nDNS=10.0.0.2\nDOMAINNAME=example.org\n",
+		"/run/systemd/resolve/resolv.conf":                    "nameserver 10.0.0.2\nsearch example.org\n",
+		"/run/systemd/resolve/stub-resolv.conf":               "nameserver 127.0.0.53\nsearch example.org\n",
+		"/etc/systemd/resolved.conf.d/kubespray.conf":         "[Resolve]\nDNS=169.254.25.10\n",
+		"/sys/class/net/eth0/ifindex":                         "2\n",
+		"/var/lib/kubelet/config.yaml":                        "kind: KubeletConfiguration\nclusterDNS: [169.254.25.10]\nresolvConf: /run/systemd/resolve/resolv.conf\n",
+	})
+	if err := os.Symlink("../run/systemd/resolve/stub-resolv.conf", filepath.Join(root, "etc/resolv.conf")); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// kubeadmNode is a node as kubeadm's packages leave it: kubelet.service with 10-kubeadm.conf naming
+// kubeadm-flags.env and /etc/default/kubelet, and --config-dir drop-ins.
+func kubeadmNode(t *testing.T) string {
+	root := t.TempDir()
+	for p, data := range map[string]string{
+		"/lib/systemd/system/kubelet.service": "[Service]\nExecStart=/usr/bin/kubelet\nRestart=always\n",
+		"/etc/systemd/system/kubelet.service.d/10-kubeadm.conf": "[Service]\n" +
+			"Environment=\"KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf\"\n" +
+			"Environment=\"KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml --config-dir=/etc/kubernetes/kubelet.conf.d\"\n" +
+			"EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env\nEnvironmentFile=-/etc/default/kubelet\nExecStart=\n" +
+			"ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS\n",
+		"/var/lib/kubelet/kubeadm-flags.env":             "KUBELET_KUBEADM_ARGS=\"--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock\"\n",
+		"/var/lib/kubelet/config.yaml":                   "kind: KubeletConfiguration\nclusterDNS: [10.96.0.10]\nresolvConf: /run/systemd/resolve/resolv.conf\n",
+		"/etc/kubernetes/kubelet.conf.d/50-nodedns.conf": "kind: KubeletConfiguration\nresolvConf: /var/lib/nodedns/resolv.conf\n",
+		"/etc/resolv.conf":                               "nameserver 10.0.0.2\n",
+	} {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}

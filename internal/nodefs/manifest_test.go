@@ -1,0 +1,223 @@
+package nodefs
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseManifest(t *testing.T) {
+	valid := `{
+  "version": 1,
+  "entries": [
+    {"path": "/etc/resolv.conf", "kind": "symlink", "uid": 0, "gid": 0, "target": "../run/systemd/resolve/stub-resolv.conf", "time": "2025-03-01T12:00:00Z"},
+    {"path": "/run/x", "kind": "file", "mode": "4755", "uid": 1000, "gid": 1001, "sha256": "` + sum("x") + `", "time": "2025-03-01T12:00:00Z"},
+    {"path": "/etc/netplan/90-nodedns.yaml", "kind": "absent", "uid": 0, "gid": 0, "time": "2025-03-01T12:00:00Z", "future": "ignored"}
+  ]
+}
+`
+	entry := func(fields string) string {
+		return `{"version": 1, "entries": [` + fields + `]}`
+	}
+	tests := []struct {
+		name    string
+		in      string
+		want    []Entry
+		wantErr string
+	}{
+		{
+			name: "valid, unknown fields ignored",
+			in:   valid,
+			want: []Entry{
+				{Path: "/etc/resolv.conf", Kind: KindSymlink, Target: "../run/systemd/resolve/stub-resolv.conf", Time: testTime},
+				{Path: "/run/x", Kind: KindFile, Mode: 0o755 | fs.ModeSetuid, UID: 1000, GID: 1001, SHA256: sum("x"), Time: testTime},
+				{Path: "/etc/netplan/90-nodedns.yaml", Kind: KindAbsent, Time: testTime},
+			},
+		},
+		{name: "no entries", in: `{"version": 1, "entries": []}`, want: []Entry{}},
+		{name: "syntax error", in: "{\n  \"version\": 1,\n  \"entries\": [}\n", wantErr: "m.json:3:15: invalid character '}' looking for beginning of value"},
+		{name: "truncated", in: "{\"version\": 1", wantErr: "m.json:1:13: unexpected end of JSON input"},
+		{name: "wrong type", in: "{\"version\": \"1\"}", wantErr: "m.json:1:15: version is a JSON string, want int"},
+		{name: "missing version", in: `{"entries": []}`, wantErr: "m.json: unsupported manifest version 0 (want 1 to 2)"},
+		{name: "newer version", in: `{"version": 3, "entries": []}`, wantErr: "m.json: unsupported manifest version 3 (want 1 to 2)"},
+		{
+			name: "version 2: directories nodedns created",
+			in:   `{"version": 2, "entries": [{"path": "/etc/systemd/resolved.conf.d", "kind": "absent-dir", "uid": 7, "time": "2025-03-01T12:00:00Z"}]}`,
+			want: []Entry{{Path: "/etc/systemd/resolved.conf.d", Kind: KindAbsentDir, Time: testTime}},
+		},
+		{name: "a directory entry needs version 2", in: entry(`{"path": "/etc/x", "kind": "absent-dir"}`), wantErr: `m.json: entry 0 ("/etc/x"): kind absent-dir needs manifest version 2`},
+		{name: "relative path", in: entry(`{"path": "etc/x", "kind": "absent"}`), wantErr: `m.json: entry 0 ("etc/x"): node path "etc/x" is not absolute`},
+		{name: "unclean path", in: entry(`{"path": "/etc//x", "kind": "absent"}`), wantErr: `m.json: entry 0 ("/etc//x"): path is not clean (want "/etc/x")`},
+		{name: "unknown kind", in: entry(`{"path": "/etc/x", "kind": "dir"}`), wantErr: `m.json: entry 0 ("/etc/x"): unknown kind "dir" (want absent, file, symlink or absent-dir)`},
+		{name: "bad sha256", in: entry(`{"path": "/etc/x", "kind": "file", "mode": "0644", "sha256": "../../etc/shadow"}`), wantErr: `m.json: entry 0 ("/etc/x"): sha256 "../../etc/shadow" is not 64 lowercase hex digits`},
+		{name: "uppercase sha256", in: entry(`{"path": "/etc/x", "kind": "file", "mode": "0644", "sha256": "` + strings.ToUpper(sum("x")) + `"}`), wantErr: `m.json: entry 0 ("/etc/x"): sha256 "` + strings.ToUpper(sum("x")) + `" is not 64 lowercase hex digits`},
+		{name: "bad mode", in: entry(`{"path": "/etc/x", "kind": "file", "mode": "0999", "sha256": "` + sum("x") + `"}`), wantErr: `m.json: entry 0 ("/etc/x"): mode "0999" is not an octal mode up to 07777`},
+		{name: "mode too big", in: entry(`{"path": "/etc/x", "kind": "file", "mode": "10644", "sha256": "` + sum("x") + `"}`), wantErr: `m.json: entry 0 ("/etc/x"): mode "10644" is not an octal mode up to 07777`},
+		{name: "empty target", in: entry(`{"path": "/etc/x", "kind": "symlink"}`), wantErr: `m.json: entry 0 ("/etc/x"): symlink target "" is empty or has a NUL byte`},
+		{name: "bad owner", in: entry(`{"path": "/etc/x", "kind": "symlink", "target": "y", "uid": -2}`), wantErr: `m.json: entry 0 ("/etc/x"): owner -2:0 is out of range`},
+		{name: "time before year 0 in UTC", in: entry(`{"path": "/etc/x", "kind": "absent", "time": "0000-01-01T00:00:00+01:00"}`), wantErr: `m.json: entry 0 ("/etc/x"): time 0000-01-01T00:00:00+01:00 is out of range`},
+		{name: "duplicate", in: entry(`{"path": "/etc/x", "kind": "absent"}, {"path": "/etc/x", "kind": "absent"}`), wantErr: `m.json: entry 1 ("/etc/x"): path backed up twice`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseManifest("m.json", []byte(tt.in))
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("ParseManifest error =\n%v\nwant\n%s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseManifest: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ParseManifest (-want +got):\n%s", diff)
+			}
+			data, err := MarshalManifest(got)
+			if err != nil {
+				t.Fatalf("MarshalManifest: %v", err)
+			}
+			again, err := ParseManifest("m.json", data)
+			if err != nil {
+				t.Fatalf("ParseManifest(MarshalManifest(...)): %v", err)
+			}
+			if diff := cmp.Diff(got, again); diff != "" {
+				t.Errorf("round trip (-first +second):\n%s", diff)
+			}
+		})
+	}
+}
+
+func FuzzParseManifest(f *testing.F) {
+	f.Add([]byte(`{"version": 1, "entries": [{"path": "/etc/resolv.conf", "kind": "symlink", "target": "/run/x", "time": "2025-03-01T12:00:00Z"}]}`))
+	f.Add([]byte(`{"version": 1, "entries": [{"path": "/run/x", "kind": "file", "mode": "0644", "uid": 5, "gid": 6, "sha256": "` + sum("x") + `"}]}`))
+	f.Add([]byte(`{"version": 1, "entries": [{"path": "/a", "kind": "absent"}]}`))
+	f.Add([]byte("{\n\"version\": 1,\n\"entries\": [\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		entries, err := ParseManifest("m.json", data)
+		if err != nil {
+			if strings.HasSuffix(err.Error(), ".") || strings.Contains(err.Error(), "\n") {
+				t.Errorf("error %q breaks the error style", err)
+			}
+			return
+		}
+		for _, e := range entries {
+			if !path.IsAbs(e.Path) || path.Clean(e.Path) != e.Path {
+				t.Errorf("accepted unclean path %q", e.Path)
+			}
+			if e.Kind == KindFile && (len(e.SHA256) != 64 || strings.ContainsAny(e.SHA256, "/.")) {
+				t.Errorf("accepted copy name %q", e.SHA256)
+			}
+		}
+		out, err := MarshalManifest(entries)
+		if err != nil {
+			t.Fatalf("MarshalManifest of a parsed manifest: %v", err)
+		}
+		again, err := ParseManifest("m.json", out)
+		if err != nil {
+			t.Fatalf("re-parse of a marshalled valid manifest: %v", err)
+		}
+		if diff := cmp.Diff(entries, again); diff != "" {
+			t.Errorf("round trip (-first +second):\n%s", diff)
+		}
+	})
+}
+
+// memFS is a read-only in-memory tree for fuzzing ResolveLink: links maps a host path to a
+// symlink target, dirs and files name what exists.
+type memFS struct {
+	FS
+	links map[string]string
+	dirs  map[string]bool
+	files map[string]bool
+}
+
+type memInfo struct {
+	name string
+	mode fs.FileMode
+}
+
+func (i memInfo) Name() string       { return i.name }
+func (i memInfo) Size() int64        { return 0 }
+func (i memInfo) Mode() fs.FileMode  { return i.mode }
+func (i memInfo) ModTime() time.Time { return time.Time{} }
+func (i memInfo) IsDir() bool        { return i.mode.IsDir() }
+func (i memInfo) Sys() any           { return nil }
+
+func (m memFS) Lstat(name string) (fs.FileInfo, error) {
+	switch {
+	case name == "/" || m.dirs[name]:
+		return memInfo{path.Base(name), fs.ModeDir | 0o755}, nil
+	case m.files[name]:
+		return memInfo{path.Base(name), 0o644}, nil
+	}
+	if _, ok := m.links[name]; ok {
+		return memInfo{path.Base(name), fs.ModeSymlink | 0o777}, nil
+	}
+	return nil, &fs.PathError{Op: "lstat", Path: name, Err: fs.ErrNotExist}
+}
+
+func (m memFS) Readlink(name string) (string, error) {
+	if t, ok := m.links[name]; ok {
+		return t, nil
+	}
+	return "", &fs.PathError{Op: "readlink", Path: name, Err: fs.ErrInvalid}
+}
+
+// FuzzResolveLink builds a tree of up to four symlinks with fuzzed targets and resolves a fuzzed
+// path: the walk must terminate, never panic, and always return a clean node path (inside root).
+func FuzzResolveLink(f *testing.F) {
+	f.Add("/etc/resolv.conf", "../run/x", "/run/x", "/etc/resolv.conf", "")
+	f.Add("/etc/resolv.conf", "/a", "b", "../../../../c", "/d/../../e")
+	f.Add("/a/b/c", "/", "..", ".", "")
+	f.Add("/../../x/./y", "x", "/a/../x", "/etc/resolv.conf/x", "//")
+	f.Fuzz(func(t *testing.T, p, t1, t2, t3, t4 string) {
+		const root = "/fuzzroot"
+		m := memFS{
+			links: map[string]string{},
+			dirs:  map[string]bool{root + "/etc": true, root + "/run": true, root + "/a": true},
+			files: map[string]bool{root + "/run/x": true},
+		}
+		for i, target := range []string{t1, t2, t3, t4} {
+			link := []string{"/etc/resolv.conf", "/run/x2", "/a/b", "/d"}[i]
+			m.links[root+link] = target
+		}
+		s := &Store{Root: root, FS: m}
+		got, err := s.ResolveLink(p)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "resolve ") {
+				t.Errorf("error %q does not name the operation", err)
+			}
+			return
+		}
+		if !path.IsAbs(got) || path.Clean(got) != got {
+			t.Fatalf("ResolveLink(%q) = %q: not a clean node path", p, got)
+		}
+		if h := s.host(got); h != root && !strings.HasPrefix(h, root+"/") {
+			t.Fatalf("ResolveLink(%q) = %q: host path %q is outside the root", p, got, h)
+		}
+		// The result is a fixed point: resolving it again gives itself (it holds no symlink).
+		again, err := s.ResolveLink(got)
+		if err != nil || again != got {
+			t.Errorf("ResolveLink(%q) = %q, %v; want itself", got, again, err)
+		}
+	})
+}
+
+func ExampleParseManifest() {
+	entries, err := ParseManifest("/var/lib/nodedns/backup/manifest.json", []byte(`{"version": 1, "entries": [
+  {"path": "/etc/resolv.conf", "kind": "symlink", "uid": 0, "gid": 0, "target": "../run/systemd/resolve/stub-resolv.conf", "time": "2025-03-01T12:00:00Z"}]}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, e := range entries {
+		fmt.Println(e.Path, e.Kind, e.Target)
+	}
+	// Output: /etc/resolv.conf symlink ../run/systemd/resolve/stub-resolv.conf
+}

@@ -1,0 +1,349 @@
+package nodefs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Kind is a kind of node file and the most bytes nodedns reads of one. No legitimate file of the
+// kind is larger; a bigger one (a sparse 1 GiB file, /dev/zero swapped in) is refused before it is
+// read, so it costs nothing but the error. The name goes into that error.
+type Kind struct {
+	Name string // "netplan file", "lease file", ...
+	Max  int64
+}
+
+// Kinds every reader shares. Leaf packages define their own where their format says more (a lease,
+// resolv.conf).
+var (
+	// Config is a configuration file a person or a tool writes (YAML, INI, unit files).
+	Config = Kind{Name: "configuration file", Max: 1 << 20}
+	// State is a file nodedns or another daemon keeps its state in (JSON, KEY=VALUE).
+	State = Kind{Name: "state file", Max: 1 << 20}
+	// Attribute is a kernel attribute (/sys/class/net/NAME/ifindex): sysfs serves at most one page
+	// and reports every attribute as 4096 bytes long.
+	Attribute = Kind{Name: "sysfs attribute", Max: 4096}
+)
+
+// ErrNotRegular is returned for a FIFO, socket, device or directory where nodedns expects a file:
+// opening a FIFO blocks until a writer comes, and a device can be endless.
+var ErrNotRegular = errors.New("not a regular file")
+
+// ErrTooLarge is returned for a file over its kind's limit.
+var ErrTooLarge = errors.New("file too large")
+
+// Reader is the read side of a node's filesystem. Every read nodedns makes of a node path goes
+// through one (a *Store): under the node's root, through the FS seam (so fault injection covers reads
+// as well as writes), bounded by the file's Kind, and never a blocking open. Paths are node paths;
+// symlinks are followed inside the root. The leaf readers (leases, netplan, systemd, node) take a
+// Reader instead of a root directory.
+type Reader interface {
+	// ReadFile reads a regular file of kind k. A missing file gives an error matching
+	// fs.ErrNotExist; a FIFO, socket, device or directory ErrNotRegular; a file over k.Max
+	// ErrTooLarge. A symlink to /dev/null (systemd's mask) reads as empty. Errors name p.
+	ReadFile(p string, k Kind) ([]byte, error)
+	// ReadDir lists a directory, sorted by name.
+	ReadDir(p string) ([]fs.DirEntry, error)
+	// Stat describes p, following symlinks inside the root.
+	Stat(p string) (fs.FileInfo, error)
+	// Lstat describes p without following a final symlink.
+	Lstat(p string) (fs.FileInfo, error)
+	// Readlink returns the target a symlink at p stores, as written.
+	Readlink(p string) (string, error)
+	// ResolveLink follows the symlinks of p inside the root and returns the final node path.
+	ResolveLink(p string) (string, error)
+}
+
+// NewReader returns a Reader of the node whose / is root on this machine's filesystem.
+func NewReader(root string) *Store {
+	if root == "" {
+		root = "/"
+	}
+	return &Store{Root: root, FS: OS()}
+}
+
+// ReadFile implements Reader.
+func (s *Store) ReadFile(p string, k Kind) ([]byte, error) {
+	p, err := nodePath(p)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	final, err := s.resolve(p, true)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	if final == os.DevNull {
+		return nil, nil // a mask: roots built for tests rarely have /dev/null
+	}
+	data, err := s.readHost(s.host(final), k)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	return data, nil
+}
+
+// readHost reads a host path through the FS seam, refusing what is not a regular file before it is
+// opened and again on the open file (the path may be swapped between the two), and anything over
+// k.Max without reading it.
+func (s *Store) readHost(hp string, k Kind) ([]byte, error) {
+	if k.Max <= 0 {
+		return nil, fmt.Errorf("invalid size limit %d for a %s", k.Max, k.Name)
+	}
+	fsys := s.fsys()
+	fi, err := fsys.Stat(hp)
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if err := regular(fi, k); err != nil {
+		return nil, err
+	}
+	// O_NONBLOCK: if a FIFO is swapped in after the Stat above, open(2) must not hang the daemon.
+	f, err := fsys.OpenFile(hp, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	defer f.Close()
+	return readOpen(f, k, nil)
+}
+
+// readOpen reads an open file of kind k: checked again on the open file (the path may have been
+// swapped since it was looked at) by check, when given, and as a regular file within k.Max; then
+// never more than k.Max+1 bytes read, since the file may grow meanwhile.
+func readOpen(f File, k Kind, check func(fs.FileInfo) error) ([]byte, error) {
+	if st, ok := f.(interface{ Stat() (fs.FileInfo, error) }); ok {
+		fi, err := st.Stat()
+		if err != nil {
+			return nil, unwrapPath(err)
+		}
+		if check != nil {
+			if err := check(fi); err != nil {
+				return nil, err
+			}
+		}
+		if err := regular(fi, k); err != nil {
+			return nil, err
+		}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, k.Max+1))
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if int64(len(data)) > k.Max {
+		return nil, &tooLarge{size: -1, k: k} // it grew after the Stat
+	}
+	return data, nil
+}
+
+func regular(fi fs.FileInfo, k Kind) error {
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w but a %s", ErrNotRegular, fileType(fi.Mode()))
+	}
+	if fi.Size() > k.Max {
+		return &tooLarge{size: fi.Size(), k: k}
+	}
+	return nil
+}
+
+// tooLarge is ErrTooLarge with the size and the limit of the kind.
+type tooLarge struct {
+	size int64 // -1: more than the limit, size unknown
+	k    Kind
+}
+
+func (e *tooLarge) Error() string {
+	if e.size < 0 {
+		return fmt.Sprintf("more than the %s limit of a %s", sizeString(e.k.Max), e.k.Name)
+	}
+	return fmt.Sprintf("%d bytes, over the %s limit of a %s", e.size, sizeString(e.k.Max), e.k.Name)
+}
+
+func (e *tooLarge) Is(target error) bool { return target == ErrTooLarge }
+
+func sizeString(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d-byte", n)
+}
+
+// ReadDir implements Reader.
+func (s *Store) ReadDir(p string) ([]fs.DirEntry, error) {
+	p, err := nodePath(p)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", p, err)
+	}
+	final, err := s.resolve(p, true)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", p, err)
+	}
+	es, err := s.fsys().ReadDir(s.host(final))
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", p, unwrapPath(err))
+	}
+	return es, nil
+}
+
+// Stat implements Reader.
+func (s *Store) Stat(p string) (fs.FileInfo, error) {
+	p, err := nodePath(p)
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", p, err)
+	}
+	final, err := s.resolve(p, true)
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", p, err)
+	}
+	fi, err := s.fsys().Stat(s.host(final))
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", p, unwrapPath(err))
+	}
+	return fi, nil
+}
+
+// Lstat implements Reader.
+func (s *Store) Lstat(p string) (fs.FileInfo, error) {
+	p, err := nodePath(p)
+	if err != nil {
+		return nil, fmt.Errorf("lstat %s: %w", p, err)
+	}
+	_, _, fi, err := s.lstatNode(p)
+	if err != nil {
+		return nil, fmt.Errorf("lstat %s: %w", p, unwrapPath(err))
+	}
+	if fi == nil {
+		return nil, fmt.Errorf("lstat %s: %w", p, fs.ErrNotExist)
+	}
+	return fi, nil
+}
+
+// Readlink implements Reader.
+func (s *Store) Readlink(p string) (string, error) {
+	p, err := nodePath(p)
+	if err != nil {
+		return "", fmt.Errorf("readlink %s: %w", p, err)
+	}
+	_, hp, _, err := s.lstatNode(p)
+	if err != nil {
+		return "", fmt.Errorf("readlink %s: %w", p, unwrapPath(err))
+	}
+	t, err := s.fsys().Readlink(hp)
+	if err != nil {
+		return "", fmt.Errorf("readlink %s: %w", p, unwrapPath(err))
+	}
+	return t, nil
+}
+
+// unwrapPath drops the host path from an *fs.PathError, so that messages name node paths only.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// DropIn is one configuration file found by DropIns.
+type DropIn struct {
+	Name string // the file name, which orders it
+	Path string // its node path
+	// Shadowed are the node paths of files of the same name in lower-priority directories, which
+	// this one hides, highest priority first.
+	Shadowed []string
+}
+
+// DropIns lists the files whose names end in suffix in dirs (node paths, highest priority first) as
+// systemd orders configuration (systemd.unit(5), resolved.conf(5); netplan(5) follows the same rule):
+// a name found in an earlier directory shadows the same name in later ones (so an empty file or a
+// /dev/null symlink masks it), and the survivors are sorted by file name alone, whatever their
+// directory. Hidden files (a leading dot: editors' and nodedns's own temp files) are skipped. A
+// directory named like a file is listed like one (resolved 252 and netplan both fail on it when they
+// read it, measured). A missing directory is skipped; one that cannot be listed is reported in errs
+// and skipped.
+func DropIns(r Reader, dirs []string, suffix string) (out []DropIn, errs []error) {
+	byName := map[string]int{}
+	for _, dir := range dirs {
+		es, err := r.ReadDir(dir)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		for _, e := range es {
+			name := e.Name()
+			if !strings.HasSuffix(name, suffix) || strings.HasPrefix(name, ".") {
+				continue
+			}
+			p := path.Join(dir, name)
+			if i, seen := byName[name]; seen {
+				out[i].Shadowed = append(out[i].Shadowed, p)
+				continue
+			}
+			byName[name] = len(out)
+			out = append(out, DropIn{Name: name, Path: p})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, errs
+}
+
+// SysClassNet is where the kernel names interfaces (NAME/ifindex). Under --root it is how a file
+// named by interface index (a networkd lease, a link state file) maps to its interface.
+const SysClassNet = "/sys/class/net"
+
+// IfNames maps interface indexes to names from /sys/class/net/NAME/ifindex. Links come and go, and
+// a file whose index has no name still counts, so an entry without an ifindex is skipped; one whose
+// ifindex cannot be read (a FIFO, a huge file, garbage) is skipped and reported in errs. When two
+// names claim one index the first in name order wins.
+func IfNames(r Reader) (names map[int]string, errs []error) {
+	names = map[int]string{}
+	entries, err := r.ReadDir(SysClassNet)
+	if err != nil {
+		return names, nil
+	}
+	for _, e := range entries {
+		// Real sysfs entries are relative symlinks into /sys/devices: followed inside the root.
+		p := path.Join(SysClassNet, e.Name(), "ifindex")
+		data, err := r.ReadFile(p, Attribute)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			continue // bonding_masters and other files that are not links
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		i, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err != nil || i <= 0 {
+			errs = append(errs, fmt.Errorf("read %s: %q is not an interface index", p, strings.TrimSpace(string(data))))
+			continue
+		}
+		if _, dup := names[i]; !dup {
+			names[i] = e.Name()
+		}
+	}
+	return names, errs
+}
+
+// ReadKernel reads a file of this machine's kernel interfaces (/proc, /sys) with the same guarantees
+// as ReadFile (bounded by k, never a blocking open, FIFOs and devices refused), but lets the kernel
+// resolve the path: /proc's magic links (/proc/PID/root, /proc/PID/cwd, /proc/self) lead into other
+// processes' mount namespaces, which no walk inside a root can follow. For live checks only; a node
+// path under --root goes through a Reader.
+func ReadKernel(p string, k Kind) ([]byte, error) {
+	data, err := (&Store{Root: "/", FS: OS()}).readHost(p, k)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	return data, nil
+}

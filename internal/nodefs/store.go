@@ -1,0 +1,503 @@
+package nodefs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// DefaultStateDir is the node path of nodedns's state directory (docs/contract.md, "Where things live").
+const DefaultStateDir = "/var/lib/nodedns"
+
+// MaxSymlinks is how many symlinks ResolveLink follows before giving up: Linux's MAXSYMLINKS
+// (include/linux/namei.h, 40 since 4.2), the limit the kernel applies to the same walk.
+const MaxSymlinks = 40
+
+// maxBackupSize bounds the bytes kept for one backed-up file. The files nodedns manages are a few
+// KiB; anything near this is not a resolver config and is refused rather than copied.
+const maxBackupSize = 16 << 20
+
+// backupKind bounds a file nodedns backs up, rewrites in place or restores; manifestKind its
+// manifest (a JSON list of a few entries per managed file).
+var (
+	backupKind   = Kind{Name: "managed file", Max: maxBackupSize}
+	manifestKind = Kind{Name: "backup manifest", Max: 1 << 20}
+)
+
+// keepModeBits are the mode bits a backup records: permissions plus setuid, setgid and sticky (what
+// chmod(2) can set).
+const keepModeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+
+// specialBits are the mode bits nodedns never sets on a file it writes or restores: no managed file
+// is a program, and a setuid bit is what a planted manifest entry would be after.
+const specialBits = fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+
+// Store manages the files nodedns writes on a node whose filesystem starts at Root ("/" normally,
+// a test or --root directory otherwise). All paths given to Store methods are NODE paths
+// ("/etc/resolv.conf"), always resolved under Root. A Store must not be copied after first use.
+type Store struct {
+	// Root is the host directory the node's "/" is at; "" or "/" means the real system.
+	Root string
+	// FS is the filesystem; nil means OS().
+	FS FS
+	// StateDir is a node path, default DefaultStateDir; backups live in StateDir/backup.
+	StateDir string
+	// Targets are the paths Restore may change; nil means DefaultTargets(StateDir).
+	Targets *Targets
+
+	// now stamps backup entries; nil means time.Now (tests pin it).
+	now func() time.Time
+}
+
+// WriteResult says what Write did.
+type WriteResult struct {
+	// Path is the node path actually written: the final target when the given path is a symlink.
+	Path string
+	// InPlace is set when rename was impossible (EBUSY or EXDEV: the file is a bind mount, as
+	// Docker and Kubernetes do with /etc/resolv.conf) and the file was rewritten in place.
+	InPlace bool
+	// Created is set when the file did not exist before.
+	Created bool
+	// Unchanged is set when the file already held exactly these bytes: nothing was written or
+	// backed up.
+	Unchanged bool
+}
+
+func (s *Store) fsys() FS {
+	if s.FS == nil {
+		return OS()
+	}
+	return s.FS
+}
+
+func (s *Store) stateDir() string {
+	if s.StateDir == "" {
+		return DefaultStateDir
+	}
+	return path.Clean(s.StateDir)
+}
+
+func (s *Store) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
+}
+
+// host turns a clean node path into the host path under Root.
+func (s *Store) host(node string) string {
+	if s.Root == "" {
+		return filepath.FromSlash(node)
+	}
+	return filepath.Join(s.Root, filepath.FromSlash(node))
+}
+
+// nodePath validates and cleans a node path given to a Store method. Cleaning is lexical, as
+// filepath.Join does with a --root: ".." in a given path never follows a symlink back up (".." in a
+// symlink's target is physical, see resolve). On error it returns p unchanged, for the message.
+func nodePath(p string) (string, error) {
+	if !strings.HasPrefix(p, "/") {
+		return p, fmt.Errorf("node path %q is not absolute", p)
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return p, fmt.Errorf("node path %q contains a NUL byte", p)
+	}
+	return path.Clean(p), nil
+}
+
+// ResolveLink follows a symlink chain at a node path INSIDE Root (absolute targets are taken relative
+// to Root, relative ones to the link's directory; at most MaxSymlinks hops; a loop is an error) and
+// returns the final node path. A non-symlink returns itself.
+//
+// Every component is resolved, not only the last one: Debian's /var/run -> /run is absolute, and
+// letting the kernel follow it would leave Root. ".." never climbs above Root, as in a chroot.
+// Components that do not exist are kept as they are, so a dangling link resolves to the path its
+// target would have (where open(2) with O_CREAT would create it).
+func (s *Store) ResolveLink(p string) (string, error) {
+	p, err := nodePath(p)
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", p, err)
+	}
+	return s.resolve(p, true)
+}
+
+// resolve walks a clean node path component by component inside Root; with followLast false the
+// final component is not followed (lstat semantics, for the parent of a path).
+func (s *Store) resolve(p string, followLast bool) (string, error) {
+	fsys := s.fsys()
+	rest := strings.Split(p, "/")
+	resolved := "/"
+	hops := 0
+	for len(rest) > 0 {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			// resolved never contains a symlink, so going up lexically is going up physically.
+			resolved = path.Dir(resolved)
+			continue
+		}
+		next := path.Join(resolved, c)
+		if len(rest) == 0 && !followLast {
+			resolved = next
+			break
+		}
+		fi, err := fsys.Lstat(s.host(next))
+		if errors.Is(err, fs.ErrNotExist) {
+			resolved = next
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("resolve %s: %w", p, err)
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			if len(rest) > 0 && !fi.IsDir() && hasComponent(rest) {
+				return "", &notDir{fmt.Sprintf("resolve %s: %s is not a directory", p, next)}
+			}
+			resolved = next
+			continue
+		}
+		hops++
+		if hops > MaxSymlinks {
+			return "", fmt.Errorf("resolve %s: more than %d symlinks (a symlink loop?): %w", p, MaxSymlinks, syscall.ELOOP)
+		}
+		target, err := fsys.Readlink(s.host(next))
+		if err != nil {
+			return "", fmt.Errorf("resolve %s: %w", p, err)
+		}
+		if target == "" {
+			// Linux refuses to follow an empty symlink (ENOENT); so do we, rather than guess.
+			return "", fmt.Errorf("resolve %s: symlink %s has an empty target", p, next)
+		}
+		if strings.IndexByte(target, 0) >= 0 {
+			return "", fmt.Errorf("resolve %s: symlink %s has a NUL byte in its target", p, next)
+		}
+		if strings.HasPrefix(target, "/") {
+			resolved = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return resolved, nil
+}
+
+// hasComponent reports whether the rest of a path names anything below the current component
+// ("file/" and "file/." still name the file itself to this walk).
+func hasComponent(rest []string) bool {
+	for _, c := range rest {
+		if c != "" && c != "." {
+			return true
+		}
+	}
+	return false
+}
+
+// lstatNode resolves the directory part of a node path inside Root and lstats the last component.
+// It returns the node path with a symlink-free parent, its host path and its info (nil when absent).
+func (s *Store) lstatNode(p string) (node, hostPath string, fi fs.FileInfo, err error) {
+	dir, err := s.resolve(path.Dir(p), true)
+	if err != nil {
+		return "", "", nil, err
+	}
+	node = path.Join(dir, path.Base(p))
+	hostPath = s.host(node)
+	fi, err = s.fsys().Lstat(hostPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return node, hostPath, nil, nil
+	}
+	if err != nil {
+		return "", "", nil, err
+	}
+	return node, hostPath, fi, nil
+}
+
+// Write replaces the content of the file at a node path atomically: temp file in the same directory,
+// write, fsync, keep the permission bits and uid/gid of the file it replaces (or mode for a new file;
+// 0 means 0644), rename, fsync the directory. setuid, setgid and sticky bits are never set. If path
+// is a symlink, the final target is written and the symlink stays (a symlinked /etc/resolv.conf is
+// never replaced by a file). Before the first change to a path, Write backs it up (see Backup); a
+// symlinked path is backed up as a symlink too, and the directories a new file needs are recorded
+// before they are created, so restore removes them again. The state lock is held from the backup to
+// the rename: a restore never runs in between. If the rename fails with EBUSY or EXDEV (the file is
+// a bind mount), Write falls back to rewriting it in place and says so in the result (not atomic: a
+// reader may see new bytes followed by the old tail for a moment, but never an empty file; a failed
+// in-place write puts the original bytes back). On any error the original is untouched and no temp
+// file is left behind; the one exception is an error fsyncing the directory after the rename, when
+// the new content is already in place. Empty data is an error: readers must never see an empty file
+// (glibc and musl then fall back to a nameserver on 127.0.0.1).
+func (s *Store) Write(p string, data []byte, mode fs.FileMode) (WriteResult, error) {
+	p, err := nodePath(p)
+	if err != nil {
+		return WriteResult{}, fmt.Errorf("write %s: %w", p, err)
+	}
+	if len(data) == 0 {
+		return WriteResult{}, fmt.Errorf("write %s: refusing to write empty content", p)
+	}
+	dir, unlock, err := s.lock()
+	if err != nil {
+		return WriteResult{}, fmt.Errorf("write %s: %w", p, err)
+	}
+	defer unlock()
+	final, err := s.resolve(p, true)
+	if err != nil {
+		return WriteResult{}, fmt.Errorf("write %s: %w", p, err)
+	}
+	name := p
+	if final != p {
+		name = p + " (-> " + final + ")"
+	}
+	fsys := s.fsys()
+	res := WriteResult{Path: final}
+	hp := s.host(final)
+	uid, gid := -1, -1
+	fi, err := fsys.Lstat(hp)
+	switch {
+	case err == nil:
+		if !fi.Mode().IsRegular() {
+			return WriteResult{}, fmt.Errorf("write %s: not a regular file but a %s", name, fileType(fi.Mode()))
+		}
+		if fi.Size() == int64(len(data)) {
+			if cur, err := s.readHost(hp, Kind{Name: "managed file", Max: int64(len(data))}); err == nil && bytes.Equal(cur, data) {
+				res.Unchanged = true
+				return res, nil
+			}
+		}
+		mode = fi.Mode().Perm()
+		uid, gid = owner(fi)
+	case errors.Is(err, fs.ErrNotExist):
+		res.Created = true
+		if mode == 0 {
+			mode = 0o644
+		}
+		mode = mode.Perm()
+	default:
+		return WriteResult{}, fmt.Errorf("write %s: %w", name, s.nodeErr(err))
+	}
+
+	var newDirs []string
+	if res.Created {
+		if newDirs, err = s.missingDirs(path.Dir(final)); err != nil {
+			return WriteResult{}, fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	backups := []string{final}
+	if final != p {
+		// Back up the link itself too, so restore can put it back if something replaces it.
+		if _, _, lfi, err := s.lstatNode(p); err == nil && lfi != nil && lfi.Mode()&fs.ModeSymlink != 0 {
+			backups = []string{p, final}
+		}
+	}
+	if err := s.backupLocked(dir, newDirs, backups...); err != nil {
+		return WriteResult{}, fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := s.mkdirs(newDirs, 0o755); err != nil {
+		return WriteResult{}, fmt.Errorf("write %s: %w", name, err)
+	}
+	err = s.replace(hp, data, mode, uid, gid)
+	if isBindMount(err) && !res.Created {
+		if err := s.writeInPlace(hp, data); err != nil {
+			return WriteResult{}, fmt.Errorf("write %s in place (rename impossible, a bind mount?): %w", name, s.nodeErr(err))
+		}
+		res.InPlace = true
+		return res, nil
+	}
+	if err != nil {
+		return WriteResult{}, fmt.Errorf("write %s: %w", name, s.nodeErr(err))
+	}
+	return res, nil
+}
+
+// Remove deletes a file nodedns created (backing up first like Write). A symlink at path is removed
+// itself, not its target. Missing is fine; a directory is refused.
+func (s *Store) Remove(p string) error {
+	p, err := nodePath(p)
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", p, err)
+	}
+	_, hp, fi, err := s.lstatNode(p)
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", p, err)
+	}
+	if fi == nil {
+		return nil
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("remove %s: is a directory", p)
+	}
+	dir, unlock, err := s.lock()
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", p, err)
+	}
+	defer unlock()
+	if err := s.backupLocked(dir, nil, p); err != nil {
+		return fmt.Errorf("remove %s: %w", p, err)
+	}
+	fsys := s.fsys()
+	if err := fsys.Remove(hp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", p, s.nodeErr(err))
+	}
+	if err := syncDir(fsys, filepath.Dir(hp)); err != nil {
+		return fmt.Errorf("remove %s: %w", p, s.nodeErr(err))
+	}
+	return nil
+}
+
+// renameError marks the rename step of replace, so Write can tell a bind mount (rename fails with
+// EBUSY or EXDEV) from a failure anywhere else.
+type renameError struct{ err error }
+
+func (e *renameError) Error() string { return e.err.Error() }
+func (e *renameError) Unwrap() error { return e.err }
+
+// isBindMount reports whether err is replace's rename failing the way it does on a file that is a
+// mount point: rename(2) onto a mount point is EBUSY; across mounts it is EXDEV.
+func isBindMount(err error) bool {
+	var re *renameError
+	return errors.As(err, &re) && (errors.Is(re.err, syscall.EBUSY) || errors.Is(re.err, syscall.EXDEV))
+}
+
+// replace writes data to a temp file next to hostPath, sets mode and (uid, gid >= 0) owner, fsyncs
+// it, renames it over hostPath and fsyncs the directory. Until the rename the target is untouched,
+// and any failure before it removes the temp file.
+func (s *Store) replace(hostPath string, data []byte, mode fs.FileMode, uid, gid int) (err error) {
+	fsys := s.fsys()
+	dir, base := filepath.Split(hostPath)
+	dir = filepath.Clean(dir)
+	// A leading dot and a .tmp suffix keep a temp file left by a crash out of every directory
+	// scan that matters: netplan reads *.yaml, resolved *.conf, dhclient-script runs
+	// `run-parts --list` (names with dots are skipped) on its hook directories.
+	f, err := fsys.CreateTemp(dir, "."+base+".nodedns-*.tmp")
+	if err != nil {
+		return fmt.Errorf("create temp file: %w", err)
+	}
+	tmp := f.Name()
+	closed := false
+	defer func() {
+		if err != nil {
+			if !closed {
+				f.Close()
+			}
+			fsys.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	// Mode first, owner second: once the file belongs to another user, chmod(2) needs CAP_FOWNER,
+	// which the unit does not grant. (The other order mattered only for setuid and setgid bits, which
+	// chown(2) clears and nodedns never sets.)
+	if err := fsys.Chmod(tmp, mode&^specialBits); err != nil {
+		return err
+	}
+	if uid >= 0 && gid >= 0 {
+		// Only chown when needed: a non-root caller (a test) can create files but not give them away.
+		fi, err := fsys.Lstat(tmp)
+		if err != nil {
+			return err
+		}
+		if tu, tg := owner(fi); tu != uid || tg != gid {
+			if err := fsys.Lchown(tmp, uid, gid); err != nil {
+				return err
+			}
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	closed = true
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := fsys.Rename(tmp, hostPath); err != nil {
+		return &renameError{err}
+	}
+	// The new content is in place from here on; a failing directory fsync only means the rename
+	// may not survive a crash, which the caller still hears about.
+	if err := syncDir(fsys, dir); err != nil {
+		return fmt.Errorf("file replaced, but %w", err)
+	}
+	return nil
+}
+
+// writeInPlace rewrites a file that cannot be renamed over (a bind mount). The new bytes go over the
+// old ones before the file is cut to size, so a reader never sees an empty file; if anything fails,
+// the original bytes are written back.
+func (s *Store) writeInPlace(hostPath string, data []byte) error {
+	fsys := s.fsys()
+	orig, err := s.readHost(hostPath, backupKind)
+	if err != nil {
+		return err
+	}
+	f, err := fsys.OpenFile(hostPath, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if err := overwrite(f, data); err != nil {
+		rerr := overwrite(f, orig)
+		f.Close()
+		if rerr != nil {
+			return fmt.Errorf("%w; putting the original back also failed: %v", err, rerr)
+		}
+		return fmt.Errorf("%w (original content put back)", err)
+	}
+	return f.Close()
+}
+
+func overwrite(f File, data []byte) error {
+	if _, err := f.WriteAt(data, 0); err != nil {
+		return err
+	}
+	if err := f.Truncate(int64(len(data))); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// syncDir fsyncs a directory so a rename or removal in it is durable. Filesystems that cannot fsync
+// a directory (EINVAL, ENOTSUP: some FUSE and network filesystems) are accepted as they are.
+func syncDir(fsys FS, dir string) error {
+	err := fsys.SyncDir(dir)
+	if err == nil || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) {
+		return nil
+	}
+	return fmt.Errorf("sync directory: %w", err)
+}
+
+// owner returns the uid and gid in fi, or -1, -1 when the FS does not report them.
+func owner(fi fs.FileInfo) (uid, gid int) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st != nil {
+		return int(st.Uid), int(st.Gid)
+	}
+	return -1, -1
+}
+
+// HostPath returns where a node path lives on this machine: under root, with every symlink on the way
+// followed inside root (ResolveLink), so a reader under --root never escapes to the host through an
+// absolute link such as /etc/resolv.conf -> /run/systemd/resolve/stub-resolv.conf. Readers that only
+// read use it; on a resolution error (a symlink loop) it returns the plain join, and opening that
+// reports the problem.
+func HostPath(root, nodePath string) string {
+	nodePath = path.Clean("/" + nodePath)
+	if root == "" || root == "/" {
+		return nodePath
+	}
+	s := &Store{Root: root, FS: OS()}
+	if resolved, err := s.ResolveLink(nodePath); err == nil {
+		nodePath = resolved
+	}
+	return s.host(nodePath)
+}
+
+// notDir is a path component that is not a directory; it matches syscall.ENOTDIR.
+type notDir struct{ msg string }
+
+func (e *notDir) Error() string        { return e.msg }
+func (e *notDir) Is(target error) bool { return target == syscall.ENOTDIR }

@@ -1,0 +1,315 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/nodedns/nodedns/internal/networkmanager"
+	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/resolvconf"
+)
+
+// NMUpstreamSource names NetworkManager's DHCP servers as a source of upstreams (docs/contract.md
+// "Upstreams", source 3).
+const NMUpstreamSource = "NetworkManager's DHCP servers"
+
+// nmDHCPServers are the DNS servers DHCP handed NetworkManager's devices, by ifindex, DHCPv4 before
+// DHCPv6; a family whose connection ignores automatic DNS (ipv4.ignore-auto-dns) is left out, as
+// NM leaves it out of resolv.conf.
+func nmDHCPServers(s *node.Snapshot) []netip.Addr {
+	var out []netip.Addr
+	for _, d := range s.NetworkManager.DHCPDevices() {
+		v4, v6 := nmAutoDNS(s, d)
+		if v4 {
+			out = append(out, d.DHCP4.Servers...)
+		}
+		if v6 {
+			out = append(out, d.DHCP6.Servers...)
+		}
+	}
+	return out
+}
+
+// nmAutoDNS says whether NM takes DNS from DHCP for the device's families: not when the profile of
+// its connection (known from the device state file) sets ignore-auto-dns.
+func nmAutoDNS(s *node.Snapshot, d node.NMDevice) (v4, v6 bool) {
+	cs := s.NetworkManager.Connections
+	if cs == nil || d.ConnectionUUID == "" {
+		return true, true
+	}
+	c, ok := cs.ByUUID(d.ConnectionUUID)
+	if !ok {
+		return true, true
+	}
+	return !c.IPv4.IgnoreAutoDNS, !c.IPv6.IgnoreAutoDNS
+}
+
+// addNetworkManager adds what DHCP handed NetworkManager's devices: their interfaces are DHCP links,
+// and every domain is a DHCP search domain (docs/contract.md "DHCP search domains"), whether or not
+// NM passes it on now (a DHCP server that handed a domain out once will again).
+func (f *Facts) addNetworkManager(s *node.Snapshot) {
+	for _, d := range s.NetworkManager.DHCPDevices() {
+		if d.IfName != "" {
+			f.DHCPLinks[d.IfName] = true
+		} else {
+			f.DHCPLinks[fmt.Sprintf("#%d", d.IfIndex)] = true
+		}
+		for _, dom := range append(d.DHCP4.Domains(), d.DHCP6.Domains()...) {
+			f.addDHCPDomain(dom, d.Source)
+		}
+	}
+}
+
+// nmDevName names a device for messages.
+func nmDevName(d node.NMDevice) string {
+	if d.IfName != "" {
+		return d.IfName
+	}
+	return fmt.Sprintf("ifindex %d", d.IfIndex)
+}
+
+// NMStarServers are the valid addresses of a global DNS configuration's "*" domain (nil when it has
+// none).
+func NMStarServers(g *networkmanager.GlobalDNS) []netip.Addr {
+	if g == nil {
+		return nil
+	}
+	d, ok := g.Domain("*")
+	if !ok {
+		return nil
+	}
+	var out []netip.Addr
+	for _, s := range d.Servers {
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out
+}
+
+// NMOverrideReasons says why NetworkManager's own configuration (without nodedns's override) puts
+// a loop address or a DHCP search domain into the resolv.conf it writes; none when it does not.
+// While the global DNS has a "*" domain, NM 1.42 writes only the global servers and searches
+// (networkmanager/FACTS.md), so DHCP's servers and domains count only without one.
+func NMOverrideReasons(s *node.Snapshot, f Facts) []string {
+	nm := &s.NetworkManager
+	if nm.Others == nil {
+		return nil
+	}
+	var why []string
+	g := nm.Others.GlobalDNS()
+	if g.Overrides() {
+		var loops []string
+		for _, a := range NMStarServers(g) {
+			if f.IsLoop(a, false) {
+				loops = append(loops, a.String())
+			}
+		}
+		if len(loops) > 0 {
+			why = append(why, fmt.Sprintf("NetworkManager's global DNS lists %s, from %s", strings.Join(loops, " "), node.NMGlobalDNSSource(g)))
+		}
+		return why
+	}
+	for _, d := range nm.DHCPDevices() {
+		v4, v6 := nmAutoDNS(s, d)
+		var servers []netip.Addr
+		var doms []string
+		if v4 {
+			servers, doms = append(servers, d.DHCP4.Servers...), append(doms, d.DHCP4.Domains()...)
+		}
+		if v6 {
+			servers, doms = append(servers, d.DHCP6.Servers...), append(doms, d.DHCP6.Domains()...)
+		}
+		var loops, dhcp []string
+		for _, a := range servers {
+			if f.IsLoop(a, false) {
+				loops = append(loops, a.String())
+			}
+		}
+		for _, dom := range doms {
+			if f.IsDHCPDomain(dom) && !slices.Contains(dhcp, dom) {
+				dhcp = append(dhcp, dom)
+			}
+		}
+		if len(loops) > 0 {
+			why = append(why, fmt.Sprintf("DHCP hands NetworkManager %s on %s (%s)", strings.Join(loops, " "), nmDevName(d), d.Source))
+		}
+		if len(dhcp) > 0 {
+			why = append(why, fmt.Sprintf("NetworkManager puts DHCP search domain %s from %s (%s) into /etc/resolv.conf", strings.Join(dhcp, " "), nmDevName(d), d.Source))
+		}
+	}
+	return why
+}
+
+// NMOverride is the zz-nodedns.conf nodedns wants: the upstreams as the global "*" servers (on NM
+// 1.42-1.52 no per-connection setting keeps DHCP's servers while it drops DHCP's search domains,
+// and per-connection DNS is ignored while a global "*" domain has servers: so the override lists
+// the current DHCP servers, and the daemon rewrites it when they change), and as searches the
+// search domains NM would otherwise write, minus DHCP search domains and cluster search domains
+// (docs/contract.md "Cluster search domains on the host"). Options are left to the other files.
+func NMOverride(s *node.Snapshot, f Facts) networkmanager.Override {
+	nm := &s.NetworkManager
+	var base []string
+	if nm.Others != nil {
+		g := nm.Others.GlobalDNS()
+		if g != nil {
+			base = append(base, g.Searches...)
+		}
+		if !g.Overrides() && nm.Connections != nil {
+			// Without a "*" domain NM writes each active connection's own dns-search too: keep those
+			// of the connections on DHCP devices (the ones nodedns can tell are active).
+			for _, d := range nm.DHCPDevices() {
+				if c, ok := nm.Connections.ByUUID(d.ConnectionUUID); ok && d.ConnectionUUID != "" {
+					base = append(base, c.IPv4.DNSSearch...)
+					base = append(base, c.IPv6.DNSSearch...)
+				}
+			}
+		}
+	}
+	var searches []string
+	for _, d := range base {
+		d = strings.TrimSuffix(d, ".")
+		if d == "" || strings.HasPrefix(d, "~") || f.IsDHCPDomain(d) || f.IsClusterDomain(d) ||
+			slices.ContainsFunc(searches, func(x string) bool { return resolvconf.CanonicalDomain(x) == resolvconf.CanonicalDomain(d) }) {
+			continue
+		}
+		searches = append(searches, d)
+	}
+	// NM 1.42's global DNS takes plain addresses only: a link-local upstream with a zone
+	// (fe80::1%eth0) cannot be written there.
+	var servers []netip.Addr
+	for _, a := range f.Upstreams {
+		if a.Zone() == "" {
+			servers = append(servers, a)
+		}
+	}
+	return networkmanager.Override{Servers: servers, Searches: searches}
+}
+
+// nmReload is the reload that makes a change of NetworkManager's configuration count; it backs up
+// NetworkManager-intern.conf first when that holds a global DNS set over D-Bus and the reload makes
+// a config file set one (NM then drops the D-Bus one for good).
+func nmReload(s *node.Snapshot, expect []netip.Addr, byFile bool, reason string) ReloadNetworkManager {
+	a := ReloadNetworkManager{Expect: expect, Reason: reason}
+	if c := s.NetworkManager.Config; byFile && c != nil && c.InternGlobalDNS() != nil {
+		a.BackUp = []string{networkmanager.InternConfPath}
+	}
+	return a
+}
+
+// networkManager plans NetworkManager's side (docs/contract.md "What nodedns manages",
+// NetworkManager): when NM writes /etc/resolv.conf and its own configuration puts a loop address or
+// a DHCP search domain there, /etc/NetworkManager/conf.d/zz-nodedns.conf overrides its global DNS,
+// and NM is reloaded. nodedns never edits NM's resolv.conf itself (etcResolvConf leaves it).
+func (p *Plan) networkManager(s *node.Snapshot) {
+	nm := &s.NetworkManager
+	if !s.NMOwnsResolvConf() {
+		return
+	}
+	const target = networkmanager.NodeDNSConfPath
+	if nm.Others == nil {
+		p.block(target, "NetworkManager refuses its configuration (%v): a reload would keep the old configuration and a restart would not come up (NetworkManager 1.42); fix that file first", nm.OthersErr)
+		return
+	}
+	cur := nm.Override
+	if cur.Err != nil {
+		p.block(target, "cannot read it (%v): nodedns does not write over what it cannot see", cur.Err)
+		return
+	}
+	why := NMOverrideReasons(s, p.Facts)
+	if len(why) == 0 {
+		if cur.Exists && len(nm.DHCPDevices()) == 0 && !nm.Others.GlobalDNS().Overrides() {
+			// No device reports DHCP options right now: NetworkManager is (re)starting or a lease is
+			// pending (seen with 1.42.4: for a few ms after a restart NM is on the bus with its
+			// devices not yet configured). Whether DHCP hands out a search domain cannot be told,
+			// so the override stays; removing it would let NM put the domain back for a moment.
+			p.nmStale(s)
+			return
+		}
+		if cur.Exists {
+			p.Changes = append(p.Changes, Change{Path: target, Target: target, Op: OpRemove, Before: cur.Data,
+				Reason: "NetworkManager's own configuration no longer puts a loop address or a DHCP search domain into /etc/resolv.conf"})
+			p.Actions = append(p.Actions, nmReload(s, NMStarServers(nm.Others.GlobalDNS()), false, "NetworkManager reads conf.d only on Reload or restart"))
+			return
+		}
+		p.nmStale(s)
+		return
+	}
+	if len(p.Facts.Upstreams) == 0 {
+		p.block(target, "%s, but no upstream DNS server is known: an override would leave NetworkManager with no server; set `upstreams` in the config", strings.Join(why, "; "))
+		return
+	}
+	o := NMOverride(s, p.Facts)
+	if len(o.Servers) == 0 {
+		p.block(target, "%s, but the upstreams (%s) are link-local addresses with a zone, which NetworkManager 1.42's global DNS does not take; set `upstreams` in the config", strings.Join(why, "; "), addrList(p.Facts.Upstreams))
+		return
+	}
+	after, err := networkmanager.RenderOverride(o)
+	if err != nil {
+		p.block(target, "%v", err)
+		return
+	}
+	var before []byte
+	if cur.Exists {
+		before = cur.Data
+	}
+	n := len(p.Changes)
+	p.write(target, target, before, after, 0o644, strings.Join(why, "; ")+"; upstreams from "+p.Facts.UpstreamSource)
+	if len(p.Changes) > n {
+		p.Actions = append(p.Actions, nmReload(s, o.Servers, true, "NetworkManager reads conf.d only on Reload or restart"))
+		return
+	}
+	p.nmStale(s)
+}
+
+// nmStale plans a reload when NetworkManager still runs with (or still wrote) a global DNS that its
+// files no longer ask for: zz-nodedns.conf written while the reload failed, or NM restarted with an
+// older file. Live, NM's GlobalDnsConfiguration over D-Bus tells; under --root, a loop address in
+// NM's resolv.conf that the files' "*" servers no longer list (the reload is then pending, and
+// `check` says so).
+func (p *Plan) nmStale(s *node.Snapshot) {
+	nm := &s.NetworkManager
+	if nm.Config == nil {
+		return
+	}
+	g := nm.Config.GlobalDNS()
+	want := NMStarServers(g)
+	ours := false
+	if g != nil {
+		d, ok := g.Domain("*")
+		ours = ok && d.ServersFrom.Path == networkmanager.NodeDNSConfPath
+	}
+	hasLoop := func(as []netip.Addr) []string {
+		var out []string
+		for _, a := range as {
+			if p.Facts.IsLoop(a, false) && !slices.Contains(want, a.Unmap()) {
+				out = append(out, a.String())
+			}
+		}
+		return out
+	}
+	if nm.Live != nil {
+		live := NMStarServers(nm.Live.GlobalDNS)
+		stale := hasLoop(live)
+		if (ours && !slices.Equal(live, want)) || len(stale) > 0 {
+			p.Actions = append(p.Actions, nmReload(s, want, ours, fmt.Sprintf("NetworkManager runs with global DNS %s while its configuration says %s: reload it", nmAddrs(live), nmAddrs(want))))
+		}
+		return
+	}
+	if !g.Overrides() || s.ResolvConf.File == nil {
+		return
+	}
+	if stale := hasLoop(s.ResolvConf.File.Nameservers()); len(stale) > 0 {
+		p.Actions = append(p.Actions, nmReload(s, want, ours, fmt.Sprintf("NetworkManager's /etc/resolv.conf still lists %s, which its configuration no longer does: reload it", strings.Join(stale, " "))))
+	}
+}
+
+// nmAddrs is addrList that says "(none)" for no address.
+func nmAddrs(as []netip.Addr) string {
+	if len(as) == 0 {
+		return "(none)"
+	}
+	return addrList(as)
+}

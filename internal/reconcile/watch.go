@@ -1,0 +1,124 @@
+package reconcile
+
+import (
+	"errors"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"sort"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/nodedns/nodedns/internal/nodefs"
+)
+
+// watchSpec is one directory the daemon watches and the names in it that matter: a declared
+// nodefs.Watch, or (dirOnly) the nearest existing ancestor of a declared directory that does not exist
+// yet, watched for its next component.
+type watchSpec struct {
+	nodefs.Watch
+	dirOnly bool
+}
+
+// watchSet is the resolved form of the wanted files: host directory -> matchers. A directory that
+// does not exist yet is replaced by its nearest existing ancestor, watched for the next component
+// (kindDir), so /run/systemd/resolve appearing when resolved starts is noticed.
+type watchSet map[string][]watchSpec
+
+func (n *Node) buildWatchSet(st *nodefs.Store, decl []nodefs.Watch) watchSet {
+	ws := watchSet{}
+	for _, w := range decl {
+		dir, err := st.ResolveLink(w.Dir)
+		if err != nil {
+			n.log().Warn("not watched", "dir", w.Dir, "err", err)
+			continue
+		}
+		sp := watchSpec{Watch: w}
+		sp.Dir = dir
+		// Walk up to the nearest existing directory.
+		for {
+			if fi, err := st.Stat(sp.Dir); (err == nil && fi.IsDir()) || sp.Dir == "/" {
+				break
+			}
+			child := path.Base(sp.Dir)
+			sp = watchSpec{Watch: nodefs.Watch{Dir: path.Dir(sp.Dir), Match: nodefs.Names(child)}, dirOnly: true}
+		}
+		h := hostDir(st.Root, sp.Dir)
+		ws[h] = append(ws[h], sp)
+	}
+	return ws
+}
+
+func hostDir(root, nodeDir string) string {
+	if root == "" || root == "/" {
+		return filepath.FromSlash(nodeDir)
+	}
+	return filepath.Join(root, filepath.FromSlash(nodeDir))
+}
+
+// classify finds what an event on hostDir/name means: not relevant at all (ok false), or relevant
+// with the spec that declared it.
+func (ws watchSet) classify(hostDirPath, name string) (watchSpec, bool) {
+	for _, sp := range ws[hostDirPath] {
+		if sp.Match(name) {
+			return sp, true
+		}
+	}
+	return watchSpec{}, false
+}
+
+// dirs lists the watched host directories, sorted (for logs and tests).
+func (ws watchSet) dirs() []string {
+	out := make([]string, 0, len(ws))
+	for d := range ws {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// sync makes the watcher watch exactly the directories of ws. A directory that cannot be watched
+// (it vanished between the stat and the watch, or the inotify watch limit is reached) is logged and
+// retried at the next pass.
+func (ws watchSet) sync(w *fsnotify.Watcher, old watchSet, log func(msg string, args ...any)) {
+	for d := range old {
+		if _, keep := ws[d]; !keep {
+			_ = w.Remove(d)
+		}
+	}
+	for d := range ws {
+		if _, had := old[d]; had {
+			continue
+		}
+		if err := w.Add(d); err != nil {
+			log("cannot watch directory", "dir", d, "err", err)
+			delete(ws, d)
+		}
+	}
+}
+
+// complete reports whether a file's content (data and the error reading it) is something a reader
+// can use now. Missing, empty and half-written files are not complete: dhclient-script removes
+// /etc/resolv.conf and writes a new one, and an editor or `echo >` truncates before it writes.
+func complete(data []byte, err error, sp watchSpec) (bool, string) {
+	if sp.dirOnly {
+		return true, "directory appeared"
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, "missing"
+	case err != nil:
+		return false, err.Error()
+	case len(data) == 0:
+		return false, "empty"
+	}
+	if sp.Complete != nil {
+		if err := sp.Complete(data); err != nil {
+			return false, err.Error()
+		}
+	}
+	return true, "complete"
+}
+
+// watchedKind bounds what the daemon reads to judge an event: no input of nodedns is larger.
+var watchedKind = nodefs.Kind{Name: "watched file", Max: 1 << 20}
