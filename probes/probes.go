@@ -22,6 +22,7 @@ import (
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
 )
 
@@ -60,6 +61,9 @@ type Env struct {
 	// Host is the running node for the live checks (netlink, nf_tables, DNS probes, /proc, the boot
 	// id and the reboot baseline); nil under --root, where those checks report skipped.
 	Host *Live
+	// Files reads the node's files that are no input of the snapshot (the daemon's writers state);
+	// nil: they are not read.
+	Files nodefs.Reader
 	// Log gets what the report has no place for (an unreadable state file); nil discards it.
 	Log *slog.Logger
 }

@@ -98,7 +98,7 @@ func runDaemon(cmd *cobra.Command, g *globals) error {
 			return err
 		},
 	}
-	d.AfterPass = daemonMetrics(ctx, g)
+	d.AfterPass = daemonMetrics(ctx, g, e.Store)
 	if iv, err := sddaemon.SdWatchdogEnabled(false); err != nil {
 		g.log.Warn("watchdog settings unreadable; not sending WATCHDOG=1", "err", err)
 	} else if iv > 0 {

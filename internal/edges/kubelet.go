@@ -6,14 +6,16 @@ import (
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/kubelet"
 	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 // kubeletProcess is step 1 of docs/contract.md "Kubelet's config": the running kubelet's own
 // --config, from /proc/PID/cmdline (kubelet.FindProcess). It beats whatever the unit files say (a unit edited without a
 // restart, a kubelet started by hand or by another supervisor) and is used only on the live node.
 type kubeletProcess struct {
-	cfg  config.Config
-	proc string // "/proc"; a fake tree in tests
+	cfg   config.Config
+	proc  string        // "/proc"; a fake tree in tests
+	files nodefs.Reader // the node's files, to read the config found
 }
 
 func (kubeletProcess) Name() string { return "kubelet process" }
@@ -27,7 +29,7 @@ func (k kubeletProcess) Observe(_ context.Context, s *node.Snapshot) error {
 		return err
 	}
 	if ok {
-		s.UseKubeletConfig(found)
+		s.UseKubeletConfig(k.files, found)
 	}
 	return nil
 }

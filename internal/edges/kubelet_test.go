@@ -37,8 +37,9 @@ func TestKubeletProcessSource(t *testing.T) {
 			if tc.config != "" {
 				cfg.Kubelet.Config = tc.config
 			}
-			s := node.Observe(nodefs.NewReader(t.TempDir()), cfg, time.Now())
-			if err := (kubeletProcess{cfg: cfg, proc: proc}).Observe(context.Background(), s); err != nil {
+			r := nodefs.NewReader(t.TempDir())
+			s := node.Observe(r, cfg, time.Now())
+			if err := (kubeletProcess{cfg: cfg, proc: proc, files: r}).Observe(context.Background(), s); err != nil {
 				t.Fatal(err)
 			}
 			if s.Kubelet.Path != tc.want {

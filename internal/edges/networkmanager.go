@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/networkmanager"
 	"github.com/nodedns/nodedns/internal/networkmanager/bus"
 	"github.com/nodedns/nodedns/internal/node"
@@ -57,11 +56,10 @@ type NMBus interface {
 type NetworkManager struct {
 	// Options configure the D-Bus client.
 	Options bus.Options
-	// Root is the node's root for backups and validation ("/" on a live node).
-	Root string
-	// FS is the filesystem seam (nil: the real one).
-	FS  nodefs.FS
-	Log *slog.Logger
+	// Store is the node's store for backups and the validators' work directory: the run's
+	// (edges.New).
+	Store *nodefs.Store
+	Log   *slog.Logger
 
 	// Bus, when set, replaces the D-Bus client (tests).
 	Bus NMBus
@@ -86,21 +84,6 @@ func (n *NetworkManager) log() *slog.Logger {
 		return n.Log
 	}
 	return slog.New(slog.DiscardHandler)
-}
-
-func (n *NetworkManager) root() string {
-	if n.Root == "" {
-		return "/"
-	}
-	return n.Root
-}
-
-func (n *NetworkManager) store() *nodefs.Store {
-	fsys := n.FS
-	if fsys == nil {
-		fsys = nodefs.OS()
-	}
-	return &nodefs.Store{Root: n.root(), FS: fsys, StateDir: config.StateDir}
 }
 
 // Client returns the shared D-Bus client, connecting on first use.
@@ -288,7 +271,7 @@ func (n *NetworkManager) Do(ctx context.Context, a policy.Action) error {
 	}
 	// Before NM can change them: NM 1.42 drops a global DNS set over D-Bus from its intern file at
 	// the reload that makes a config file set one, and only this backup brings it back on restore.
-	st := n.store()
+	st := n.Store
 	for _, p := range r.BackUp {
 		if err := st.Backup(p); err != nil {
 			return fmt.Errorf("back up %s before reloading NetworkManager: %w", p, err)
@@ -365,7 +348,7 @@ func (n *NetworkManager) Validate(ctx context.Context, root string, c policy.Cha
 	if c.Op == policy.OpWrite {
 		data = c.After
 	}
-	fsys := networkmanager.ReaderFS(&nodefs.Store{Root: root, FS: n.FS})
+	fsys := networkmanager.ReaderFS(nodefs.NewReader(root))
 	cfg, err := networkmanager.LoadConfig(networkmanager.Overlay(fsys, map[string][]byte{c.Path: data}))
 	if err != nil {
 		return fmt.Errorf("validate %s: NetworkManager would refuse its configuration with it: %w", c.Path, err)
@@ -438,7 +421,7 @@ func (n *NetworkManager) printConfig(ctx context.Context, root string, changes m
 	}
 	// The copies go into nodedns's work directory (swept by the next lock holder if a kill leaves
 	// them), else the system's temp directory for a user who cannot write it.
-	work, err := workDir(root)
+	work, err := workDir(n.Store)
 	if err != nil {
 		return "", 0, err
 	}

@@ -41,8 +41,9 @@ func (s *Snapshot) loadKubelet(r nodefs.Reader, found kubelet.Found) {
 
 // UseKubeletConfig replaces the kubelet config Observe found in the node's files by the one found
 // (the running kubelet's --config, read by the live node's edges), reading it and the resolv.conf it
-// names through the snapshot's reader. Problems of the config read before are dropped with it.
-func (s *Snapshot) UseKubeletConfig(found kubelet.Found) {
+// names through r, the reader Observe read the node with. Problems of the config read before are
+// dropped with it.
+func (s *Snapshot) UseKubeletConfig(r nodefs.Reader, found kubelet.Found) {
 	if found.Path == s.Kubelet.Path && found.ConfigDir == s.Kubelet.ConfigDir {
 		s.Kubelet.How = found.How
 		return
@@ -55,7 +56,7 @@ func (s *Snapshot) UseKubeletConfig(found kubelet.Found) {
 	}
 	s.Problems = kept
 	before := s.Kubelet.ResolvConf
-	s.loadKubelet(s.Files, found)
+	s.loadKubelet(r, found)
 	if s.Kubelet.ResolvConf == before {
 		return
 	}
@@ -69,7 +70,7 @@ func (s *Snapshot) UseKubeletConfig(found kubelet.Found) {
 			return
 		}
 	}
-	s.KubeletResolv = s.readResolv(s.Files, s.Kubelet.ResolvConf)
+	s.KubeletResolv = s.readResolv(r, s.Kubelet.ResolvConf)
 }
 
 // KubeletSources are the node paths (files and directories) that decided which kubelet config was

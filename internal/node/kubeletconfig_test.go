@@ -119,11 +119,12 @@ func TestUseKubeletConfig(t *testing.T) {
 		"/srv/kubelet.yaml":                "kind: KubeletConfiguration\nresolvConf: /run/systemd/resolve/resolv.conf\nclusterDNS: [169.254.20.10]\n",
 		"/run/systemd/resolve/resolv.conf": "nameserver 169.254.20.10\n",
 	})
-	s := Observe(nodefs.NewReader(root), config.Default(), time.Now())
+	r := nodefs.NewReader(root)
+	s := Observe(r, config.Default(), time.Now())
 	if s.Kubelet.Err == nil || len(s.ProblemsFrom(SourceKubelet)) != 1 {
 		t.Fatalf("the broken kubespray file was not reported: %+v", s.Kubelet)
 	}
-	s.UseKubeletConfig(kubelet.Found{Path: "/srv/kubelet.yaml", How: "--config of the running kubelet (pid 42)"})
+	s.UseKubeletConfig(r, kubelet.Found{Path: "/srv/kubelet.yaml", How: "--config of the running kubelet (pid 42)"})
 	if s.Kubelet.Err != nil || len(s.ProblemsFrom(SourceKubelet)) != 0 || s.Kubelet.How != "--config of the running kubelet (pid 42)" {
 		t.Errorf("kubelet = %+v, problems %v", s.Kubelet, s.ProblemsFrom(SourceKubelet))
 	}

@@ -176,10 +176,6 @@ type Snapshot struct {
 
 	Unit Unit
 
-	// Files is the reader the snapshot was read with, for readers that come later (the checks'
-	// state files).
-	Files nodefs.Reader `json:"-"`
-
 	// CacheInterfaceAddrs are the addresses on the nodelocaldns interface. Only the live layer
 	// (netlink) fills them; under --root they stay empty.
 	CacheInterfaceAddrs []netip.Addr
@@ -190,7 +186,7 @@ type Snapshot struct {
 // Observe reads the node through r (a nodefs.Store: under the node's root, bounded, never a blocking
 // open). It never fails: every unusable source is in Problems.
 func Observe(r nodefs.Reader, cfg config.Config, now time.Time) *Snapshot {
-	s := &Snapshot{Now: now, Files: r}
+	s := &Snapshot{Now: now}
 
 	s.ResolvConf = s.readResolv(r, EtcResolvConf)
 	s.ResolvedResolv = s.readResolv(r, ResolvedResolvConf)

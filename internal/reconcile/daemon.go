@@ -576,7 +576,7 @@ func (d *Daemon) reload() {
 		d.setStatus(func(s *Status) { s.ConfigError = err.Error() })
 		return
 	}
-	d.Node.Config = cfg
+	d.Node.SetConfig(cfg)
 	d.fights.backoffAfter, d.fights.window = d.writersConfig()
 	d.setStatus(func(s *Status) { s.ConfigError = "" })
 	log.Info("config reloaded", "resync", d.resync(), "backoff_after", d.fights.backoffAfter, "window", d.fights.window)
