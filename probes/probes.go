@@ -81,15 +81,19 @@ type Check interface {
 	Run(ctx context.Context, env *Env) Result
 }
 
-// IDs lists every check id in report order. Every one appears once in a report.
-var IDs = []string{
-	"resolvconf.loop", "resolvconf.search", "resolvconf.nameservers", "kubelet.resolvconf",
-	"resolved.dns", "resolved.domains", "dhcp.search", "addressing.static",
-	"nodelocaldns.interface", "nodelocaldns.routes", "nodelocaldns.iptables", "nodelocaldns.dns",
-	"nodelocaldns.pods", "dns.loop", "dns.search-nxdomain", "boot.persistence",
+// IDs lists every check id in report order (docs/contract.md "Check ids"), the ids of All. Every one
+// appears once in a report.
+var IDs = checkIDs(All())
+
+func checkIDs(cs []Check) []string {
+	out := make([]string, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, c.ID())
+	}
+	return out
 }
 
-// All returns the checks in IDs order.
+// All returns every check, in report order.
 func All() []Check {
 	return []Check{
 		resolvConfLoop{}, resolvConfSearch{}, resolvConfNameservers{}, kubeletResolvConf{},

@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/nodedns/nodedns/internal/ascii"
 )
 
 // UnitFile is one unit file or drop-in, as read from the node.
@@ -333,10 +335,10 @@ func cunescapeOne(s string) (r rune, n int, eightBit, ok bool) {
 	case 's':
 		return ' ', 1, false, true
 	case 'x':
-		if len(s) < 3 || !isHexDigit(s[1]) || !isHexDigit(s[2]) {
+		if len(s) < 3 || !ascii.IsHex(s[1]) || !ascii.IsHex(s[2]) {
 			return 0, 0, false, false
 		}
-		v := hexDigit(s[1])<<4 | hexDigit(s[2])
+		v := ascii.HexVal(s[1])<<4 | ascii.HexVal(s[2])
 		if v == 0 {
 			return 0, 0, false, false
 		}
@@ -351,10 +353,10 @@ func cunescapeOne(s string) (r rune, n int, eightBit, ok bool) {
 		}
 		var v uint32
 		for i := 1; i <= n; i++ {
-			if !isHexDigit(s[i]) {
+			if !ascii.IsHex(s[i]) {
 				return 0, 0, false, false
 			}
-			v = v<<4 | uint32(hexDigit(s[i]))
+			v = v<<4 | uint32(ascii.HexVal(s[i]))
 		}
 		if v == 0 || (s[0] == 'U' && !unicharValid(v)) {
 			return 0, 0, false, false
@@ -383,21 +385,6 @@ func cunescapeOne(s string) (r rune, n int, eightBit, ok bool) {
 // not a noncharacter.
 func unicharValid(v uint32) bool {
 	return v < 0x110000 && v&0xFFFFF800 != 0xD800 && !(v >= 0xFDD0 && v <= 0xFDEF) && v&0xFFFE != 0xFFFE
-}
-
-func isHexDigit(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
-}
-
-func hexDigit(c byte) int {
-	switch {
-	case c >= '0' && c <= '9':
-		return int(c - '0')
-	case c >= 'a' && c <= 'f':
-		return int(c-'a') + 10
-	default:
-		return int(c-'A') + 10
-	}
 }
 
 // execStart is config_parse_exec (load-fragment.c, 252). It returns false when
@@ -671,8 +658,8 @@ func unitNameUnescape(s string) string {
 		switch {
 		case s[i] == '-':
 			b.WriteByte('/')
-		case s[i] == '\\' && i+3 < len(s) && s[i+1] == 'x' && isHexDigit(s[i+2]) && isHexDigit(s[i+3]):
-			b.WriteByte(byte(hexDigit(s[i+2])<<4 | hexDigit(s[i+3])))
+		case s[i] == '\\' && i+3 < len(s) && s[i+1] == 'x' && ascii.IsHex(s[i+2]) && ascii.IsHex(s[i+3]):
+			b.WriteByte(byte(ascii.HexVal(s[i+2])<<4 | ascii.HexVal(s[i+3])))
 			i += 3
 		default:
 			b.WriteByte(s[i])

@@ -73,10 +73,9 @@ type NetworkManager struct {
 	// (default 5s).
 	VerifyTimeout time.Duration
 
-	mu       sync.Mutex
-	client   *bus.Client
-	notices  chan string
-	decision string // the last decision logged
+	conn     lazyBus[*bus.Client]
+	mu       sync.Mutex // guards decision
+	decision string     // the last decision logged
 }
 
 func (n *NetworkManager) log() *slog.Logger {
@@ -88,18 +87,9 @@ func (n *NetworkManager) log() *slog.Logger {
 
 // Client returns the shared D-Bus client, connecting on first use.
 func (n *NetworkManager) Client(ctx context.Context) (*bus.Client, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.client != nil {
-		return n.client, nil
-	}
-	c, err := bus.Dial(ctx, n.Options)
-	if err != nil {
-		return nil, err
-	}
-	n.client = c
-	go n.forward(c.Events(), n.noticesLocked())
-	return c, nil
+	return n.conn.get(ctx,
+		func(ctx context.Context) (*bus.Client, error) { return bus.Dial(ctx, n.Options) },
+		func(c *bus.Client, out chan<- string) { n.forward(c.Events(), out) })
 }
 
 func (n *NetworkManager) api(ctx context.Context) (NMBus, error) {
@@ -110,16 +100,7 @@ func (n *NetworkManager) api(ctx context.Context) (NMBus, error) {
 }
 
 // Close closes the client if one was made.
-func (n *NetworkManager) Close() error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.client == nil {
-		return nil
-	}
-	err := n.client.Close()
-	n.client = nil
-	return err
-}
+func (n *NetworkManager) Close() error { return n.conn.close() }
 
 // Name implements Source.
 func (n *NetworkManager) Name() string { return "NetworkManager over D-Bus" }
@@ -572,34 +553,17 @@ func isNMConfig(p string) bool {
 //
 // Not told (logged only): device state changes (their DHCP options come as their own signal), DNS
 // manager changes (NM rewriting resolv.conf: the file watch sees it), NM leaving the bus.
-func (n *NetworkManager) Events() <-chan string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.noticesLocked()
-}
-
-func (n *NetworkManager) noticesLocked() chan string {
-	if n.notices == nil {
-		n.notices = make(chan string, 1)
-	}
-	return n.notices
-}
+func (n *NetworkManager) Events() <-chan string { return n.conn.events() }
 
 func (n *NetworkManager) forward(events <-chan bus.Event, out chan<- string) {
-	for e := range events {
+	forward(events, out, func(e bus.Event) string {
 		what := NMNotice(e)
 		n.log().Debug("NetworkManager event", "kind", e.Kind.String(), "path", e.Path, "reconcile", what != "")
 		if e.Kind == bus.EventBusLost {
 			n.log().Warn("system bus connection lost: reconnecting with backoff", "err", e.Err)
 		}
-		if what == "" {
-			continue
-		}
-		select {
-		case out <- what:
-		default: // a notice is pending: its pass reads what this event changed
-		}
-	}
+		return what
+	})
 }
 
 // NMNotice is the daemon's notice for a NetworkManager client event ("" when it needs no pass).

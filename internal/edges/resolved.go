@@ -12,7 +12,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/node"
@@ -61,26 +60,16 @@ type Resolved struct {
 	IfIndex func(name string) (int, error)
 	IfName  func(index int) string
 
-	mu     sync.Mutex
-	client *bus.Resolved
-	// notices is the daemon's view of the client's events (resolved_events.go).
-	notices chan string
+	// conn is the shared client; its notices are the daemon's view of the client's events
+	// (resolved_events.go).
+	conn lazyBus[*bus.Resolved]
 }
 
 // Client returns the shared D-Bus client, connecting on first use.
 func (r *Resolved) Client(ctx context.Context) (*bus.Resolved, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.client != nil {
-		return r.client, nil
-	}
-	c, err := bus.DialResolved(ctx, r.Options)
-	if err != nil {
-		return nil, err
-	}
-	r.client = c
-	go r.forward(c.Events(), r.noticesLocked())
-	return c, nil
+	return r.conn.get(ctx,
+		func(ctx context.Context) (*bus.Resolved, error) { return bus.DialResolved(ctx, r.Options) },
+		func(c *bus.Resolved, out chan<- string) { r.forward(c.Events(), out) })
 }
 
 // api is the bus the integration talks to: the test seam, else the shared client.
@@ -92,16 +81,7 @@ func (r *Resolved) api(ctx context.Context) (ResolvedBus, error) {
 }
 
 // Close closes the client if one was made.
-func (r *Resolved) Close() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.client == nil {
-		return nil
-	}
-	err := r.client.Close()
-	r.client = nil
-	return err
-}
+func (r *Resolved) Close() error { return r.conn.close() }
 
 func (r *Resolved) log() *slog.Logger {
 	if r.Log != nil {

@@ -29,16 +29,7 @@ func writeTree(t *testing.T, tree map[string]string) string {
 	return root
 }
 
-const (
-	kubeadmDropIn = "[Service]\n" +
-		"Environment=\"KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf\"\n" +
-		"Environment=\"KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml\"\n" +
-		"EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env\n" +
-		"EnvironmentFile=-/etc/default/kubelet\n" +
-		"ExecStart=\n" +
-		"ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS\n"
-	kubeletYAML = "kind: KubeletConfiguration\nclusterDNS: [169.254.25.10]\nresolvConf: /run/systemd/resolve/resolv.conf\n"
-)
+const kubeletYAML = "kind: KubeletConfiguration\nclusterDNS: [169.254.25.10]\nresolvConf: /run/systemd/resolve/resolv.conf\n"
 
 // TestObserveKubelet: what Observe reads from the config found, a --config-dir merged over it, and
 // a config that cannot be read or parsed (an error with file and line, docs/contract.md invariant 5).
