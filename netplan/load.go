@@ -36,7 +36,7 @@ func LoadSplit(r nodefs.Reader, skip string) (all *Config, allErr error, others 
 	docs := make([]Doc, 0, len(found))
 	var skipErr error
 	for _, f := range found {
-		data, err := readFile(r, f)
+		data, err := ReadFile(r, f)
 		if err != nil {
 			if f != skip {
 				return nil, err, nil, err
@@ -92,9 +92,9 @@ func find(r nodefs.Reader) (found, shadowed []string, err error) {
 	return found, shadowed, nil
 }
 
-// readFile reads a netplan file, refusing more than MaxFileSize bytes without reading them, and
+// ReadFile reads a netplan file, refusing more than MaxFileSize bytes without reading them, and
 // anything that is not a regular file without opening it.
-func readFile(r nodefs.Reader, nodePath string) ([]byte, error) {
+func ReadFile(r nodefs.Reader, nodePath string) ([]byte, error) {
 	data, err := r.ReadFile(nodePath, fileKind)
 	if errors.Is(err, nodefs.ErrTooLarge) {
 		return nil, &Error{Path: nodePath, Reason: fmt.Sprintf("file is larger than %d bytes", MaxFileSize)}

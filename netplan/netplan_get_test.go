@@ -31,7 +31,7 @@ func TestAgainstNetplanGet(t *testing.T) {
 				}
 				root := t.TempDir()
 				for _, p := range slices.Concat(found, shadowed) {
-					data, err := readFile(rd, p)
+					data, err := ReadFile(rd, p)
 					if err != nil {
 						t.Fatal(err)
 					}

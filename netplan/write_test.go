@@ -1,15 +1,11 @@
 package netplan
 
 import (
-	"context"
-	"errors"
 	"net/netip"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 func TestRender(t *testing.T) {
@@ -168,50 +164,5 @@ func TestMatches(t *testing.T) {
 		if got := cfg.Interface(tt.id).Matches(tt.ifname); got != tt.want {
 			t.Errorf("%s.Matches(%q) = %v, want %v", tt.id, tt.ifname, got, tt.want)
 		}
-	}
-}
-
-// TestGenerateRejects: netplan's own error comes back with its position, as node paths.
-func TestGenerateRejects(t *testing.T) {
-	netplanBinary(t)
-	root := t.TempDir()
-	writeNodeFile(t, root, cloudInit, []byte("network:\n  ethernets:\n    eth0: {dhcp4: true}\n"))
-	var r Runner
-	bad := []byte("network:\n  ethernets:\n    eth0:\n      dhcp4-overrides: {use-dns: maybe}\n")
-	err := r.Validate(context.Background(), root, NodednsFile, bad)
-	var ge *GenerateError
-	if !errors.As(err, &ge) {
-		t.Fatalf("Validate = %v, want a *GenerateError", err)
-	}
-	if !strings.HasPrefix(ge.Message, NodednsFile+":4:") || !strings.Contains(ge.Message, "Error in network definition") {
-		t.Errorf("message %q does not name %s:4:col", ge.Message, NodednsFile)
-	}
-	if strings.Contains(ge.Output, root) {
-		t.Errorf("output still names the temporary root:\n%s", ge.Output)
-	}
-	// A semantic error of networkd's backend has no position; netplan's line is kept as it is.
-	err = r.Validate(context.Background(), root, NodednsFile, []byte("network:\n  ethernets:\n    eth0: {dhcp6: true, dhcp4-overrides: {use-domains: false}}\n"))
-	if !errors.As(err, &ge) || !strings.Contains(ge.Message, "networkd requires that use-domains has the same value") {
-		t.Errorf("Validate = %v, want networkd's same-value error", err)
-	}
-	// The node's tree is never touched by a validation.
-	if _, err := Load(nodefs.NewReader(root)); err != nil {
-		t.Fatal(err)
-	}
-	found, _, _ := find(nodefs.NewReader(root))
-	if diff := cmp.Diff([]string{cloudInit}, found); diff != "" {
-		t.Errorf("files under root changed (-want +got):\n%s", diff)
-	}
-	// And an accepted file renders networkd's UseDomains=false.
-	good, _ := DropIn{Overrides: []Override{{ID: "eth0", Type: "ethernets", DHCP4: true}}}.Render()
-	gen, err := r.Generate(context.Background(), root, map[string][]byte{NodednsFile: good})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := string(gen["/run/systemd/network/10-netplan-eth0.network"]); !strings.Contains(n, "\nUseDomains=false\n") {
-		t.Errorf("generated network file lacks UseDomains=false:\n%s", n)
-	}
-	if _, err := (Runner{Bin: filepath.Join(root, "no-netplan")}).Generate(context.Background(), root, nil); err == nil || !strings.Contains(err.Error(), "install netplan.io") {
-		t.Errorf("missing netplan: %v", err)
 	}
 }

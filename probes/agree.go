@@ -1,6 +1,7 @@
 package probes
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/nodedns/nodedns/internal/node"
@@ -35,7 +36,7 @@ func pendingHint(ps []policy.Pending) string {
 		if !strings.HasPrefix(pd.Step, pd.Target) {
 			s = "pending on " + pd.Target + ": " + pd.Step
 		}
-		if !contains(steps, s) {
+		if !slices.Contains(steps, s) {
 			steps = append(steps, s)
 		}
 	}

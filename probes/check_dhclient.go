@@ -3,6 +3,7 @@ package probes
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/nodedns/nodedns/internal/node"
@@ -26,20 +27,11 @@ func dhclientLoopSources(env *Env) []string {
 			loops = append(loops, a.String())
 		}
 		s := fmt.Sprintf("%s:%d (`%s domain-name-servers`, %s on %s)", o.Rule.Path, o.Rule.Line, o.Rule.Policy, strings.Join(loops, " "), o.Interface)
-		if !contains(out, s) {
+		if !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // dhclientHookCurrent reports whether nodedns's enter hook is installed as the plan would write it.

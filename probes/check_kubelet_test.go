@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/kubelet"
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/resolvconf"
@@ -22,16 +23,16 @@ func TestKubeletResolvConfNamesTheConfig(t *testing.T) {
 	how := "--config in $KUBELET_ARGS (/etc/kubernetes/kubelet.env:6) of /etc/systemd/system/kubelet.service"
 	tests := []struct {
 		name    string
-		k       node.Kubelet
+		k       kubelet.Config
 		want    Status
 		message []string
 	}{
-		{"found through kubelet.env", node.Kubelet{Path: node.KubesprayKubeletConfig, Exists: true, ResolvConf: "/var/lib/nodedns/resolv.conf", How: how},
+		{"found through kubelet.env", kubelet.Config{Path: kubelet.KubesprayConfig, Exists: true, ResolvConf: "/var/lib/nodedns/resolv.conf", How: how},
 			OK, []string{"kubelet's config /etc/kubernetes/kubelet-config.yaml (" + how + ")"}},
-		{"malformed", node.Kubelet{Path: node.KubesprayKubeletConfig, Exists: true, ResolvConf: "/etc/resolv.conf", How: how,
-			Err: &node.KubeletError{Path: node.KubesprayKubeletConfig, Line: 4, Msg: "YAML: mapping values are not allowed in this context"}},
+		{"malformed", kubelet.Config{Path: kubelet.KubesprayConfig, Exists: true, ResolvConf: "/etc/resolv.conf", How: how,
+			Err: &kubelet.Error{Path: kubelet.KubesprayConfig, Line: 4, Msg: "YAML: mapping values are not allowed in this context"}},
 			Unknown, []string{"/etc/kubernetes/kubelet-config.yaml:4: YAML: mapping values", "cannot be used"}},
-		{"none", node.Kubelet{ResolvConf: "/var/lib/nodedns/resolv.conf", How: "kubelet's defaults"}, OK, []string{"no kubelet config (kubelet's defaults)"}},
+		{"none", kubelet.Config{ResolvConf: "/var/lib/nodedns/resolv.conf", How: "kubelet's defaults"}, OK, []string{"no kubelet config (kubelet's defaults)"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
 )
 
@@ -60,6 +61,9 @@ type Env struct {
 	// Host is the running node for the live checks (netlink, nf_tables, DNS probes, /proc, the boot
 	// id and the reboot baseline); nil under --root, where those checks report skipped.
 	Host *Live
+	// Files reads the node's files that are no input of the snapshot (the daemon's writers state);
+	// nil: they are not read.
+	Files nodefs.Reader
 	// Log gets what the report has no place for (an unreadable state file); nil discards it.
 	Log *slog.Logger
 }
@@ -77,15 +81,19 @@ type Check interface {
 	Run(ctx context.Context, env *Env) Result
 }
 
-// IDs lists every check id in report order. Every one appears once in a report.
-var IDs = []string{
-	"resolvconf.loop", "resolvconf.search", "resolvconf.nameservers", "kubelet.resolvconf",
-	"resolved.dns", "resolved.domains", "dhcp.search", "addressing.static",
-	"nodelocaldns.interface", "nodelocaldns.routes", "nodelocaldns.iptables", "nodelocaldns.dns",
-	"nodelocaldns.pods", "dns.loop", "dns.search-nxdomain", "boot.persistence",
+// IDs lists every check id in report order (docs/contract.md "Check ids"), the ids of All. Every one
+// appears once in a report.
+var IDs = checkIDs(All())
+
+func checkIDs(cs []Check) []string {
+	out := make([]string, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, c.ID())
+	}
+	return out
 }
 
-// All returns the checks in IDs order.
+// All returns every check, in report order.
 func All() []Check {
 	return []Check{
 		resolvConfLoop{}, resolvConfSearch{}, resolvConfNameservers{}, kubeletResolvConf{},

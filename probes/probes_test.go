@@ -3,6 +3,7 @@ package probes
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,13 +16,31 @@ import (
 	"github.com/nodedns/nodedns/internal/policy"
 )
 
-func TestEveryIDOnceInOrder(t *testing.T) {
-	var got []string
-	for _, c := range All() {
-		got = append(got, c.ID())
+// contractIDs are the ids of docs/contract.md's "Check ids" table, in its order.
+func contractIDs(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile("../docs/contract.md")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if diff := cmp.Diff(IDs, got); diff != "" {
-		t.Errorf("All() ids differ from IDs (-want +got):\n%s", diff)
+	_, table, ok := strings.Cut(string(data), "\n## Check ids\n")
+	if !ok {
+		t.Fatal(`docs/contract.md has no "Check ids" section`)
+	}
+	table, _, _ = strings.Cut(table, "\n## ")
+	var ids []string
+	for _, line := range strings.Split(table, "\n") {
+		if rest, ok := strings.CutPrefix(line, "| `"); ok {
+			id, _, _ := strings.Cut(rest, "`")
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+func TestEveryIDOnceInOrder(t *testing.T) {
+	if diff := cmp.Diff(contractIDs(t), IDs); diff != "" {
+		t.Errorf("check ids differ from docs/contract.md \"Check ids\" (-contract +All()):\n%s", diff)
 	}
 	// A node with nothing on it: every check still answers, with a valid status.
 	s := node.Observe(nodefs.NewReader(t.TempDir()), config.Default(), time.Now())

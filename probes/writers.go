@@ -31,10 +31,10 @@ func (env *Env) writerCheck(target string) string {
 // their targets. A state file whose daemon is gone (no /proc/PID) is stale and ignored: the daemon
 // removes it when it stops, so only a crash leaves one.
 func annotateWriters(env *Env, r *Report) {
-	if env.Snapshot == nil {
+	if env.Snapshot == nil || env.Files == nil {
 		return
 	}
-	st, err := node.ReadWritersState(env.Snapshot.Files)
+	st, err := node.ReadWritersState(env.Files)
 	if err != nil {
 		// It says nothing about the node's DNS, but whoever planted it should hear of it.
 		env.log().Warn("the daemon's writers state is unreadable: other-writer backoffs are not reported", "err", err)

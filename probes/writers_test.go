@@ -41,8 +41,9 @@ func TestCheckShowsTheDaemonsBackoff(t *testing.T) {
 			}
 			writeUnder(t, root, node.WritersStatePath, string(data))
 			cfg := config.Default()
-			s := node.Observe(nodefs.NewReader(root), cfg, time.Now())
-			env := &Env{Snapshot: s, Config: cfg, Plan: policy.Compute(s, cfg)}
+			r := nodefs.NewReader(root)
+			s := node.Observe(r, cfg, time.Now())
+			env := &Env{Snapshot: s, Config: cfg, Plan: policy.Compute(s, cfg), Files: r}
 			rep := Run(context.Background(), env, []Check{resolvConfLoop{}, kubeletResolvConf{}})
 			for _, c := range rep.Checks {
 				if c.ID != tc.wantID {

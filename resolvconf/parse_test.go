@@ -3,7 +3,6 @@ package resolvconf
 import (
 	"bytes"
 	"errors"
-	"io"
 	"net/netip"
 	"strings"
 	"testing"
@@ -349,64 +348,6 @@ func TestParseErrors(t *testing.T) {
 		}
 	})
 }
-
-// countingReader serves n bytes of 'x' and counts what was read.
-type countingReader struct {
-	left, read int
-}
-
-func (r *countingReader) Read(p []byte) (int, error) {
-	if r.left == 0 {
-		return 0, io.EOF
-	}
-	n := min(len(p), r.left)
-	for i := range n {
-		p[i] = 'x'
-	}
-	r.left -= n
-	r.read += n
-	return n, nil
-}
-
-func TestParseReader(t *testing.T) {
-	t.Run("20 MiB refused without reading it all", func(t *testing.T) {
-		r := &countingReader{left: 20 << 20}
-		_, err := ParseReader(r)
-		if !errors.Is(err, ErrTooLarge) {
-			t.Fatalf("err = %v, want ErrTooLarge", err)
-		}
-		if r.read > MaxSize+1 {
-			t.Errorf("read %d bytes, want at most %d", r.read, MaxSize+1)
-		}
-	})
-	t.Run("reads a file", func(t *testing.T) {
-		in := "nameserver 127.0.0.53\noptions edns0 trust-ad\nsearch example.org\n"
-		f, err := ParseReader(strings.NewReader(in))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := string(f.Bytes()); got != in {
-			t.Errorf("Bytes() = %q, want %q", got, in)
-		}
-		if diff := cmp.Diff([]netip.Addr{ip("127.0.0.53")}, f.Nameservers(), addrCmp); diff != "" {
-			t.Errorf("Nameservers() (-want +got):\n%s", diff)
-		}
-	})
-	t.Run("read error is wrapped", func(t *testing.T) {
-		boom := errors.New("boom")
-		_, err := ParseReader(io.MultiReader(strings.NewReader("nameserver 10.0.0.1\n"), errReader{boom}))
-		if !errors.Is(err, boom) {
-			t.Fatalf("err = %v, want it to wrap %v", err, boom)
-		}
-		if got, want := err.Error(), "read resolv.conf: boom"; got != want {
-			t.Errorf("Error() = %q, want %q", got, want)
-		}
-	})
-}
-
-type errReader struct{ err error }
-
-func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 func TestKindString(t *testing.T) {
 	tests := map[Kind]string{

@@ -16,7 +16,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"strings"
 )
@@ -183,19 +182,6 @@ func Parse(data []byte) (*File, error) {
 		f.Lines = append(f.Lines, l)
 	}
 	return f, nil
-}
-
-// ParseReader reads at most MaxSize+1 bytes from r and parses them, so an
-// oversized input is refused without being read whole.
-func ParseReader(r io.Reader) (*File, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read resolv.conf: %w", err)
-	}
-	if len(data) > MaxSize {
-		return nil, fmt.Errorf("input is %w: more than %d bytes", ErrTooLarge, MaxSize)
-	}
-	return Parse(data)
 }
 
 // Bytes renders the file. For a File returned by Parse and not edited since,

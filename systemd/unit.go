@@ -3,10 +3,10 @@ package systemd
 // unit.go reads how a service unit starts its program, from files only: the
 // unit file and its drop-ins ([Service] ExecStart=, Environment=,
 // EnvironmentFile=, Type=), the environment files they name, the expansion
-// of $VAR and ${VAR} in the command line, and /proc/PID/cmdline. nodedns uses
-// it to find the configuration file kubelet really reads (its --config):
-// kubespray writes it into /etc/kubernetes/kubelet.env, kubeadm into
-// 10-kubeadm.conf. Every rule follows systemd 252 (src/shared/conf-parser.c,
+// of $VAR and ${VAR} in the command line. internal/kubelet uses it to find
+// the configuration file kubelet really reads (its --config): kubespray
+// writes it into /etc/kubernetes/kubelet.env, kubeadm into 10-kubeadm.conf.
+// Every rule follows systemd 252 (src/shared/conf-parser.c,
 // src/core/load-fragment.c, src/basic/env-file.c, src/basic/env-util.c,
 // src/basic/extract-word.c, src/basic/escape.c of v252); nothing here reads a
 // file or talks to D-Bus.
@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/nodedns/nodedns/internal/ascii"
 )
 
 // UnitFile is one unit file or drop-in, as read from the node.
@@ -333,10 +335,10 @@ func cunescapeOne(s string) (r rune, n int, eightBit, ok bool) {
 	case 's':
 		return ' ', 1, false, true
 	case 'x':
-		if len(s) < 3 || !isHexDigit(s[1]) || !isHexDigit(s[2]) {
+		if len(s) < 3 || !ascii.IsHex(s[1]) || !ascii.IsHex(s[2]) {
 			return 0, 0, false, false
 		}
-		v := hexDigit(s[1])<<4 | hexDigit(s[2])
+		v := ascii.HexVal(s[1])<<4 | ascii.HexVal(s[2])
 		if v == 0 {
 			return 0, 0, false, false
 		}
@@ -351,10 +353,10 @@ func cunescapeOne(s string) (r rune, n int, eightBit, ok bool) {
 		}
 		var v uint32
 		for i := 1; i <= n; i++ {
-			if !isHexDigit(s[i]) {
+			if !ascii.IsHex(s[i]) {
 				return 0, 0, false, false
 			}
-			v = v<<4 | uint32(hexDigit(s[i]))
+			v = v<<4 | uint32(ascii.HexVal(s[i]))
 		}
 		if v == 0 || (s[0] == 'U' && !unicharValid(v)) {
 			return 0, 0, false, false
@@ -383,21 +385,6 @@ func cunescapeOne(s string) (r rune, n int, eightBit, ok bool) {
 // not a noncharacter.
 func unicharValid(v uint32) bool {
 	return v < 0x110000 && v&0xFFFFF800 != 0xD800 && !(v >= 0xFDD0 && v <= 0xFDEF) && v&0xFFFE != 0xFFFE
-}
-
-func isHexDigit(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
-}
-
-func hexDigit(c byte) int {
-	switch {
-	case c >= '0' && c <= '9':
-		return int(c - '0')
-	case c >= 'a' && c <= 'f':
-		return int(c-'a') + 10
-	default:
-		return int(c-'A') + 10
-	}
 }
 
 // execStart is config_parse_exec (load-fragment.c, 252). It returns false when
@@ -671,8 +658,8 @@ func unitNameUnescape(s string) string {
 		switch {
 		case s[i] == '-':
 			b.WriteByte('/')
-		case s[i] == '\\' && i+3 < len(s) && s[i+1] == 'x' && isHexDigit(s[i+2]) && isHexDigit(s[i+3]):
-			b.WriteByte(byte(hexDigit(s[i+2])<<4 | hexDigit(s[i+3])))
+		case s[i] == '\\' && i+3 < len(s) && s[i+1] == 'x' && ascii.IsHex(s[i+2]) && ascii.IsHex(s[i+3]):
+			b.WriteByte(byte(ascii.HexVal(s[i+2])<<4 | ascii.HexVal(s[i+3])))
 			i += 3
 		default:
 			b.WriteByte(s[i])
@@ -999,162 +986,17 @@ func replaceEnv(s string, get func(string) (string, bool)) (string, string) {
 	return b.String(), used
 }
 
-// ParseCmdline splits /proc/PID/cmdline: arguments each ended by a NUL. A
-// process that rewrote its arguments into one string with spaces (as
-// setproctitle does) comes out as that one string; kubelet does not do that.
-func ParseCmdline(data []byte) []string {
-	if len(data) == 0 {
-		return nil
-	}
-	s := string(data)
-	s = strings.TrimSuffix(s, "\x00")
-	return strings.Split(s, "\x00")
-}
-
-// KubeletFlags are kubelet's own configuration flags as it parses them.
-type KubeletFlags struct {
-	// Config is --config: the KubeletConfiguration file (resolvConf,
-	// clusterDNS, clusterDomain). A relative path is relative to kubelet's
-	// working directory (/ under systemd unless WorkingDirectory= says
-	// otherwise).
-	Config    string
-	HasConfig bool
-	// ConfigDir is --config-dir (kubelet 1.28+): drop-ins merged over Config,
-	// which can set resolvConf and clusterDNS too.
-	ConfigDir    string
-	HasConfigDir bool
-	// ConfigIndex and ConfigDirIndex are the positions in the argument list
-	// of the arguments that set them (-1 when unset).
-	ConfigIndex, ConfigDirIndex int
-}
-
-// KubeletFlagsFromArgs finds --config and --config-dir in kubelet's arguments
-// (argv without argv[0]) as its pflag flag set parses them: --config=PATH or
-// --config PATH (the next argument, whatever it looks like), the last one
-// winning; `--` ends the flags; '_' and '-' are the same in flag names
-// (kubelet's WordSepNormalizeFunc). Other flags are not interpreted, so the
-// value of another flag written as "--flag --config" would be misread; no
-// kubelet flag takes such a value.
-func KubeletFlagsFromArgs(args []string) KubeletFlags {
-	f := KubeletFlags{ConfigIndex: -1, ConfigDirIndex: -1}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			break
+// SplitWords splits a variable's value into words as systemd does when a
+// command uses it as $VAR (extract_first_word with EXTRACT_RELAX and
+// EXTRACT_UNQUOTE): quotes group and are removed, unbalanced quotes end the
+// last word.
+func SplitWords(v string) []string {
+	var words []string
+	for rest := v; ; {
+		w, r, ok, _ := extractWord(rest, exRelax|exUnquote)
+		if !ok {
+			return words
 		}
-		if !strings.HasPrefix(a, "--") {
-			continue
-		}
-		name, val, hasVal := strings.Cut(a[2:], "=")
-		name = strings.ReplaceAll(name, "_", "-")
-		if name != "config" && name != "config-dir" {
-			continue
-		}
-		idx := i
-		if !hasVal {
-			if i+1 >= len(args) {
-				break // kubelet exits: "flag needs an argument"
-			}
-			i++
-			val = args[i]
-		}
-		if name == "config" {
-			f.Config, f.HasConfig, f.ConfigIndex = val, true, idx
-		} else {
-			f.ConfigDir, f.HasConfigDir, f.ConfigDirIndex = val, true, idx
-		}
+		words, rest = append(words, w), r
 	}
-	return f
-}
-
-// KubeletConfigRef is where a kubelet unit names kubelet's config file.
-type KubeletConfigRef struct {
-	KubeletFlags
-	// Command is the ExecStart= command that starts kubelet.
-	Command ExecCommand
-	// Var is the variable that carried --config into the command
-	// ("KUBELET_ARGS" from kubespray's kubelet.env, "KUBELET_CONFIG_ARGS"
-	// from kubeadm's 10-kubeadm.conf); "" when ExecStart= writes it itself.
-	Var string
-	// Source is the file:line that wrote --config: the variable's
-	// assignment, or the ExecStart= line.
-	Source Setting
-	// Referenced is false when the command line has no --config and it was
-	// taken from a KUBELET_CONFIG or KUBELET_CONFIG_ARGS variable that the
-	// command does not use.
-	Referenced bool
-}
-
-// FindKubeletConfig returns kubelet's --config as the unit starts it: the
-// last ExecStart= command whose executable is named kubelet (else the last
-// command), expanded with env (MergeEnv of the unit's Environment= and its
-// environment files), searched by KubeletFlagsFromArgs. When the command line
-// has none, a variable KUBELET_CONFIG (a path, or arguments with --config)
-// or KUBELET_CONFIG_ARGS is used, with Referenced false. ok is false when
-// neither names a config file.
-func FindKubeletConfig(u *ServiceUnit, env []EnvVar) (ref KubeletConfigRef, ok bool) {
-	if u == nil || len(u.ExecStart) == 0 {
-		return KubeletConfigRef{}, false
-	}
-	cmd := u.ExecStart[len(u.ExecStart)-1]
-	for _, c := range u.ExecStart {
-		if path.Base(c.Path) == "kubelet" {
-			cmd = c
-		}
-	}
-	var args []ExpandedArg
-	if cmd.NoEnvExpand {
-		for _, a := range cmd.Argv {
-			args = append(args, ExpandedArg{Value: a})
-		}
-	} else {
-		args = ExpandArgv(cmd.Argv, env)
-	}
-	vals := make([]string, 0, len(args))
-	for _, a := range args {
-		vals = append(vals, a.Value)
-	}
-	if len(vals) > 0 {
-		vals = vals[1:] // argv[0]
-	}
-	ref = KubeletConfigRef{Command: cmd, Referenced: true}
-	ref.KubeletFlags = KubeletFlagsFromArgs(vals)
-	if ref.HasConfig {
-		ref.Var = args[ref.ConfigIndex+1].Var
-		ref.Source = cmd.Source
-		if ref.Var != "" {
-			for i := len(env) - 1; i >= 0; i-- {
-				if env[i].Name == ref.Var {
-					ref.Source = env[i].Source
-					break
-				}
-			}
-		}
-		return ref, true
-	}
-	for _, name := range []string{"KUBELET_CONFIG", "KUBELET_CONFIG_ARGS"} {
-		for i := len(env) - 1; i >= 0; i-- {
-			v := env[i]
-			if v.Name != name {
-				continue
-			}
-			var words []string
-			for rest := v.Value; ; {
-				w, r, ok, _ := extractWord(rest, exRelax|exUnquote)
-				if !ok {
-					break
-				}
-				words, rest = append(words, w), r
-			}
-			fl := KubeletFlagsFromArgs(words)
-			if !fl.HasConfig && len(words) == 1 && strings.HasPrefix(words[0], "/") {
-				fl.Config, fl.HasConfig, fl.ConfigIndex = words[0], true, 0
-			}
-			if fl.HasConfig {
-				return KubeletConfigRef{KubeletFlags: fl, Command: cmd, Var: name, Source: v.Source}, true
-			}
-			break
-		}
-	}
-	return ref, false
 }

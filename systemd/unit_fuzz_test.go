@@ -60,29 +60,5 @@ func FuzzParseServiceUnit(f *testing.F) {
 				}
 			}
 		}
-		if ref, ok := FindKubeletConfig(u, merged); ok && !ref.HasConfig {
-			t.Errorf("FindKubeletConfig ok without a config: %+v", ref)
-		}
-	})
-}
-
-func FuzzKubeletCmdline(f *testing.F) {
-	f.Add([]byte("/usr/local/bin/kubelet\x00--config=/etc/kubernetes/kubelet-config.yaml\x00--v=2\x00"))
-	f.Add([]byte("kubelet\x00--config\x00/a\x00--config_dir\x00/d\x00--\x00--config=/x\x00"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		argv := ParseCmdline(data)
-		if len(data) > 0 && strings.Join(argv, "\x00") != strings.TrimSuffix(string(data), "\x00") {
-			t.Errorf("ParseCmdline(%q) = %q does not join back", data, argv)
-		}
-		if len(argv) == 0 {
-			return
-		}
-		fl := KubeletFlagsFromArgs(argv[1:])
-		if fl.HasConfig && (fl.ConfigIndex < 0 || fl.ConfigIndex >= len(argv)-1) {
-			t.Errorf("ConfigIndex %d out of range", fl.ConfigIndex)
-		}
-		if !fl.HasConfig && fl.Config != "" {
-			t.Errorf("Config %q without HasConfig", fl.Config)
-		}
 	})
 }

@@ -20,7 +20,8 @@ func readKubelet(t testing.TB, name string) []byte {
 
 // TestKubesprayKubelet: the files kubespray's roles/kubernetes/node writes (rendered by Ansible
 // from kubelet.service.j2 and kubelet.env.v1beta1.j2): --config comes from KUBELET_ARGS, a
-// double-quoted value continued over five lines of /etc/kubernetes/kubelet.env.
+// double-quoted value continued over five lines of /etc/kubernetes/kubelet.env (internal/kubelet
+// finds it there).
 func TestKubesprayKubelet(t *testing.T) {
 	u := ParseServiceUnit("kubelet.service", []UnitFile{{Path: "/etc/systemd/system/kubelet.service", Data: readKubelet(t, "kubespray-kubelet.service")}})
 	if u.Err != nil || len(u.Warnings) != 0 {
@@ -57,20 +58,11 @@ func TestKubesprayKubelet(t *testing.T) {
 	if diff := cmp.Diff(want, env); diff != "" {
 		t.Errorf("kubelet.env (-want +got):\n%s", diff)
 	}
-
-	ref, ok := FindKubeletConfig(u, MergeEnv(u.Environment, env))
-	if !ok || ref.Config != "/etc/kubernetes/kubelet-config.yaml" || ref.Var != "KUBELET_ARGS" || ref.Source != (Setting{"/etc/kubernetes/kubelet.env", 6}) || !ref.Referenced {
-		t.Errorf("FindKubeletConfig = %+v, %v; want /etc/kubernetes/kubelet-config.yaml from KUBELET_ARGS at kubelet.env:6", ref, ok)
-	}
-	// Without the environment file (it is optional), kubelet gets no --config.
-	if ref, ok := FindKubeletConfig(u, u.Environment); ok {
-		t.Errorf("FindKubeletConfig without kubelet.env = %+v, want none", ref)
-	}
 }
 
 // TestKubeadmKubelet: kubeadm's packages install kubelet.service and the 10-kubeadm.conf drop-in
-// (pkgs.k8s.io); the drop-in resets ExecStart= and passes --config through KUBELET_CONFIG_ARGS.
-// An operator's /etc/default/kubelet can name another file: kubelet takes the last --config.
+// (pkgs.k8s.io); the drop-in resets ExecStart= and passes --config through KUBELET_CONFIG_ARGS
+// (internal/kubelet finds it there).
 func TestKubeadmKubelet(t *testing.T) {
 	files := []UnitFile{
 		{Path: "/usr/lib/systemd/system/kubelet.service", Data: readKubelet(t, "kubeadm-kubelet.service")},
@@ -87,20 +79,8 @@ func TestKubeadmKubelet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, ok := FindKubeletConfig(u, MergeEnv(u.Environment, flags))
-	if !ok || ref.Config != "/var/lib/kubelet/config.yaml" || ref.Var != "KUBELET_CONFIG_ARGS" ||
-		ref.Source != (Setting{"/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf", 4}) {
-		t.Errorf("FindKubeletConfig = %+v, %v", ref, ok)
-	}
-
-	extra, _, err := ParseEnvFile("/etc/default/kubelet", []byte("KUBELET_EXTRA_ARGS=--config /etc/kubelet/override.yaml --config-dir=/etc/kubelet/conf.d\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, ok = FindKubeletConfig(u, MergeEnv(u.Environment, flags, extra))
-	if !ok || ref.Config != "/etc/kubelet/override.yaml" || ref.Var != "KUBELET_EXTRA_ARGS" || ref.Source != (Setting{"/etc/default/kubelet", 1}) ||
-		!ref.HasConfigDir || ref.ConfigDir != "/etc/kubelet/conf.d" {
-		t.Errorf("with /etc/default/kubelet: FindKubeletConfig = %+v, %v", ref, ok)
+	if len(flags) != 1 || flags[0].Name != "KUBELET_KUBEADM_ARGS" {
+		t.Errorf("kubeadm-flags.env = %+v, want KUBELET_KUBEADM_ARGS", flags)
 	}
 }
 
@@ -309,51 +289,5 @@ func TestExpandArgv(t *testing.T) {
 		if diff := cmp.Diff(tc.vars, vars); diff != "" {
 			t.Errorf("ExpandArgv(%q) vars (-want +got):\n%s", tc.in, diff)
 		}
-	}
-}
-
-func TestCmdlineAndKubeletFlags(t *testing.T) {
-	tests := []struct {
-		name      string
-		cmdline   string
-		config    string
-		hasConfig bool
-		configDir string
-	}{
-		{"kubespray", "/usr/local/bin/kubelet\x00--v=2\x00--node-ip=10.66.0.100\x00--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf\x00--config=/etc/kubernetes/kubelet-config.yaml\x00--kubeconfig=/etc/kubernetes/kubelet.conf\x00", "/etc/kubernetes/kubelet-config.yaml", true, ""},
-		{"separate value, last wins", "kubelet\x00--config\x00/a.yaml\x00--config\x00/b.yaml\x00", "/b.yaml", true, ""},
-		{"config_dir normalised", "kubelet\x00--config_dir=/d\x00--config=\x00", "", true, "/d"},
-		{"after --", "kubelet\x00--\x00--config=/x\x00", "", false, ""},
-		{"single dash is not the flag", "kubelet\x00-config=/x\x00--configs=/y\x00", "", false, ""},
-		{"value missing", "kubelet\x00--config\x00", "", false, ""},
-		{"empty", "", "", false, ""},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			argv := ParseCmdline([]byte(tc.cmdline))
-			var args []string
-			if len(argv) > 0 {
-				args = argv[1:]
-			}
-			f := KubeletFlagsFromArgs(args)
-			if f.Config != tc.config || f.HasConfig != tc.hasConfig || f.ConfigDir != tc.configDir {
-				t.Errorf("flags = %+v, want config %q (%v), config-dir %q", f, tc.config, tc.hasConfig, tc.configDir)
-			}
-		})
-	}
-	if got := ParseCmdline([]byte("a\x00\x00b\x00")); !cmp.Equal(got, []string{"a", "", "b"}) {
-		t.Errorf("ParseCmdline kept empty arguments wrong: %q", got)
-	}
-}
-
-func TestFindKubeletConfigFallback(t *testing.T) {
-	u := ParseServiceUnit("kubelet.service", []UnitFile{{Path: "/u", Data: []byte("[Service]\nExecStart=/usr/bin/kubelet $KUBELET_EXTRA_ARGS\nEnvironment=KUBELET_CONFIG=/etc/kubernetes/kubelet.yaml\n")}})
-	ref, ok := FindKubeletConfig(u, u.Environment)
-	if !ok || ref.Config != "/etc/kubernetes/kubelet.yaml" || ref.Referenced || ref.Var != "KUBELET_CONFIG" || ref.Source != (Setting{"/u", 3}) {
-		t.Errorf("FindKubeletConfig = %+v, %v; want the unreferenced KUBELET_CONFIG", ref, ok)
-	}
-	u = ParseServiceUnit("kubelet.service", []UnitFile{{Path: "/u", Data: []byte("[Service]\nExecStart=:/usr/bin/kubelet --config=${CFG}\nEnvironment=CFG=/x\n")}})
-	if ref, ok := FindKubeletConfig(u, u.Environment); !ok || ref.Config != "${CFG}" || ref.Var != "" {
-		t.Errorf("':' prefix: FindKubeletConfig = %+v, want the literal ${CFG}", ref)
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/probes"
 )
@@ -71,14 +70,13 @@ func runCheck(ctx context.Context, g *globals, o checkOptions) error {
 	}
 	deadline := time.Now().Add(o.wait)
 	var rep probes.Report
+	var st *nodefs.Store
 	for {
 		e := g.edges()
 		n := e.Node
+		st = e.Store
 		s, p := n.Observe(ctx)
-		env := &probes.Env{Snapshot: s, Config: g.cfg, Plan: p, Live: n.Live(), Log: g.log}
-		if n.Live() {
-			env.Host = probes.NewLive(g.cfg.Probes.Timeout, probes.FileState{Store: &nodefs.Store{Root: "/", FS: nodefs.OS(), StateDir: config.StateDir}})
-		}
+		env := &probes.Env{Snapshot: s, Config: g.cfg, Plan: p, Live: n.Live(), Log: g.log, Host: e.Probes, Files: e.Store}
 		rep = probes.Run(ctx, env, probes.All())
 		_ = e.Close()
 		// The reboot baseline is recorded only from a passing check (probes.SaveBaseline).
@@ -95,7 +93,7 @@ func runCheck(ctx context.Context, g *globals, o checkOptions) error {
 		}
 		break
 	}
-	writeCheckMetrics(g, rep)
+	writeCheckMetrics(g, st, rep)
 	switch {
 	case o.npd:
 		fmt.Fprintln(g.stdout, rep.NPD())

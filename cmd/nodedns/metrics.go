@@ -5,7 +5,6 @@ import (
 	"errors"
 	"runtime/debug"
 
-	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/metrics"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/reconcile"
@@ -16,8 +15,8 @@ import (
 // (metrics.ChecksTextfile of metrics.textfile, under --root when given). node-problem-detector runs
 // `nodedns check --npd` every minute, which keeps the file fresh. A node without the collector
 // directory gets no file; a failed write is logged and never changes check's exit code (the check
-// answered; only its report to Prometheus failed).
-func writeCheckMetrics(g *globals, rep probes.Report) {
+// answered; only its report to Prometheus failed). st is the run's node store (edges.New).
+func writeCheckMetrics(g *globals, st *nodefs.Store, rep probes.Report) {
 	path := metrics.ChecksTextfile(g.cfg.Metrics.Textfile)
 	if path == "" {
 		return
@@ -28,7 +27,6 @@ func writeCheckMetrics(g *globals, rep probes.Report) {
 		cs = append(cs, metrics.Check{ID: c.ID, Status: string(c.Status)})
 	}
 	r.ObserveChecks(cs)
-	st := &nodefs.Store{Root: rootOr(g.root), FS: nodefs.OS(), StateDir: config.StateDir}
 	err := metrics.WriteTextfile(st, path, r)
 	switch {
 	case errors.Is(err, metrics.ErrNoCollectorDir):
@@ -53,15 +51,14 @@ func versionString() string {
 
 // daemonMetrics sets up the daemon's reporting: one Recorder for the run, the optional /metrics
 // listener (only when metrics.listen is set: no socket otherwise), and a textfile rewritten after
-// every pass. It returns the hook the daemon calls after each pass.
-func daemonMetrics(ctx context.Context, g *globals) func(reconcile.Outcome, []string) {
+// every pass through st, the run's node store. It returns the hook the daemon calls after each pass.
+func daemonMetrics(ctx context.Context, g *globals, st *nodefs.Store) func(reconcile.Outcome, []string) {
 	rec := metrics.NewRecorder(metrics.SourceRun, versionString())
 	if addr, err := metrics.Serve(ctx, g.cfg.Metrics.Listen, rec, g.log); err != nil {
 		g.log.Warn("metrics listener not started", "listen", g.cfg.Metrics.Listen, "err", err)
 	} else if addr != nil {
 		g.log.Info("metrics listener started", "addr", addr.String())
 	}
-	st := &nodefs.Store{Root: rootOr(g.root), FS: nodefs.OS(), StateDir: config.StateDir}
 	return func(o reconcile.Outcome, newBackoffs []string) {
 		rec.Reconciled(len(o.Written)+len(o.Removed)+len(o.Done), o.Failed())
 		for _, t := range newBackoffs {

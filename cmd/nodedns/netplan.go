@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodedns/nodedns/internal/config"
-	"github.com/nodedns/nodedns/internal/edges"
 	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/netplan"
 )
@@ -87,7 +86,7 @@ func runPin(ctx context.Context, g *globals, dryRun, apply bool) error {
 
 	if dryRun {
 		fmt.Fprintf(g.stdout, "# %s (mode 0600): %s\n%s", change.Path, change.Reason, change.After)
-		r, err := edges.NetplanRunner(g.root)
+		r, err := e.NetplanRunner()
 		if err != nil {
 			return &exitError{1, fmt.Errorf("netplan get: %w", err)}
 		}

@@ -32,8 +32,8 @@ than writers.backoffAfter times within writers.window), nodedns stops fighting o
 in the log, in STATUS= and in ` + "`nodedns check`" + `, and resumes once the other writer has left the file
 alone for one window.
 
-Signals: SIGTERM or SIGINT finish the write in progress and exit 0; SIGHUP reloads the config (an
-invalid config is reported and the old one kept). WATCHDOG=1 is sent at half of WatchdogSec.
+Signals: SIGTERM or SIGINT finish the write in progress and exit 0 (a pass still waiting for the
+state lock is dropped); SIGHUP reloads the config (an invalid config is reported and the old one kept). WATCHDOG=1 is sent at half of WatchdogSec.
 With --root DIR it watches and writes only files under DIR (how tests and benchmarks drive it).`,
 		Example: `  nodedns run                                   # as the systemd service does
   nodedns --log-level debug run                 # log every event it judges
@@ -98,7 +98,7 @@ func runDaemon(cmd *cobra.Command, g *globals) error {
 			return err
 		},
 	}
-	d.AfterPass = daemonMetrics(ctx, g)
+	d.AfterPass = daemonMetrics(ctx, g, e.Store)
 	if iv, err := sddaemon.SdWatchdogEnabled(false); err != nil {
 		g.log.Warn("watchdog settings unreadable; not sending WATCHDOG=1", "err", err)
 	} else if iv > 0 {

@@ -6,6 +6,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -144,9 +145,12 @@ type key struct {
 	set  func(c *Config, v any) error
 }
 
-// keys is the complete list of config keys. An unknown key is an error, so this list is also the
-// documentation's source of truth (see Keys).
-var keys = []key{
+// keys is the complete list of config keys, in documentation order. An unknown key is an error, so
+// this list is also the documentation's source of truth (see Keys).
+var keys = slices.Concat(coreKeys, metricsKeys)
+
+// coreKeys are the keys of the resolver configuration and the daemon.
+var coreKeys = []key{
 	{"upstreams", []string{}, func(c *Config, v any) (err error) { c.Upstreams, err = addrList(v); return }},
 	{"clusterDNS", []string{}, func(c *Config, v any) (err error) { c.ClusterDNS, err = addrList(v); return }},
 	{"clusterDomain", "", func(c *Config, v any) (err error) {

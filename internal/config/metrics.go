@@ -23,7 +23,7 @@ type Metrics struct {
 	Listen string
 }
 
-// metricsKeys are appended to keys: they live here so the metrics work does not reshape keys.
+// metricsKeys are the metrics section's keys, the last of keys.
 var metricsKeys = []key{
 	{"metrics.textfile", DefaultMetricsTextfile, func(c *Config, v any) error {
 		s, err := str(v)
@@ -39,8 +39,6 @@ var metricsKeys = []key{
 		return err
 	}},
 }
-
-func init() { keys = append(keys, metricsKeys...) }
 
 // listenAddr validates a listen address and makes a bare port loopback-only. YAML may give the port
 // as a number.

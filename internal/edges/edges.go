@@ -13,13 +13,22 @@ import (
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/edges/hostnet"
+	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/reconcile"
+	"github.com/nodedns/nodedns/probes"
 )
 
-// Edges is one run's node with its integrations wired in, and the live event sources the daemon
-// listens to. Close it when the run ends: it holds the D-Bus connection.
+// Edges is one run's node with its integrations wired in, the store of its files, the live probes
+// of the self-check and the live event sources the daemon listens to: everything live a command
+// needs, so cmd/ builds none of it. Close it when the run ends: it holds the D-Bus connection.
 type Edges struct {
 	Node *reconcile.Node
+	// Store is the node's files (reads, atomic writes, backups, the state lock): the one the node,
+	// the integrations, the probes' state and the metrics textfile share.
+	Store *nodefs.Store
+	// Probes is the live host the self-check probes (netlink, nf_tables, DNS, /proc, its state
+	// file); nil under --root, where only the file checks run.
+	Probes *probes.Live
 	// Events are the live change notices (`nodedns run` only); none under --root.
 	Events []reconcile.EventSource
 
@@ -39,29 +48,34 @@ type Edges struct {
 //     that puts per-link settings back on restore), NetworkManager (reload, read back; the
 //     reverter that reloads NM after restore), and the commands that make netplan and networkd
 //     changes live;
-//   - event sources (live only): the systemd-resolved and NetworkManager clients' signals.
+//   - event sources (live only): the systemd-resolved and NetworkManager clients' signals;
+//   - the self-check's live probes (live only): netlink, nf_tables, DNS queries, /proc.
 func New(root string, cfg config.Config, log *slog.Logger) *Edges {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	n := &reconcile.Node{Root: root, Config: cfg, Log: log}
-	e := &Edges{Node: n}
+	st := reconcile.NewStore(root, nil, cfg)
+	n := &reconcile.Node{Root: root, Config: cfg, Store: st, Log: log}
+	e := &Edges{Node: n, Store: st}
 
-	resolved := &Resolved{RestartCommand: cfg.Resolved.RestartCommand, Root: "/", Log: log}
-	nm := &NetworkManager{Root: "/", Log: log}
+	// resolved's and NM's own files (the link record, NM's backups) are the live node's: they act
+	// only there.
+	resolved := &Resolved{RestartCommand: cfg.Resolved.RestartCommand, Store: st, Log: log}
+	nm := &NetworkManager{Store: st, Log: log}
 	netlink := hostnet.New()
 
 	n.Sources = []reconcile.Source{
-		kubeletProcess{cfg: cfg, proc: "/proc"},
+		kubeletProcess{cfg: cfg, proc: "/proc", files: st},
 		resolved,
 		nm,
 		cacheInterface{ifname: cfg.NodeLocalDNS.Interface, net: netlink},
 		uplink{net: netlink},
 	}
-	n.Validators = []reconcile.Validator{netplanValidator{}, nm}
+	n.Validators = []reconcile.Validator{netplanValidator{store: st}, nm}
 	n.Actors = []reconcile.Actor{resolved, nm, commands{}}
 	if n.Live() {
 		e.Events = []reconcile.EventSource{resolved, nm}
+		e.Probes = probes.NewLive(cfg.Probes.Timeout, probes.FileState{Store: st})
 	}
 	e.closers = []io.Closer{resolved, nm}
 	return e

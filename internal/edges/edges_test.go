@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/internal/reconcile"
 )
@@ -77,3 +78,6 @@ func TestNewSharesOneClientPerIntegration(t *testing.T) {
 		t.Errorf("%d event sources under --root, want none", len(er.Events))
 	}
 }
+
+// testStore is a node store under root, as edges.New makes one.
+func testStore(root string) *nodefs.Store { return reconcile.NewStore(root, nil, config.Default()) }

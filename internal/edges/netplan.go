@@ -10,37 +10,36 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/edges/netplancmd"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/netplan"
 )
 
-func rootOr(r string) string {
-	if r == "" {
-		return "/"
-	}
-	return r
-}
-
 // netplanValidator runs `netplan generate --root-dir` on a copy of the node's netplan files with
 // the planned file in place. A rejection keeps the change from being written and carries netplan's
 // own file:line:col message.
-type netplanValidator struct{ runner netplan.Runner }
+type netplanValidator struct {
+	store  *nodefs.Store
+	runner netplancmd.Runner // a test's; the zero value: netplanRunner(store)
+}
 
-// NetplanRunner is the netplan runner of the node whose / is root: its copies go into nodedns's work
+// NetplanRunner is the netplan runner of the run's node (`netplan pin --dry-run` shows `netplan
+// get` through it).
+func (e *Edges) NetplanRunner() (netplancmd.Runner, error) { return netplanRunner(e.Store) }
+
+// netplanRunner is the netplan runner of the node st holds: its copies go into nodedns's work
 // directory (workDir), so a run under --root leaves nothing outside it.
-func NetplanRunner(root string) (netplan.Runner, error) {
-	dir, err := workDir(root)
-	return netplan.Runner{TempDir: dir}, err
+func netplanRunner(st *nodefs.Store) (netplancmd.Runner, error) {
+	dir, err := workDir(st)
+	return netplancmd.Runner{TempDir: dir}, err
 }
 
 // workDir is where the validators make their copies: nodedns's work directory under the node's
 // state directory (nodefs.Store.TempDir), which the next holder of the state lock sweeps when a
 // killed run left something there. A user who cannot write it (a non-root `nodedns plan` on a live
 // node) gets "" (the system's temp directory); untrusted state is an error.
-func workDir(root string) (string, error) {
-	st := &nodefs.Store{Root: rootOr(root), FS: nodefs.OS(), StateDir: config.StateDir}
+func workDir(st *nodefs.Store) (string, error) {
 	dir, err := st.TempDir()
 	if err == nil && unix.Access(dir, unix.W_OK|unix.X_OK) == nil {
 		return dir, nil
@@ -52,11 +51,11 @@ func workDir(root string) (string, error) {
 	return "", nil
 }
 
-func (v netplanValidator) run(root string) (netplan.Runner, error) {
+func (v netplanValidator) run() (netplancmd.Runner, error) {
 	if v.runner.TempDir != "" || v.runner.Bin != "" {
 		return v.runner, nil
 	}
-	return NetplanRunner(root)
+	return netplanRunner(v.store)
 }
 
 func (v netplanValidator) Validate(ctx context.Context, root string, c policy.Change) error {
@@ -67,7 +66,7 @@ func (v netplanValidator) Validate(ctx context.Context, root string, c policy.Ch
 	if c.Op == policy.OpWrite {
 		data = c.After
 	}
-	r, err := v.run(root)
+	r, err := v.run()
 	if err == nil {
 		err = r.Validate(ctx, root, c.Path, data)
 	}
@@ -85,12 +84,12 @@ func (v netplanValidator) Explain(ctx context.Context, root string, b policy.Blo
 	if b.Target != netplan.NodednsFile {
 		return "", false
 	}
-	r, err := v.run(root)
+	r, err := v.run()
 	if err != nil {
 		return "", false
 	}
 	_, err = r.Generate(ctx, root, nil)
-	var ge *netplan.GenerateError
+	var ge *netplancmd.GenerateError
 	if !errors.As(err, &ge) {
 		return "", false // netplan accepts the tree (or could not run): policy's reason stands
 	}

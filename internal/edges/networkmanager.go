@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/networkmanager"
 	"github.com/nodedns/nodedns/internal/networkmanager/bus"
 	"github.com/nodedns/nodedns/internal/node"
@@ -57,11 +56,10 @@ type NMBus interface {
 type NetworkManager struct {
 	// Options configure the D-Bus client.
 	Options bus.Options
-	// Root is the node's root for backups and validation ("/" on a live node).
-	Root string
-	// FS is the filesystem seam (nil: the real one).
-	FS  nodefs.FS
-	Log *slog.Logger
+	// Store is the node's store for backups and the validators' work directory: the run's
+	// (edges.New).
+	Store *nodefs.Store
+	Log   *slog.Logger
 
 	// Bus, when set, replaces the D-Bus client (tests).
 	Bus NMBus
@@ -75,10 +73,9 @@ type NetworkManager struct {
 	// (default 5s).
 	VerifyTimeout time.Duration
 
-	mu       sync.Mutex
-	client   *bus.Client
-	notices  chan string
-	decision string // the last decision logged
+	conn     lazyBus[*bus.Client]
+	mu       sync.Mutex // guards decision
+	decision string     // the last decision logged
 }
 
 func (n *NetworkManager) log() *slog.Logger {
@@ -88,35 +85,11 @@ func (n *NetworkManager) log() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-func (n *NetworkManager) root() string {
-	if n.Root == "" {
-		return "/"
-	}
-	return n.Root
-}
-
-func (n *NetworkManager) store() *nodefs.Store {
-	fsys := n.FS
-	if fsys == nil {
-		fsys = nodefs.OS()
-	}
-	return &nodefs.Store{Root: n.root(), FS: fsys, StateDir: config.StateDir}
-}
-
 // Client returns the shared D-Bus client, connecting on first use.
 func (n *NetworkManager) Client(ctx context.Context) (*bus.Client, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.client != nil {
-		return n.client, nil
-	}
-	c, err := bus.Dial(ctx, n.Options)
-	if err != nil {
-		return nil, err
-	}
-	n.client = c
-	go n.forward(c.Events(), n.noticesLocked())
-	return c, nil
+	return n.conn.get(ctx,
+		func(ctx context.Context) (*bus.Client, error) { return bus.Dial(ctx, n.Options) },
+		func(c *bus.Client, out chan<- string) { n.forward(c.Events(), out) })
 }
 
 func (n *NetworkManager) api(ctx context.Context) (NMBus, error) {
@@ -127,16 +100,7 @@ func (n *NetworkManager) api(ctx context.Context) (NMBus, error) {
 }
 
 // Close closes the client if one was made.
-func (n *NetworkManager) Close() error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.client == nil {
-		return nil
-	}
-	err := n.client.Close()
-	n.client = nil
-	return err
-}
+func (n *NetworkManager) Close() error { return n.conn.close() }
 
 // Name implements Source.
 func (n *NetworkManager) Name() string { return "NetworkManager over D-Bus" }
@@ -288,7 +252,7 @@ func (n *NetworkManager) Do(ctx context.Context, a policy.Action) error {
 	}
 	// Before NM can change them: NM 1.42 drops a global DNS set over D-Bus from its intern file at
 	// the reload that makes a config file set one, and only this backup brings it back on restore.
-	st := n.store()
+	st := n.Store
 	for _, p := range r.BackUp {
 		if err := st.Backup(p); err != nil {
 			return fmt.Errorf("back up %s before reloading NetworkManager: %w", p, err)
@@ -365,7 +329,7 @@ func (n *NetworkManager) Validate(ctx context.Context, root string, c policy.Cha
 	if c.Op == policy.OpWrite {
 		data = c.After
 	}
-	fsys := networkmanager.ReaderFS(&nodefs.Store{Root: root, FS: n.FS})
+	fsys := networkmanager.ReaderFS(nodefs.NewReader(root))
 	cfg, err := networkmanager.LoadConfig(networkmanager.Overlay(fsys, map[string][]byte{c.Path: data}))
 	if err != nil {
 		return fmt.Errorf("validate %s: NetworkManager would refuse its configuration with it: %w", c.Path, err)
@@ -438,7 +402,7 @@ func (n *NetworkManager) printConfig(ctx context.Context, root string, changes m
 	}
 	// The copies go into nodedns's work directory (swept by the next lock holder if a kill leaves
 	// them), else the system's temp directory for a user who cannot write it.
-	work, err := workDir(root)
+	work, err := workDir(n.Store)
 	if err != nil {
 		return "", 0, err
 	}
@@ -589,34 +553,17 @@ func isNMConfig(p string) bool {
 //
 // Not told (logged only): device state changes (their DHCP options come as their own signal), DNS
 // manager changes (NM rewriting resolv.conf: the file watch sees it), NM leaving the bus.
-func (n *NetworkManager) Events() <-chan string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.noticesLocked()
-}
-
-func (n *NetworkManager) noticesLocked() chan string {
-	if n.notices == nil {
-		n.notices = make(chan string, 1)
-	}
-	return n.notices
-}
+func (n *NetworkManager) Events() <-chan string { return n.conn.events() }
 
 func (n *NetworkManager) forward(events <-chan bus.Event, out chan<- string) {
-	for e := range events {
+	forward(events, out, func(e bus.Event) string {
 		what := NMNotice(e)
 		n.log().Debug("NetworkManager event", "kind", e.Kind.String(), "path", e.Path, "reconcile", what != "")
 		if e.Kind == bus.EventBusLost {
 			n.log().Warn("system bus connection lost: reconnecting with backoff", "err", e.Err)
 		}
-		if what == "" {
-			continue
-		}
-		select {
-		case out <- what:
-		default: // a notice is pending: its pass reads what this event changed
-		}
-	}
+		return what
+	})
 }
 
 // NMNotice is the daemon's notice for a NetworkManager client event ("" when it needs no pass).

@@ -128,7 +128,7 @@ func TestNMReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &fakeNM{owner: ":1.7", global: star("169.254.25.10"), onReload: star("10.66.0.53")}
-	n := &NetworkManager{Bus: f, Root: root, VerifyTimeout: 100_000_000}
+	n := &NetworkManager{Bus: f, Store: testStore(root), VerifyTimeout: 100_000_000}
 	a := policy.ReloadNetworkManager{Expect: []netip.Addr{netip.MustParseAddr("10.66.0.53")}, BackUp: []string{networkmanager.InternConfPath}}
 	if !n.Handles(a) || n.Handles(policy.RestartResolved{}) {
 		t.Fatal("Handles")
@@ -184,7 +184,7 @@ func TestNMValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
 			writeTree(t, root, tt.tree)
-			err := (&NetworkManager{Binary: "/nonexistent"}).Validate(context.Background(), root, tt.c)
+			err := (&NetworkManager{Binary: "/nonexistent", Store: testStore(root)}).Validate(context.Background(), root, tt.c)
 			if (err == nil) != (tt.error == "") || (err != nil && !strings.Contains(err.Error(), tt.error)) {
 				t.Errorf("Validate = %v, want an error with %q", err, tt.error)
 			}
@@ -235,7 +235,7 @@ exit 0
 	if err := os.WriteFile(prog, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	n := &NetworkManager{Binary: prog}
+	n := &NetworkManager{Binary: prog, Store: testStore(root)}
 	out, code, err := n.printConfig(context.Background(), root, map[string][]byte{
 		networkmanager.NodeDNSConfPath:        []byte("[global-dns-domain-*]\nservers=10.66.0.53\n"),
 		"/etc/NetworkManager/conf.d/old.conf": nil,
@@ -254,7 +254,7 @@ exit 0
 	if err != nil || code != 7 || !strings.Contains(out, "/etc/NetworkManager/conf.d/zz-nodedns.conf: bad") {
 		t.Errorf("a refused candidate: %v, exit %d:\n%s", err, code, out)
 	}
-	if _, _, err := (&NetworkManager{Binary: "/nonexistent/NetworkManager"}).printConfig(context.Background(), root, nil); err == nil {
+	if _, _, err := (&NetworkManager{Binary: "/nonexistent/NetworkManager", Store: testStore(root)}).printConfig(context.Background(), root, nil); err == nil {
 		t.Error("a missing program is no error")
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/node"
@@ -49,11 +48,9 @@ type Resolved struct {
 	// RestartCommand is config resolved.restartCommand: when set it replaces the restart over
 	// systemd's D-Bus API.
 	RestartCommand []string
-	// Root is the node's root for the link record ("/" on a live node; tests use a directory).
-	Root string
-	// FS is the filesystem seam for the record (nil: the real one).
-	FS  nodefs.FS
-	Log *slog.Logger
+	// Store holds the link record: the run's node store (edges.New; tests use a directory).
+	Store *nodefs.Store
+	Log   *slog.Logger
 
 	// Bus, when set, replaces the D-Bus client (tests).
 	Bus ResolvedBus
@@ -63,26 +60,16 @@ type Resolved struct {
 	IfIndex func(name string) (int, error)
 	IfName  func(index int) string
 
-	mu     sync.Mutex
-	client *bus.Resolved
-	// notices is the daemon's view of the client's events (resolved_events.go).
-	notices chan string
+	// conn is the shared client; its notices are the daemon's view of the client's events
+	// (resolved_events.go).
+	conn lazyBus[*bus.Resolved]
 }
 
 // Client returns the shared D-Bus client, connecting on first use.
 func (r *Resolved) Client(ctx context.Context) (*bus.Resolved, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.client != nil {
-		return r.client, nil
-	}
-	c, err := bus.DialResolved(ctx, r.Options)
-	if err != nil {
-		return nil, err
-	}
-	r.client = c
-	go r.forward(c.Events(), r.noticesLocked())
-	return c, nil
+	return r.conn.get(ctx,
+		func(ctx context.Context) (*bus.Resolved, error) { return bus.DialResolved(ctx, r.Options) },
+		func(c *bus.Resolved, out chan<- string) { r.forward(c.Events(), out) })
 }
 
 // api is the bus the integration talks to: the test seam, else the shared client.
@@ -94,34 +81,13 @@ func (r *Resolved) api(ctx context.Context) (ResolvedBus, error) {
 }
 
 // Close closes the client if one was made.
-func (r *Resolved) Close() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.client == nil {
-		return nil
-	}
-	err := r.client.Close()
-	r.client = nil
-	return err
-}
+func (r *Resolved) Close() error { return r.conn.close() }
 
 func (r *Resolved) log() *slog.Logger {
 	if r.Log != nil {
 		return r.Log
 	}
 	return slog.New(slog.DiscardHandler)
-}
-
-func (r *Resolved) store() *nodefs.Store {
-	root := r.Root
-	if root == "" {
-		root = "/"
-	}
-	fsys := r.FS
-	if fsys == nil {
-		fsys = nodefs.OS()
-	}
-	return &nodefs.Store{Root: root, FS: fsys, StateDir: config.StateDir}
 }
 
 func (r *Resolved) ifName(i int) string {
@@ -412,7 +378,7 @@ func (r *Resolved) loadRecords(st *nodefs.Store) ([]LinkRecord, error) {
 // later change to the same setting keeps the first original. It reports whether this call added the
 // original (so a change that then fails can take it back: nodedns changed nothing).
 func (r *Resolved) record(idx int, name string, dns *[]systemd.DNSServer, doms *[]systemd.Domain) (bool, error) {
-	st := r.store()
+	st := r.Store
 	recs, err := r.loadRecords(st)
 	if err != nil {
 		return false, fmt.Errorf("record the original settings of link %s: %w", name, err)
@@ -448,7 +414,7 @@ func (r *Resolved) record(idx int, name string, dns *[]systemd.DNSServer, doms *
 
 // unrecord takes back an original that record just added, after the change it was for failed.
 func (r *Resolved) unrecord(idx int, dns bool) {
-	st := r.store()
+	st := r.Store
 	recs, err := r.loadRecords(st)
 	i := slices.IndexFunc(recs, func(l LinkRecord) bool { return l.IfIndex == idx })
 	if err != nil || i < 0 {
@@ -481,7 +447,7 @@ func (r *Resolved) saveRecords(st *nodefs.Store, recs []LinkRecord) error {
 // others made). A link that is gone, or whose ifindex now belongs to another interface, is skipped
 // and said so.
 func (r *Resolved) BeforeRestore(ctx context.Context) ([]nodefs.RestoreResult, error) {
-	recs, err := r.loadRecords(r.store())
+	recs, err := r.loadRecords(r.Store)
 	if err != nil || len(recs) == 0 {
 		return nil, err
 	}

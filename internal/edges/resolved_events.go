@@ -29,32 +29,15 @@ import (
 // The channel holds one notice: a notice that finds one pending is dropped, because the pending
 // one's pass starts after it and reads the whole state then (a notice never says what to change,
 // only that something may have).
-func (r *Resolved) Events() <-chan string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.noticesLocked()
-}
-
-func (r *Resolved) noticesLocked() chan string {
-	if r.notices == nil {
-		r.notices = make(chan string, 1)
-	}
-	return r.notices
-}
+func (r *Resolved) Events() <-chan string { return r.conn.events() }
 
 // forward turns one client's events into notices until the client is closed (its channel closes).
 func (r *Resolved) forward(events <-chan bus.Event, out chan<- string) {
-	for e := range events {
+	forward(events, out, func(e bus.Event) string {
 		what := ResolvedNotice(e)
 		r.logEvent(e, what)
-		if what == "" {
-			continue
-		}
-		select {
-		case out <- what:
-		default: // a notice is pending: its pass reads the state this event changed
-		}
-	}
+		return what
+	})
 }
 
 // ResolvedNotice is the daemon's notice for a resolved client event: "" when the event needs no

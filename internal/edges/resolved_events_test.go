@@ -50,7 +50,7 @@ func TestResolvedEventsCoalesce(t *testing.T) {
 	events := make(chan bus.Event, 8)
 	done := make(chan struct{})
 	go func() {
-		r.forward(events, r.notices)
+		r.forward(events, r.conn.events())
 		close(done)
 	}()
 	for _, e := range []bus.Event{

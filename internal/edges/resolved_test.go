@@ -114,7 +114,7 @@ func TestResolvedActorDecisions(t *testing.T) {
 		busy: map[int]bool{4: true},
 	}
 	root := t.TempDir()
-	r := &Resolved{Root: root, Bus: fb, IfName: func(i int) string { return map[int]string{3: "eth1", 4: "eth2"}[i] }}
+	r := &Resolved{Store: testStore(root), Bus: fb, IfName: func(i int) string { return map[int]string{3: "eth1", 4: "eth2"}[i] }}
 	ctx := context.Background()
 	eth1 := policy.Link{Index: 3, Name: "eth1"}
 	for _, act := range []policy.Action{
@@ -179,7 +179,7 @@ func TestBusyErrorNamesTheWay(t *testing.T) {
 // private (0600) and reads back.
 func TestLinkRecordKeepsFirstOriginal(t *testing.T) {
 	root := t.TempDir()
-	r := &Resolved{Root: root}
+	r := &Resolved{Store: testStore(root)}
 	a := netip.MustParseAddr
 	orig := []systemd.DNSServer{{Addr: a("169.254.25.10")}, {Addr: a("10.0.0.2"), Port: 5353, Name: "dns.example"}}
 	if _, err := r.record(3, "eth1", &orig, nil); err != nil {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nodedns/nodedns/internal/ascii"
 )
 
 // ParseDhclient parses a dhclient.leases(5) file (ISC dhclient 4.4) and
@@ -182,8 +184,8 @@ func readString(data []byte) (string, int, int, bool) {
 				i += n - 1
 			case e == 'x':
 				v, n := 0, 0
-				for n < 2 && i+1+n < len(data) && isHex(data[i+1+n]) {
-					v = v*16 + hexVal(data[i+1+n])
+				for n < 2 && i+1+n < len(data) && ascii.IsHex(data[i+1+n]) {
+					v = v*16 + ascii.HexVal(data[i+1+n])
 					n++
 				}
 				if n == 0 {
@@ -203,21 +205,6 @@ func readString(data []byte) (string, int, int, bool) {
 		}
 	}
 	return "", 0, 0, false
-}
-
-func isHex(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
-}
-
-func hexVal(c byte) int {
-	switch {
-	case c >= '0' && c <= '9':
-		return int(c - '0')
-	case c >= 'a' && c <= 'f':
-		return int(c-'a') + 10
-	default:
-		return int(c-'A') + 10
-	}
 }
 
 // stmt is one statement: the tokens before its `;`, or before its `{` with

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nodedns/nodedns/internal/ascii"
 	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
@@ -252,31 +253,10 @@ func nmInterface(name string) string {
 		return ""
 	}
 	rest := name[i+1:]
-	const uuidLen = 36
-	if len(rest) <= uuidLen+1 || rest[uuidLen] != '-' || !isUUID(rest[:uuidLen]) {
+	if len(rest) <= ascii.UUIDLen+1 || rest[ascii.UUIDLen] != '-' || !ascii.IsUUID(rest[:ascii.UUIDLen]) {
 		return ""
 	}
-	return rest[uuidLen+1:]
-}
-
-// isUUID reports whether s is a textual UUID, 8-4-4-4-12 hex digits.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		switch i {
-		case 8, 13, 18, 23:
-			if s[i] != '-' {
-				return false
-			}
-		default:
-			if !isHex(s[i]) {
-				return false
-			}
-		}
-	}
-	return true
+	return rest[ascii.UUIDLen+1:]
 }
 
 // looksDhclient reports whether a file's first statement is one that only

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/netip"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -124,7 +125,7 @@ func LoadConfig(fsys NodeFS) (*Config, error) {
 		return nil, err
 	}
 	for _, n := range lib {
-		if contains(etc, n) || contains(run, n) {
+		if slices.Contains(etc, n) || slices.Contains(run, n) {
 			continue
 		}
 		if err := c.readSnippet(fsys, path.Join(SystemConfDir, n)); err != nil {
@@ -133,7 +134,7 @@ func LoadConfig(fsys NodeFS) (*Config, error) {
 		c.lib = append(c.lib, n)
 	}
 	for _, n := range run {
-		if contains(etc, n) {
+		if slices.Contains(etc, n) {
 			continue
 		}
 		if err := c.readSnippet(fsys, path.Join(RunConfDir, n)); err != nil {
@@ -335,13 +336,13 @@ func (c *Config) extend(group, key string, op byte, raw string, src Source) {
 	}
 	var merged []string
 	for _, o := range oldV {
-		if op != '-' || !contains(newV, o) {
+		if op != '-' || !slices.Contains(newV, o) {
 			merged = append(merged, o)
 		}
 	}
 	if op == '+' {
 		for _, n := range newV {
-			if !contains(oldV, n) {
+			if !slices.Contains(oldV, n) {
 				merged = append(merged, n)
 			}
 		}
@@ -410,22 +411,16 @@ func (c *Config) Keys(group string) []string {
 
 // DNSMode is [main] dns= as NM 1.42 reads it: "" when unset (NM then picks "default", or
 // "systemd-resolved" when /etc/resolv.conf points at resolved's stub).
-func (c *Config) DNSMode() (string, Source) {
-	v, ok := c.Get("main", "dns")
-	if !ok {
-		return "", Source{}
-	}
-	s, err := UnescapeValue(v.Raw)
-	if err != nil {
-		return "", v.Source
-	}
-	return strings.ToLower(strings.Trim(s, asciiSpace)), v.Source
-}
+func (c *Config) DNSMode() (string, Source) { return c.mainWord("dns") }
 
 // RCManager is [main] rc-manager= ("" when unset: NM 1.42 then uses "auto", which writes a
 // regular /etc/resolv.conf as "file" does unless it is a symlink or immutable).
-func (c *Config) RCManager() (string, Source) {
-	v, ok := c.Get("main", "rc-manager")
+func (c *Config) RCManager() (string, Source) { return c.mainWord("rc-manager") }
+
+// mainWord is a one-word [main] key as NM 1.42 reads it: unescaped, trimmed, lower case; "" when
+// unset or not a valid value.
+func (c *Config) mainWord(key string) (string, Source) {
+	v, ok := c.Get("main", key)
 	if !ok {
 		return "", Source{}
 	}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/netip"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -137,7 +138,7 @@ func (d DHCPDNS) Domains() []string {
 	var out []string
 	for _, s := range append(append([]string(nil), d.Search...), d.DomainName...) {
 		s = strings.TrimSuffix(s, ".")
-		if s != "" && !contains(out, s) {
+		if s != "" && !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
@@ -168,118 +169,4 @@ func dhcpDNS(opts map[string]string, servers, search, name string) DHCPDNS {
 		d.DomainName = strings.Fields(opts[name])
 	}
 	return d
-}
-
-// LeaseDir holds NM's DHCP lease files.
-const LeaseDir = "/var/lib/NetworkManager"
-
-// Lease is one lease file of NM's internal DHCP client, /var/lib/NetworkManager/
-// internal-UUID-IFACE.lease (internal6- for DHCPv6). NM 1.42 writes only the address there
-// ("# This is private data. Do not parse.\nADDRESS=10.66.0.81\n", measured on 1.42.4): the
-// offered servers and domains are in the device state file and on D-Bus only.
-type Lease struct {
-	Path           string
-	IPv6           bool
-	ConnectionUUID string
-	Interface      string
-	Address        netip.Addr
-	// Values are every KEY=VALUE line.
-	Values map[string]string
-}
-
-// ParseLeaseName splits "internal-UUID-IFACE.lease" or "internal6-UUID-IFACE.lease".
-func ParseLeaseName(name string) (ipv6 bool, uuid, iface string, ok bool) {
-	rest, found := strings.CutSuffix(name, ".lease")
-	if !found {
-		return false, "", "", false
-	}
-	switch {
-	case strings.HasPrefix(rest, "internal6-"):
-		ipv6, rest = true, rest[len("internal6-"):]
-	case strings.HasPrefix(rest, "internal-"):
-		rest = rest[len("internal-"):]
-	default:
-		return false, "", "", false
-	}
-	// A UUID is 36 characters: 8-4-4-4-12.
-	if len(rest) < 38 || rest[36] != '-' || !isUUID(rest[:36]) {
-		return false, "", "", false
-	}
-	return ipv6, rest[:36], rest[37:], true
-}
-
-func isUUID(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !strings.ContainsRune("0123456789abcdefABCDEF", rune(c)) {
-				return false
-			}
-		}
-	}
-	return len(s) == 36
-}
-
-// ParseLease parses a lease file; name is its base name.
-func ParseLease(p string, data []byte) (*Lease, error) {
-	ipv6, uuid, iface, ok := ParseLeaseName(path.Base(p))
-	if !ok {
-		return nil, fmt.Errorf("%s: not an internal DHCP client lease file name", p)
-	}
-	l := &Lease{Path: p, IPv6: ipv6, ConnectionUUID: uuid, Interface: iface, Values: map[string]string{}}
-	for i, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("%s:%d: not KEY=VALUE: %q", p, i+1, line)
-		}
-		l.Values[k] = v
-	}
-	if v, ok := l.Values["ADDRESS"]; ok {
-		a, err := netip.ParseAddr(v)
-		if err != nil {
-			return nil, fmt.Errorf("%s: ADDRESS=%s: %w", p, v, err)
-		}
-		l.Address = a
-	}
-	return l, nil
-}
-
-// LoadLeases reads NM's internal-client lease files.
-func LoadLeases(fsys NodeFS) ([]*Lease, []error) {
-	names, err := fsys.ReadDir(LeaseDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, []error{fmt.Errorf("list %s: %w", LeaseDir, err)}
-	}
-	var out []*Lease
-	var errs []error
-	for _, n := range names {
-		if _, _, _, ok := ParseLeaseName(n); !ok {
-			continue
-		}
-		p := path.Join(LeaseDir, n)
-		data, err := fsys.ReadFile(p)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("read %s: %w", p, err))
-			continue
-		}
-		l, err := ParseLease(p, data)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		out = append(out, l)
-	}
-	return out, errs
 }

@@ -16,7 +16,8 @@
 //     method, dns, dns-search, ignore-auto-dns).
 //   - LoadDeviceStates / ParseDeviceState: /run/NetworkManager/devices/IFINDEX with the DHCP
 //     options; DHCP4DNS / DHCP6DNS read servers and search domains from NM's option names (the
-//     same as over D-Bus); LoadLeases: the internal client's lease files (address only).
+//     same as over D-Bus). (The internal client's lease files hold only the address: nothing
+//     nodedns needs.)
 //   - ResolvConfByNM: does NetworkManager write /etc/resolv.conf.
 //   - RenderOverride / ParseOverride / CheckOverride: zz-nodedns.conf, and whether NM would use it.
 package networkmanager

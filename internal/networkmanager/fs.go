@@ -30,11 +30,8 @@ type NodeFS interface {
 	ReadDir(nodePath string) ([]string, error)
 }
 
-// RootFS is the node whose "/" is at root on this machine ("" or "/": this machine), read through
-// nodefs.Store (bounded reads, symlinks resolved inside root, never a blocking open).
-func RootFS(root string) NodeFS { return ReaderFS(nodefs.NewReader(root)) }
-
-// ReaderFS is the node r reads (the one reader of nodedns, with its FS seam).
+// ReaderFS is the node r reads (the one reader of nodedns, with its FS seam: bounded reads,
+// symlinks resolved inside the node's root, never a blocking open).
 func ReaderFS(r nodefs.Reader) NodeFS { return readerFS{r} }
 
 var fileKind = nodefs.Kind{Name: "NetworkManager file", Max: MaxFileSize}

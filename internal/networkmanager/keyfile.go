@@ -3,6 +3,7 @@ package networkmanager
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -302,21 +303,12 @@ func cleanList(items []string) []string {
 	var out []string
 	for _, it := range items {
 		it = strings.Trim(it, asciiSpace)
-		if it == "" || contains(out, it) {
+		if it == "" || slices.Contains(out, it) {
 			continue
 		}
 		out = append(out, it)
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // ParseBool is NM's _nm_utils_ascii_str_to_bool, which NM 1.42 uses for its configuration's and

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodedns/nodedns/internal/networkmanager"
 	"github.com/nodedns/nodedns/internal/networkmanager/bus"
+	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/testutil/nstest"
 )
 
@@ -40,7 +41,7 @@ func renewingOffer(dns string) nstest.DHCPOptions {
 }
 
 func nodeFS(nm *nstest.NetworkManager) networkmanager.NodeFS {
-	return networkmanager.RootFS(nm.Path("/"))
+	return networkmanager.ReaderFS(nodefs.NewReader(nm.Path("/")))
 }
 
 // dhcpServers reads the DHCP servers NM holds for the interface from its device state file, as

@@ -176,7 +176,7 @@ func CheckOverride(c *Config, o Override) error {
 	}
 	var want []string
 	for _, a := range o.Servers {
-		if s := a.Unmap().String(); !contains(want, s) {
+		if s := a.Unmap().String(); !slices.Contains(want, s) {
 			want = append(want, s)
 		}
 	}

@@ -2,6 +2,7 @@ package networkmanager
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,7 +44,7 @@ func TestRenderOverride(t *testing.T) {
 			var want []netip.Addr
 			for _, a := range tt.o.Servers {
 				a = a.Unmap()
-				if !contains(addrStrings(want), a.String()) {
+				if !slices.Contains(addrStrings(want), a.String()) {
 					want = append(want, a)
 				}
 			}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/kubelet"
 	"github.com/nodedns/nodedns/internal/leases"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/netplan"
@@ -39,10 +40,6 @@ const (
 	DhclientHook       = "/etc/dhcp/dhclient-enter-hooks.d/nodedns"
 	UnitName           = "nodedns.service"
 )
-
-// unitDirs are where systemd looks for a unit installed by a package or an admin (systemd.unit(5)),
-// highest priority first.
-var unitDirs = []string{"/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system"}
 
 // maxConfigSize bounds a configuration file nodedns reads (nodefs.Config).
 const maxConfigSize = 1 << 20
@@ -148,10 +145,10 @@ type Snapshot struct {
 	// Links, so readers of Links see what resolved really uses.
 	ResolvedLive *systemd.ResolvedState
 
-	Kubelet       Kubelet
-	kubeletInputs kubeletDiscovery // what finding Kubelet.Path read (KubeletSources)
-	KubeletResolv ResolvFile       // the file kubelet's resolvConf names ("" when disabled)
-	NodednsResolv ResolvFile       // the kubelet resolv.conf nodedns writes (config kubelet.resolvConf)
+	Kubelet       kubelet.Config
+	kubeletInputs kubelet.Inputs // what finding Kubelet.Path read (KubeletSources)
+	KubeletResolv ResolvFile     // the file kubelet's resolvConf names ("" when disabled)
+	NodednsResolv ResolvFile     // the kubelet resolv.conf nodedns writes (config kubelet.resolvConf)
 
 	Leases  []leases.Lease
 	Netplan *netplan.Config // nil when netplan's files could not be read
@@ -179,10 +176,6 @@ type Snapshot struct {
 
 	Unit Unit
 
-	// Files is the reader the snapshot was read with, for readers that come later (the checks'
-	// state files).
-	Files nodefs.Reader `json:"-"`
-
 	// CacheInterfaceAddrs are the addresses on the nodelocaldns interface. Only the live layer
 	// (netlink) fills them; under --root they stay empty.
 	CacheInterfaceAddrs []netip.Addr
@@ -193,7 +186,7 @@ type Snapshot struct {
 // Observe reads the node through r (a nodefs.Store: under the node's root, bounded, never a blocking
 // open). It never fails: every unusable source is in Problems.
 func Observe(r nodefs.Reader, cfg config.Config, now time.Time) *Snapshot {
-	s := &Snapshot{Now: now, Files: r}
+	s := &Snapshot{Now: now}
 
 	s.ResolvConf = s.readResolv(r, EtcResolvConf)
 	s.ResolvedResolv = s.readResolv(r, ResolvedResolvConf)
@@ -351,28 +344,16 @@ func reparse(r nodefs.Reader, paths []string, skip func(string) bool) *systemd.R
 // /etc/systemd/system (what `systemctl enable` creates).
 func (s *Snapshot) readUnit(r nodefs.Reader) Unit {
 	var u Unit
-	for _, d := range unitDirs {
-		p := path.Join(d, UnitName)
-		if _, err := r.Stat(p); err == nil {
-			u.Path = p
-			break
-		}
-	}
+	var dropIns []string
+	var errs []error
+	u.Path, dropIns, errs = systemd.FindUnit(r, UnitName)
 	if u.Path == "" {
 		return u
 	}
-	sources := []string{u.Path}
-	var dropDirs []string
-	for _, d := range unitDirs {
-		dropDirs = append(dropDirs, path.Join(d, UnitName+".d"))
-	}
-	dropins, errs := nodefs.DropIns(r, dropDirs, ".conf")
 	for _, err := range errs {
 		s.problem(SourceUnit, "", 0, err.Error())
 	}
-	for _, d := range dropins {
-		sources = append(sources, d.Path)
-	}
+	sources := append([]string{u.Path}, dropIns...)
 	for _, src := range sources {
 		data, err := r.ReadFile(src, nodefs.Config)
 		if err != nil {

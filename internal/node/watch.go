@@ -5,13 +5,13 @@ import (
 	"strings"
 
 	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/kubelet"
 	"github.com/nodedns/nodedns/internal/leases"
 	"github.com/nodedns/nodedns/internal/networkmanager"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/netplan"
 	"github.com/nodedns/nodedns/resolvconf"
 	"github.com/nodedns/nodedns/systemd"
-	"go.yaml.in/yaml/v3"
 )
 
 // Watches declares every directory Observe reads, and with them every directory a plan writes into
@@ -48,7 +48,11 @@ func Watches(cfg config.Config, s *Snapshot) []nodefs.Watch {
 		}},
 		nodefs.Watch{Dir: path.Dir(DhclientHook), Match: nodefs.Names(path.Base(DhclientHook))},
 	)
-	ws = append(ws, kubeletWatches(cfg, s)...)
+	var kpaths, kdirs []string
+	if s != nil {
+		kpaths, kdirs = s.KubeletSources()
+	}
+	ws = append(ws, kubelet.Watches(cfg, kpaths, kdirs)...)
 	for _, d := range networkDirs {
 		ws = append(ws, nodefs.Watch{Dir: d, Match: nodefs.Suffix(".network"), Complete: nodefs.NewlineTerminated})
 	}
@@ -67,52 +71,6 @@ func Watches(cfg config.Config, s *Snapshot) []nodefs.Watch {
 	return ws
 }
 
-// kubeletWatches: what decides which kubelet config is read (docs/contract.md "Kubelet's config"):
-// the kubelet unit and its drop-in directories in every unit directory, the places kubespray and
-// kubeadm keep kubelet's config and environment files, and whatever the snapshot found (an
-// environment file or config elsewhere, a --config-dir). The running kubelet's command line is in
-// /proc, which sends no inotify events: the resync picks up a kubelet restarted with another --config.
-func kubeletWatches(cfg config.Config, s *Snapshot) []nodefs.Watch {
-	var ws []nodefs.Watch
-	file := func(p string) nodefs.Watch {
-		complete := nodefs.NewlineTerminated
-		if strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml") {
-			complete = completeYAML
-		}
-		match := nodefs.Names(path.Base(p))
-		if base := path.Base(p); strings.ContainsAny(base, "*?[") {
-			// An EnvironmentFile= glob (systemd expands it when the command starts).
-			match = func(n string) bool { ok, _ := path.Match(base, n); return ok && !strings.HasPrefix(n, ".") }
-		}
-		return nodefs.Watch{Dir: path.Dir(p), Match: match, Complete: complete}
-	}
-	if cfg.Kubelet.Config != "" && cfg.Kubelet.Config != config.KubeletConfigAuto {
-		ws = append(ws, file(cfg.Kubelet.Config))
-	} else {
-		for _, d := range unitDirs {
-			ws = append(ws,
-				nodefs.Watch{Dir: d, Match: nodefs.Names(KubeletUnit), Complete: nodefs.NewlineTerminated},
-				nodefs.Watch{Dir: path.Join(d, KubeletUnit+".d"), Match: nodefs.Suffix(".conf"), Complete: nodefs.NewlineTerminated})
-		}
-		for _, p := range append(append([]string{}, KubeletConfigPaths...), "/etc/kubernetes/kubelet.env", "/var/lib/kubelet/kubeadm-flags.env") {
-			ws = append(ws, file(p))
-		}
-	}
-	if s == nil {
-		return ws
-	}
-	paths, dirs := s.KubeletSources()
-	for _, p := range paths {
-		if strings.HasPrefix(p, "/") {
-			ws = append(ws, file(p))
-		}
-	}
-	for _, d := range dirs {
-		ws = append(ws, nodefs.Watch{Dir: d, Match: nodefs.Suffix(".conf"), Complete: completeYAML})
-	}
-	return ws
-}
-
 // completeResolv: resolv.conf is complete when its last line is finished and it parses (dhclient's
 // make_resolv_conf writes it line by line).
 func completeResolv(b []byte) error {
@@ -121,10 +79,4 @@ func completeResolv(b []byte) error {
 	}
 	_, err := resolvconf.Parse(b)
 	return err
-}
-
-// completeYAML: a YAML file is complete when it parses.
-func completeYAML(b []byte) error {
-	var v any
-	return yaml.Unmarshal(b, &v)
 }

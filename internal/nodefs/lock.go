@@ -1,6 +1,7 @@
 package nodefs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -101,8 +102,8 @@ func lockFor(hostPath string) *pathLock {
 	return pl
 }
 
-// enter waits for the in-process gate until deadline.
-func (pl *pathLock) enter(deadline time.Time) bool {
+// enter waits for the in-process gate until deadline, or until ctx is done.
+func (pl *pathLock) enter(ctx context.Context, deadline time.Time) bool {
 	select {
 	case pl.gate <- struct{}{}:
 		return true
@@ -115,8 +116,14 @@ func (pl *pathLock) enter(deadline time.Time) bool {
 		return true
 	case <-t.C:
 		return false
+	case <-ctx.Done():
+		return false
 	}
 }
+
+// lockTry is the longest one flock attempt of LockContext waits before it looks at its context
+// again: how late a cancelled wait for the state lock ends at most.
+const lockTry = 100 * time.Millisecond
 
 // lockPath returns the host path of the lock file, after making sure the state and backup
 // directories exist and are trusted.
@@ -131,6 +138,12 @@ func (s *Store) lockPath() (backupDir, lockFile string, err error) {
 // Lock takes the state lock for a whole change, waiting at most wait (0: DefaultLockWait). It creates
 // the state and backup directories if needed and refuses untrusted ones. Release it with Unlock.
 func (s *Store) Lock(wait time.Duration) (*Lock, error) {
+	return s.LockContext(context.Background(), wait)
+}
+
+// LockContext is Lock that also stops waiting when ctx is done (the daemon's SIGTERM), within
+// lockTry: then the error is ctx's cause.
+func (s *Store) LockContext(ctx context.Context, wait time.Duration) (*Lock, error) {
 	if wait <= 0 {
 		wait = DefaultLockWait
 	}
@@ -141,10 +154,26 @@ func (s *Store) Lock(wait time.Duration) (*Lock, error) {
 	}
 	pl := lockFor(lp)
 	deadline := start.Add(wait)
-	if !pl.enter(deadline) {
+	if !pl.enter(ctx, deadline) {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("lock nodedns's state: %w", context.Cause(ctx))
+		}
 		return nil, fmt.Errorf("lock nodedns's state: %w", s.nodeErr(&LockedError{Path: lp, PID: os.Getpid(), Waited: wait}))
 	}
-	release, prev, err := s.fsys().Lock(lp, max(time.Until(deadline), time.Millisecond))
+	// Short tries, so that a cancelled ctx is seen between them.
+	var release func() error
+	var prev int
+	for {
+		release, prev, err = s.fsys().Lock(lp, max(min(time.Until(deadline), lockTry), time.Millisecond))
+		var le *LockedError
+		if err == nil || !errors.As(err, &le) || !time.Now().Before(deadline) {
+			break
+		}
+		if ctx.Err() != nil {
+			<-pl.gate
+			return nil, fmt.Errorf("lock nodedns's state: %w", context.Cause(ctx))
+		}
+	}
 	if err != nil {
 		<-pl.gate
 		var le *LockedError
@@ -176,7 +205,7 @@ func (s *Store) lock() (dir string, unlock func(), err error) {
 		return dir, pl.inner.Unlock, nil
 	}
 	deadline := time.Now().Add(DefaultLockWait)
-	if !pl.enter(deadline) {
+	if !pl.enter(context.Background(), deadline) {
 		return "", nil, s.nodeErr(&LockedError{Path: lp, PID: os.Getpid(), Waited: DefaultLockWait})
 	}
 	release, _, err := s.fsys().Lock(lp, max(time.Until(deadline), time.Millisecond))

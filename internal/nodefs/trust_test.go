@@ -2,6 +2,7 @@ package nodefs
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -431,6 +432,8 @@ func TestLockNamesItsHolder(t *testing.T) {
 	if strings.Contains(err.Error(), root) {
 		t.Errorf("error names the host path: %v", err)
 	}
+	// A wait that is called off (the daemon's SIGTERM) ends then, not when the wait runs out.
+	lockCancelled(t, s)
 
 	stdin.Close() // the helper unlocks and exits
 	l, err := s.Lock(30 * time.Second)
@@ -447,11 +450,36 @@ func TestLockNamesItsHolder(t *testing.T) {
 	if l.Interrupted != 0 {
 		t.Errorf("Interrupted = %d after a holder that let go cleanly, want 0", l.Interrupted)
 	}
+	// The same inside this process, where the wait is for the in-process gate.
+	lockCancelled(t, &Store{Root: root})
 	if err := l.Unlock(); err != nil {
 		t.Fatal(err)
 	}
 	if pid := readNode(t, s, "/var/lib/nodedns/backup/.lock"); pid != "" {
 		t.Errorf("lock file holds %q after a clean release, want it empty", pid)
+	}
+}
+
+// lockCancelled checks that LockContext gives up when its context is cancelled while the lock is
+// held elsewhere: with cancel's cause, well before its 30 s wait.
+func lockCancelled(t *testing.T, s *Store) {
+	t.Helper()
+	stop := errors.New("stopping")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	timer := time.AfterFunc(100*time.Millisecond, func() { cancel(stop) })
+	defer timer.Stop()
+	start := time.Now()
+	l, err := s.LockContext(ctx, 30*time.Second)
+	took := time.Since(start)
+	if err == nil {
+		_ = l.Unlock()
+		t.Fatal("LockContext took a lock held elsewhere")
+	}
+	if !errors.Is(err, stop) {
+		t.Errorf("LockContext cancelled = %v, want the cancel's cause", err)
+	}
+	if took > 10*time.Second {
+		t.Errorf("LockContext returned %v after its context was cancelled at 100ms", took)
 	}
 }
 

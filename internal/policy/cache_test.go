@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/kubelet"
 	"github.com/nodedns/nodedns/internal/node"
 )
 
@@ -59,7 +60,7 @@ func TestCacheAddrs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := config.Default()
 			cfg.NodeLocalDNS.Addresses = tc.cfg
-			s := &node.Snapshot{Now: now, CacheInterfaceAddrs: tc.iface, Kubelet: node.Kubelet{ClusterDNS: tc.kubelet}}
+			s := &node.Snapshot{Now: now, CacheInterfaceAddrs: tc.iface, Kubelet: kubelet.Config{ClusterDNS: tc.kubelet}}
 			f := Derive(s, cfg)
 			if d := cmp.Diff(tc.wantCache, f.CacheAddrs, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); d != "" {
 				t.Errorf("cache addresses (-want +got):\n%s", d)
@@ -137,7 +138,7 @@ func TestResolveCacheMode(t *testing.T) {
 			cfg := config.Default()
 			cfg.NodeLocalDNS.Mode = tc.mode
 			cfg.NodeLocalDNS.Addresses = tc.addrs
-			m := ResolveCacheMode(cfg, &node.Snapshot{Kubelet: node.Kubelet{ClusterDNS: tc.kubelet}}, tc.iface)
+			m := ResolveCacheMode(cfg, &node.Snapshot{Kubelet: kubelet.Config{ClusterDNS: tc.kubelet}}, tc.iface)
 			if m.Mode != tc.want || m.Interface() != (tc.want == config.CacheInterface) {
 				t.Errorf("mode %q, want %q", m.Mode, tc.want)
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/kubelet"
 	"github.com/nodedns/nodedns/internal/node"
 )
 
@@ -17,8 +18,8 @@ func TestBrokenKubeletConfigBlocksEverything(t *testing.T) {
 		Now:          now,
 		ResolvConf:   resolvFile(t, node.EtcResolvConf, "nameserver 169.254.99.99\nnameserver 10.0.0.2\n"),
 		DhclientConf: true,
-		Kubelet: node.Kubelet{Path: node.KubesprayKubeletConfig, Exists: true, ResolvConf: "/etc/resolv.conf",
-			Err: &node.KubeletError{Path: node.KubesprayKubeletConfig, Line: 4, Msg: "YAML: mapping values are not allowed in this context"}},
+		Kubelet: kubelet.Config{Path: kubelet.KubesprayConfig, Exists: true, ResolvConf: "/etc/resolv.conf",
+			Err: &kubelet.Error{Path: kubelet.KubesprayConfig, Line: 4, Msg: "YAML: mapping values are not allowed in this context"}},
 	}
 	cfg := config.Default()
 	p := Compute(s, cfg)

@@ -108,42 +108,58 @@ func (p *Plan) netplan(s *node.Snapshot, cfg config.Config) {
 		if pinned[i.ID] {
 			continue
 		}
-		if i.Renderer == netplan.RendererNetworkManager {
-			p.Notes = append(p.Notes, fmt.Sprintf("NetworkManager renders netplan interface %s (%s): netplan's dhcp overrides do nothing there; run `nmcli connection modify <connection of %s> ipv4.ignore-auto-dns yes ipv6.ignore-auto-dns yes ipv4.dns %q`",
-				i.ID, strings.Join(i.Files, ", "), i.ID, addrList(p.Facts.Upstreams)))
-			continue
+		o, why, ok := p.netplanOverride(s, i)
+		reasons = append(reasons, why...)
+		if ok {
+			d.Overrides = append(d.Overrides, o)
 		}
-		o := netplan.Override{ID: i.ID, Type: i.Type}
-		if i.DHCP4 && !DropsDomains(i.DHCP4Overrides) {
-			o.DHCP4 = true
-		}
-		if i.DHCP6 && !DropsDomains(i.DHCP6Overrides) {
-			o.DHCP6 = true
-		}
-		loops := p.dhcpLoopServers(s, i)
-		if len(loops) > 0 && !(overrideOff(i.DHCP4Overrides, "use-dns") && (!i.DHCP6 || overrideOff(i.DHCP6Overrides, "use-dns"))) {
-			if len(p.Facts.Upstreams) == 0 {
-				p.block(netplan.NodednsFile+" ("+i.ID+" use-dns)", "DHCP on %s hands out %s and no upstream is known to list instead: use-dns is left on; set `upstreams` in the config", i.ID, strings.Join(loops, " "))
-			} else {
-				o.Nameservers = p.Facts.Upstreams
-				reasons = append(reasons, fmt.Sprintf("DHCP on %s hands out %s: use-dns off, nameservers %s", i.ID, strings.Join(loops, " "), addrList(p.Facts.Upstreams)))
-			}
-		}
-		// networkd has one [DHCP] section: when both families are on, both overrides get the same
-		// keys (netplan 0.106 refuses them otherwise).
-		if i.DHCP4 && i.DHCP6 && (o.DHCP4 || o.DHCP6 || len(o.Nameservers) > 0) {
-			o.DHCP4, o.DHCP6 = true, true
-		}
-		if len(o.Nameservers) > 0 {
-			o.DHCP4, o.DHCP6 = i.DHCP4, i.DHCP6
-		}
-		if !o.DHCP4 && !o.DHCP6 {
-			continue
-		}
-		d.Overrides = append(d.Overrides, o)
-		reasons = append(reasons, fmt.Sprintf("%s takes search domains from DHCP", i.ID))
 	}
+	p.writeNetplan(s, cfg, mode, d, reasons, others)
+}
 
+// netplanOverride is the override of one netplan DHCP interface that is not pinned: DHCP search
+// domains off, and, when DHCP hands out a loop address, use-dns off with the upstreams listed
+// instead, with the reasons. ok is false when the interface needs none (or NetworkManager renders
+// it: then the note says what to do).
+func (p *Plan) netplanOverride(s *node.Snapshot, i *netplan.Interface) (o netplan.Override, reasons []string, ok bool) {
+	if i.Renderer == netplan.RendererNetworkManager {
+		p.Notes = append(p.Notes, fmt.Sprintf("NetworkManager renders netplan interface %s (%s): netplan's dhcp overrides do nothing there; run `nmcli connection modify <connection of %s> ipv4.ignore-auto-dns yes ipv6.ignore-auto-dns yes ipv4.dns %q`",
+			i.ID, strings.Join(i.Files, ", "), i.ID, addrList(p.Facts.Upstreams)))
+		return o, nil, false
+	}
+	o = netplan.Override{ID: i.ID, Type: i.Type}
+	if i.DHCP4 && !DropsDomains(i.DHCP4Overrides) {
+		o.DHCP4 = true
+	}
+	if i.DHCP6 && !DropsDomains(i.DHCP6Overrides) {
+		o.DHCP6 = true
+	}
+	loops := p.dhcpLoopServers(s, i)
+	if len(loops) > 0 && !(overrideOff(i.DHCP4Overrides, "use-dns") && (!i.DHCP6 || overrideOff(i.DHCP6Overrides, "use-dns"))) {
+		if len(p.Facts.Upstreams) == 0 {
+			p.block(netplan.NodednsFile+" ("+i.ID+" use-dns)", "DHCP on %s hands out %s and no upstream is known to list instead: use-dns is left on; set `upstreams` in the config", i.ID, strings.Join(loops, " "))
+		} else {
+			o.Nameservers = p.Facts.Upstreams
+			reasons = append(reasons, fmt.Sprintf("DHCP on %s hands out %s: use-dns off, nameservers %s", i.ID, strings.Join(loops, " "), addrList(p.Facts.Upstreams)))
+		}
+	}
+	// networkd has one [DHCP] section: when both families are on, both overrides get the same
+	// keys (netplan 0.106 refuses them otherwise).
+	if i.DHCP4 && i.DHCP6 && (o.DHCP4 || o.DHCP6 || len(o.Nameservers) > 0) {
+		o.DHCP4, o.DHCP6 = true, true
+	}
+	if len(o.Nameservers) > 0 {
+		o.DHCP4, o.DHCP6 = i.DHCP4, i.DHCP6
+	}
+	if !o.DHCP4 && !o.DHCP6 {
+		return o, reasons, false
+	}
+	return o, append(reasons, fmt.Sprintf("%s takes search domains from DHCP", i.ID)), true
+}
+
+// writeNetplan plans nodedns's netplan file with d: written (with its reasons) when it has
+// something in it, removed when it has nothing and exists.
+func (p *Plan) writeNetplan(s *node.Snapshot, cfg config.Config, mode string, d netplan.DropIn, reasons []string, others *netplan.Config) {
 	cur := s.NetplanOwn
 	if d.Empty() {
 		if cur.Exists {

@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/edges/netplancmd"
 	"github.com/nodedns/nodedns/internal/leases"
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
@@ -306,7 +307,7 @@ func TestNetplanFixtures(t *testing.T) {
 				l.write(t, root)
 			}
 			orig := tree(t, root)
-			var r netplan.Runner
+			var r netplancmd.Runner
 			gen0, err := r.Generate(ctx, root, nil)
 			if err != nil {
 				t.Fatalf("netplan generate on the fixture: %v", err)

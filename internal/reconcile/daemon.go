@@ -215,10 +215,10 @@ func (d *Daemon) writersConfig() (int, time.Duration) {
 }
 
 // Run applies, then watches until ctx is cancelled (SIGTERM). A pass in progress when ctx is
-// cancelled is finished first, so no write is cut short; Run then removes its writers state file and
-// returns nil. It returns an error only when it cannot watch at all.
+// cancelled is finished first, so no write is cut short (a pass still waiting for the state lock is
+// dropped: it has changed nothing); Run then removes its writers state file and returns nil. It
+// returns an error only when it cannot watch at all.
 func (d *Daemon) Run(ctx context.Context) error {
-	log := d.Node.log()
 	w, err := fsnotify.NewBufferedWatcher(1024)
 	if err != nil {
 		return fmt.Errorf("start watching: %w", err)
@@ -227,12 +227,49 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.fights = newFights(d.writersConfig())
 	d.ws = watchSet{}
 
-	// One forwarding goroutine per live source; all of them end before Run returns.
-	live := make(chan string)
-	fwdCtx, stopFwd := context.WithCancel(ctx)
+	live, stopLive := d.forwardEvents(ctx)
+	defer stopLive()
+
+	d.passes(ctx, w, "start")
+	st := d.Status()
+	d.notify("STATUS=" + st.Line())
+	d.Node.log().Info("daemon ready", "root", d.Node.Root, "watched_dirs", len(st.Watched), "resync", d.resync(), "settle", d.settle(), "watchdog", d.Watchdog)
+
+	t := d.newTimers()
+	defer t.stop()
+	t.rearmSettle(d) // the start pass may have been postponed
+	d.notify("READY=1")
+	for {
+		trigger, err := d.next(ctx, w, live, t)
+		if err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			d.shutdown()
+			d.Node.log().Info("daemon stopped", "reason", context.Cause(ctx))
+			return nil
+		}
+		if trigger == "" {
+			t.rearmSettle(d)
+			continue
+		}
+		// Coalesce a burst: everything already queued joins this pass.
+		d.drain(w)
+		t.settle.Stop()
+		d.settleAt, d.settleFirst, d.young = time.Time{}, time.Time{}, nil
+		d.passes(ctx, w, trigger)
+		t.rearmSettle(d) // the pass may have been postponed
+		t.resync.Reset(d.resync())
+		t.armResume(d)
+	}
+}
+
+// forwardEvents merges the live sources' notices into one channel: one forwarding goroutine per
+// source. stop ends them all and waits for them.
+func (d *Daemon) forwardEvents(ctx context.Context) (live <-chan string, stop func()) {
+	out := make(chan string)
+	fwdCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer stopFwd()
 	for _, src := range d.Events {
 		ch := src.Events()
 		wg.Add(1)
@@ -247,7 +284,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 						return
 					}
 					select {
-					case live <- what:
+					case out <- what:
 					case <-fwdCtx.Done():
 						return
 					}
@@ -255,108 +292,110 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	return out, func() {
+		cancel()
+		wg.Wait()
+	}
+}
 
-	d.pass(ctx, w, "start")
-	for i := 0; d.rescan && i < 3; i++ {
+// passes runs a pass, then at most three more while passes start watching new directories (a
+// directory that appeared during a pass was not watched while it read it). Bounded: a node whose
+// directories keep appearing is caught by events and the resync.
+func (d *Daemon) passes(ctx context.Context, w *fsnotify.Watcher, trigger string) {
+	d.pass(ctx, w, trigger)
+	for i := 0; d.rescan && i < 3 && ctx.Err() == nil; i++ {
 		d.rescan = false
 		d.pass(ctx, w, "new watch")
 	}
 	d.rescan = false
-	st := d.Status()
-	d.notify("STATUS=" + st.Line())
-	log.Info("daemon ready", "root", d.Node.Root, "watched_dirs", len(st.Watched), "resync", d.resync(), "settle", d.settle(), "watchdog", d.Watchdog)
+}
 
-	resync := time.NewTimer(d.resync())
-	defer resync.Stop()
-	var watchdog <-chan time.Time
+// timers are the daemon loop's clocks besides inotify and the live sources.
+type timers struct {
+	resync   *time.Timer
+	settle   *time.Timer // a postponed or settling pass
+	resume   *time.Timer // a backed-off target whose other writer may have left it
+	watchdog <-chan time.Time
+	stops    []func()
+}
+
+func (d *Daemon) newTimers() *timers {
+	t := &timers{resync: time.NewTimer(d.resync()), settle: time.NewTimer(time.Hour), resume: time.NewTimer(time.Hour)}
+	t.settle.Stop()
+	t.resume.Stop()
+	t.stops = []func(){func() { t.resync.Stop() }, func() { t.settle.Stop() }, func() { t.resume.Stop() }}
 	if d.Watchdog > 0 {
-		t := time.NewTicker(d.Watchdog)
-		defer t.Stop()
-		watchdog = t.C
+		wd := time.NewTicker(d.Watchdog)
+		t.watchdog = wd.C
+		t.stops = append(t.stops, wd.Stop)
 	}
-	settle := time.NewTimer(time.Hour)
-	settle.Stop()
-	defer settle.Stop()
-	if !d.settleAt.IsZero() {
-		settle.Reset(time.Until(d.settleAt)) // the start pass was postponed
-	}
-	d.notify("READY=1")
-	resume := time.NewTimer(time.Hour)
-	resume.Stop()
-	defer resume.Stop()
-	armResume := func() {
-		if _, next := d.fights.resumable(time.Now()); !next.IsZero() {
-			resume.Reset(time.Until(next))
-		}
-	}
+	return t
+}
 
-	for {
-		var trigger string
-		select {
-		case <-ctx.Done():
-			d.shutdown()
-			log.Info("daemon stopped", "reason", context.Cause(ctx))
-			return nil
-		case ev, ok := <-w.Events:
-			if !ok {
-				return errors.New("watch: inotify closed")
-			}
-			trigger = d.event(ev)
-		case err, ok := <-w.Errors:
-			if !ok {
-				return errors.New("watch: inotify closed")
-			}
-			// An overflow (IN_Q_OVERFLOW) loses events: only a full pass is safe.
-			log.Warn("watch error; reconciling in full", "err", err)
-			trigger = "watch error"
-		case what, ok := <-live:
-			if ok {
-				log.Debug("live event", "what", what)
-				trigger = what
-			}
-		case <-settle.C:
-			trigger = "settled"
-		case <-resync.C:
-			trigger = "resync"
-		case <-watchdog:
-			d.notify("WATCHDOG=1")
-			continue
-		case <-resume.C:
-			resumed, _ := d.fights.resumable(time.Now())
-			for _, b := range resumed {
-				log.Info("other writer settled: fighting again", "path", b.Path, "backed_off_since", b.Since.Format(time.RFC3339), "quiet_for", time.Duration(b.Window))
-			}
-			armResume()
-			if len(resumed) == 0 {
-				continue
-			}
-			trigger = "writer settled"
-		case <-d.Reloads:
-			d.reload()
-			trigger = "config reload"
+func (t *timers) stop() {
+	for _, f := range t.stops {
+		f()
+	}
+}
+
+// rearmSettle sets the settle timer to the daemon's settle deadline, when it has one.
+func (t *timers) rearmSettle(d *Daemon) {
+	if !d.settleAt.IsZero() {
+		t.settle.Reset(time.Until(d.settleAt))
+	}
+}
+
+// armResume sets the resume timer to the next backed-off target's end of window.
+func (t *timers) armResume(d *Daemon) {
+	if _, next := d.fights.resumable(time.Now()); !next.IsZero() {
+		t.resume.Reset(time.Until(next))
+	}
+}
+
+// next waits for what the loop reacts to and returns the trigger of a pass ("" for none: a watchdog
+// ping, an event that needs no pass yet, ctx done); an error means inotify is gone.
+func (d *Daemon) next(ctx context.Context, w *fsnotify.Watcher, live <-chan string, t *timers) (string, error) {
+	log := d.Node.log()
+	select {
+	case <-ctx.Done():
+		return "", nil
+	case ev, ok := <-w.Events:
+		if !ok {
+			return "", errors.New("watch: inotify closed")
 		}
-		if trigger == "" {
-			if !d.settleAt.IsZero() {
-				settle.Reset(time.Until(d.settleAt))
-			}
-			continue
+		return d.event(ev), nil
+	case err, ok := <-w.Errors:
+		if !ok {
+			return "", errors.New("watch: inotify closed")
 		}
-		// Coalesce a burst: everything already queued joins this pass.
-		d.drain(w)
-		settle.Stop()
-		d.settleAt, d.settleFirst, d.young = time.Time{}, time.Time{}, nil
-		d.pass(ctx, w, trigger)
-		// Bounded: a node whose directories keep appearing is caught by events and the resync.
-		for i := 0; d.rescan && i < 3; i++ {
-			d.rescan = false
-			d.pass(ctx, w, "new watch")
+		// An overflow (IN_Q_OVERFLOW) loses events: only a full pass is safe.
+		log.Warn("watch error; reconciling in full", "err", err)
+		return "watch error", nil
+	case what, ok := <-live:
+		if ok {
+			log.Debug("live event", "what", what)
 		}
-		d.rescan = false
-		if !d.settleAt.IsZero() {
-			settle.Reset(time.Until(d.settleAt)) // the pass was postponed
+		return what, nil
+	case <-t.settle.C:
+		return "settled", nil
+	case <-t.resync.C:
+		return "resync", nil
+	case <-t.watchdog:
+		d.notify("WATCHDOG=1")
+		return "", nil
+	case <-t.resume.C:
+		resumed, _ := d.fights.resumable(time.Now())
+		for _, b := range resumed {
+			log.Info("other writer settled: fighting again", "path", b.Path, "backed_off_since", b.Since.Format(time.RFC3339), "quiet_for", time.Duration(b.Window))
 		}
-		resync.Reset(d.resync())
-		armResume()
+		t.armResume(d)
+		if len(resumed) == 0 {
+			return "", nil
+		}
+		return "writer settled", nil
+	case <-d.Reloads:
+		d.reload()
+		return "config reload", nil
 	}
 }
 
@@ -439,19 +478,16 @@ func (d *Daemon) event(ev fsnotify.Event) string {
 }
 
 // pass is one reconcile: observe, judge every planned change against other writers, apply the rest,
-// re-aim the watches. It is not interrupted by ctx: a pass in progress at SIGTERM finishes its writes.
+// re-aim the watches. Once it holds the state lock it is not interrupted by ctx: a pass in progress
+// at SIGTERM finishes its writes.
 func (d *Daemon) pass(ctx context.Context, w *fsnotify.Watcher, trigger string) {
-	log := d.Node.log()
 	start := time.Now()
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), passTimeout)
 	defer cancel()
 	// Watch first, read second: a change made while the pass reads is then an event, never lost.
 	d.syncWatches(w, d.last)
-	// The state lock from reading the node to the last write: a restore never runs in between.
-	release, err := d.Node.Hold(passLockWait)
-	if err != nil {
-		log.Warn("pass postponed: nodedns's state is locked", "trigger", trigger, "retry_in", d.settle(), "err", err)
-		d.wait(time.Now(), d.settle())
+	release, ok := d.hold(ctx, trigger)
+	if !ok {
 		return
 	}
 	released := false
@@ -462,14 +498,62 @@ func (d *Daemon) pass(ctx context.Context, w *fsnotify.Watcher, trigger string) 
 	}()
 	s, p := d.Node.Observe(pctx)
 	d.last = s
+	d.acceptForeign(p.Changes)
+	held, started := d.judge(&p, time.Now())
+	o := d.apply(pctx, p)
+	// A directory that appeared during the pass (nodedns created /var/lib/nodedns, or someone made
+	// /etc/systemd/resolved.conf.d) was not watched while the pass read it: read it again.
+	if added := d.syncWatches(w, s); added > 0 {
+		d.rescan = true
+	}
+	bo := d.fights.backoffs()
+	d.saveWritersState(bo)
+	release()
+	released = true
+	d.report(pctx, passReport{trigger: trigger, start: start, o: o, held: len(held), started: started, backoffs: bo})
+}
 
-	now := time.Now()
-	kept := p.Changes[:0]
-	var held []policy.Change
-	var started []string
+// hold takes the state lock for a pass, from reading the node to the last write: a restore never
+// runs in between. While a restore or an apply holds it past passLockWait, the pass is postponed by
+// one settle period. A SIGTERM while it waits drops the pass, which has changed nothing yet, so the
+// daemon stops at once (docs/contract.md, invariant 4, for the lock).
+func (d *Daemon) hold(ctx context.Context, trigger string) (release func(), ok bool) {
+	release, err := d.Node.HoldContext(ctx, passLockWait)
+	switch {
+	case err == nil:
+		return release, true
+	case ctx.Err() != nil:
+		d.Node.log().Debug("pass dropped: the daemon is stopping", "trigger", trigger)
+	default:
+		d.Node.log().Warn("pass postponed: nodedns's state is locked", "trigger", trigger, "retry_in", d.settle(), "err", err)
+		d.wait(time.Now(), d.settle())
+	}
+	return nil, false
+}
+
+// acceptForeign takes, for every target nodedns wrote and the plan no longer changes, the content
+// someone else put there as the node's input from now on.
+func (d *Daemon) acceptForeign(changes []policy.Change) {
 	planned := map[string]bool{}
-	for _, c := range p.Changes {
+	for _, c := range changes {
 		planned[c.Target] = true
+	}
+	for tp, t := range d.fights.targets {
+		if t.lastWritten != nil && !planned[tp] {
+			if data, err := d.Node.store().ReadFile(tp, watchedKind); err == nil {
+				d.fights.accepted(tp, data)
+			}
+		}
+	}
+}
+
+// judge weighs every planned write against the other writers of its target: a target another
+// writer keeps rewriting is held (left out of the plan) until that writer has left it alone for a
+// window. started are the targets this pass stopped fighting over.
+func (d *Daemon) judge(p *policy.Plan, now time.Time) (held []policy.Change, started []string) {
+	log := d.Node.log()
+	kept := p.Changes[:0]
+	for _, c := range p.Changes {
 		if c.Op != policy.OpWrite {
 			kept = append(kept, c)
 			continue
@@ -495,17 +579,13 @@ func (d *Daemon) pass(ctx context.Context, w *fsnotify.Watcher, trigger string) 
 		kept = append(kept, c)
 	}
 	p.Changes = kept
-	// Targets nodedns wrote that now hold someone else's acceptable content: that content is the
-	// node's input from now on.
-	for tp, t := range d.fights.targets {
-		if t.lastWritten != nil && !planned[tp] {
-			if data, err := d.Node.store().ReadFile(tp, watchedKind); err == nil {
-				d.fights.accepted(tp, data)
-			}
-		}
-	}
+	return held, started
+}
 
-	o := d.Node.Apply(pctx, p)
+// apply carries out the plan and remembers what nodedns wrote, to tell its own writes from another
+// writer's.
+func (d *Daemon) apply(ctx context.Context, p policy.Plan) Outcome {
+	o := d.Node.Apply(ctx, p)
 	after := map[string][]byte{}
 	for _, c := range p.Changes {
 		after[c.Target] = c.After
@@ -513,37 +593,43 @@ func (d *Daemon) pass(ctx context.Context, w *fsnotify.Watcher, trigger string) 
 	for _, r := range o.Written {
 		d.fights.wrote(r.Path, after[r.Path])
 	}
+	return o
+}
 
-	// A directory that appeared during the pass (nodedns created /var/lib/nodedns, or someone made
-	// /etc/systemd/resolved.conf.d) was not watched while the pass read it: read it again.
-	if added := d.syncWatches(w, s); added > 0 {
-		d.rescan = true
-	}
-	bo := d.fights.backoffs()
-	d.saveWritersState(bo)
-	release()
-	released = true
+// passReport is what a pass did, for report.
+type passReport struct {
+	trigger  string
+	start    time.Time
+	o        Outcome
+	held     int
+	started  []string
+	backoffs []node.Backoff
+}
+
+// report tells what a pass did: the status (STATUS= and tests), one log line, the metrics hook.
+func (d *Daemon) report(ctx context.Context, r passReport) {
+	o := r.o
 	d.setStatus(func(st *Status) {
 		st.Passes++
-		st.Last, st.Trigger = time.Now(), trigger
-		st.Written, st.Removed, st.Pending, st.Held = len(o.Written), len(o.Removed), len(o.Pending), len(held)
+		st.Last, st.Trigger = time.Now(), r.trigger
+		st.Written, st.Removed, st.Pending, st.Held = len(o.Written), len(o.Removed), len(o.Pending), r.held
 		st.Blocked, st.Errors = len(o.Blocked), len(o.Errors)
-		st.Backoffs = bo
+		st.Backoffs = r.backoffs
 		st.Watched = d.ws.dirs()
 	})
 	status := d.Status()
 	// A pass that changed nothing (another writer's event on a backed-off target, a resync of a
 	// healthy node) is debug: at info, a backed-off fight logged a line per event.
 	level := slog.LevelInfo
-	if len(o.Written)+len(o.Removed)+len(o.Done)+len(o.Errors)+len(started) == 0 && trigger != "start" {
+	if len(o.Written)+len(o.Removed)+len(o.Done)+len(o.Errors)+len(r.started) == 0 && r.trigger != "start" {
 		level = slog.LevelDebug
 	}
-	log.Log(pctx, level, "reconciled", "trigger", trigger, "pass", status.Passes, "wrote", len(o.Written), "removed", len(o.Removed),
-		"pending", len(o.Pending), "held", len(held), "blocked", len(o.Blocked), "errors", len(o.Errors),
-		"took", time.Since(start).Round(time.Microsecond))
+	d.Node.log().Log(ctx, level, "reconciled", "trigger", r.trigger, "pass", status.Passes, "wrote", len(o.Written), "removed", len(o.Removed),
+		"pending", len(o.Pending), "held", r.held, "blocked", len(o.Blocked), "errors", len(o.Errors),
+		"took", time.Since(r.start).Round(time.Microsecond))
 	d.notify("STATUS=" + status.Line())
 	if d.AfterPass != nil {
-		d.AfterPass(o, started)
+		d.AfterPass(o, r.started)
 	}
 }
 
@@ -576,7 +662,7 @@ func (d *Daemon) reload() {
 		d.setStatus(func(s *Status) { s.ConfigError = err.Error() })
 		return
 	}
-	d.Node.Config = cfg
+	d.Node.SetConfig(cfg)
 	d.fights.backoffAfter, d.fights.window = d.writersConfig()
 	d.setStatus(func(s *Status) { s.ConfigError = "" })
 	log.Info("config reloaded", "resync", d.resync(), "backoff_after", d.fights.backoffAfter, "window", d.fights.window)

@@ -49,9 +49,11 @@ type Node struct {
 	// Root is "/" for the real node, a directory for --root (files only: no D-Bus, no netlink).
 	Root   string
 	Config config.Config
-	FS     nodefs.FS // nil: the real filesystem
-	Log    *slog.Logger
-	Now    func() time.Time
+	// Store is the node's files under Root (NewStore; edges.New passes the run's). nil: one over
+	// the real filesystem is made on first use.
+	Store *nodefs.Store
+	Log   *slog.Logger
+	Now   func() time.Time
 
 	Sources    []Source
 	Actors     []Actor
@@ -65,16 +67,32 @@ type Node struct {
 // Live reports whether nodedns works on the real node rather than a --root tree.
 func (n *Node) Live() bool { return n.Root == "" || n.Root == "/" }
 
-func (n *Node) store() *nodefs.Store {
-	fsys := n.FS
-	if fsys == nil {
-		fsys = nodefs.OS()
-	}
-	root := n.Root
+// NewStore is the node's file store: the one way nodedns reads and writes the node's files under
+// root ("" or "/": the live node) through fsys (nil: the real filesystem), with nodedns's state
+// directory, and restore allowed to change what cfg writes (Targets). A run shares one: edges.New
+// builds it and passes it to the node, the integrations, the probes and the metrics textfile.
+func NewStore(root string, fsys nodefs.FS, cfg config.Config) *nodefs.Store {
 	if root == "" {
 		root = "/"
 	}
-	return &nodefs.Store{Root: root, FS: fsys, StateDir: config.StateDir, Targets: Targets(n.Config)}
+	if fsys == nil {
+		fsys = nodefs.OS()
+	}
+	return &nodefs.Store{Root: root, FS: fsys, StateDir: config.StateDir, Targets: Targets(cfg)}
+}
+
+func (n *Node) store() *nodefs.Store {
+	if n.Store == nil {
+		n.Store = NewStore(n.Root, nil, n.Config)
+	}
+	return n.Store
+}
+
+// SetConfig replaces the node's config (the daemon's SIGHUP), and with it the paths restore may
+// change.
+func (n *Node) SetConfig(cfg config.Config) {
+	n.Config = cfg
+	n.store().Targets = Targets(cfg)
 }
 
 func (n *Node) now() time.Time {

@@ -41,7 +41,7 @@ func TestApplyGoesOnAfterAFailedTarget(t *testing.T) {
 	}
 	orig := "nameserver 169.254.25.10\nnameserver 10.0.0.2\n"
 	write("etc/resolv.conf", orig)
-	n := &Node{Root: root, Config: config.Default(), FS: roFS{FS: nodefs.OS(), dir: filepath.Join(root, "etc")}, Now: time.Now}
+	n := &Node{Root: root, Config: config.Default(), Store: NewStore(root, roFS{FS: nodefs.OS(), dir: filepath.Join(root, "etc")}, config.Default()), Now: time.Now}
 	_, p := n.Observe(context.Background())
 	if len(p.Changes) != 2 {
 		t.Fatalf("want 2 changes (kubelet file, /etc/resolv.conf), got %+v", p.Changes)

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -28,12 +29,18 @@ func Targets(cfg config.Config) *nodefs.Targets {
 // goroutine drives a Node. (Temp files are swept only when the lock shows an earlier holder died
 // holding it.)
 func (n *Node) Hold(wait time.Duration) (release func(), err error) {
+	return n.HoldContext(context.Background(), wait)
+}
+
+// HoldContext is Hold that also stops waiting for the lock when ctx is done (the daemon's SIGTERM:
+// a pass that has not taken the lock has changed nothing and can be dropped).
+func (n *Node) HoldContext(ctx context.Context, wait time.Duration) (release func(), err error) {
 	if n.held != nil {
 		n.holds++
 		return n.releaseOne, nil
 	}
 	st := n.store()
-	l, err := st.Lock(wait)
+	l, err := st.LockContext(ctx, wait)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+
+	"github.com/nodedns/nodedns/internal/ascii"
 )
 
 // Cgroup is what one /proc/PID/cgroup file says about kubelet's pod cgroups.
@@ -167,34 +169,13 @@ const (
 // (netns-<uuid>), or anything an operator made with `ip netns add`.
 func NetnsRuntime(name string) string {
 	if id, ok := strings.CutPrefix(name, "cni-"); ok {
-		if isUUID(id) {
+		if ascii.IsUUID(id) {
 			return RuntimeContainerd
 		}
 		return ""
 	}
-	if isUUID(name) {
+	if ascii.IsUUID(name) {
 		return RuntimeCRIO
 	}
 	return ""
-}
-
-// isUUID accepts the 8-4-4-4-12 hex form.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
 }

@@ -13,9 +13,6 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-// Updating reports whether the test binary runs with -update.
-func Updating() bool { return *update }
-
 // Check compares got with the golden file at path (relative to the package directory). With
 // -update it writes got there instead, creating the directories.
 func Check(t testing.TB, path string, got []byte) {

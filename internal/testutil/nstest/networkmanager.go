@@ -331,9 +331,6 @@ func (nm *NetworkManager) Reactivate(t testing.TB) {
 	nm.Nmcli(t, "connection", "up", NMConnUUID)
 }
 
-// Offer returns what dnsmasq offers now.
-func (nm *NetworkManager) Offer() DHCPOptions { return nm.offer }
-
 // ChangeOffer restarts dnsmasq with a new offer. The client sees it at its next renewal: give
 // the offer a short T1 (Options "option:T1,2") and wait with WaitDHCP, or Reactivate.
 func (nm *NetworkManager) ChangeOffer(t testing.TB, o DHCPOptions) {

@@ -113,9 +113,6 @@ func (s *Systemd) Show(unit, prop string) string {
 	return out
 }
 
-// Path is the host path of a path inside the namespace.
-func (s *Systemd) Path(p string) string { return fmt.Sprintf("/proc/%d/root%s", s.PID1, p) }
-
 // Console is what systemd printed so far.
 func (s *Systemd) Console() string { return s.console.String() }
 

@@ -1,20 +1,26 @@
-package node
+package kubelet
 
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
+	"path"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
+
+	"github.com/nodedns/nodedns/internal/nodefs"
 
 	"go.yaml.in/yaml/v3"
 )
 
-// KubeletDefaultResolvConf is kubelet's own default for resolvConf (KubeletConfiguration v1beta1).
-const KubeletDefaultResolvConf = "/etc/resolv.conf"
+// DefaultResolvConf is kubelet's own default for resolvConf (KubeletConfiguration v1beta1).
+const DefaultResolvConf = "/etc/resolv.conf"
 
-// Kubelet is what nodedns needs from the kubelet config file.
-type Kubelet struct {
+// Config is what nodedns needs from the kubelet config file.
+type Config struct {
 	Path   string // node path of the config file; "" when nothing names one
 	Exists bool
 	// ResolvConf is the file kubelet hands to pods with dnsPolicy Default and uses as the base of
@@ -33,14 +39,14 @@ type Kubelet struct {
 	Err error
 }
 
-// KubeletError is a kubelet config that cannot be used, with the line it is about (0: the file).
-type KubeletError struct {
+// Error is a kubelet config that cannot be used, with the line it is about (0: the file).
+type Error struct {
 	Path string
 	Line int
 	Msg  string
 }
 
-func (e *KubeletError) Error() string {
+func (e *Error) Error() string {
 	if e.Line > 0 {
 		return fmt.Sprintf("%s:%d: %s", e.Path, e.Line, e.Msg)
 	}
@@ -51,23 +57,23 @@ func (e *KubeletError) Error() string {
 // unmarshal ..."): its errors carry no line field.
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
 
-// ParseKubelet parses a KubeletConfiguration YAML document. An error is a *KubeletError.
-func ParseKubelet(data []byte, path string) (Kubelet, error) {
-	k := Kubelet{Path: path, Exists: true, ResolvConf: KubeletDefaultResolvConf}
-	f, err := parseKubeletFile(data, path)
+// Parse parses a KubeletConfiguration YAML document. An error is a *Error.
+func Parse(data []byte, path string) (Config, error) {
+	k := Config{Path: path, Exists: true, ResolvConf: DefaultResolvConf}
+	f, err := parseFile(data, path)
 	if err != nil {
 		return k, err
 	}
 	if f.kind != "" && f.kind != "KubeletConfiguration" {
-		return k, &KubeletError{path, f.kindLine, fmt.Sprintf("kind is %q, not KubeletConfiguration", f.kind)}
+		return k, &Error{path, f.kindLine, fmt.Sprintf("kind is %q, not KubeletConfiguration", f.kind)}
 	}
 	f.apply(&k)
 	return k, nil
 }
 
-// kubeletFile is the subset of KubeletConfiguration we read. Unknown fields are fine: the kubelet
+// configFile is the subset of KubeletConfiguration we read. Unknown fields are fine: the kubelet
 // config has dozens of fields we do not care about.
-type kubeletFile struct {
+type configFile struct {
 	kind          string
 	kindLine      int
 	resolvConf    *string
@@ -76,7 +82,7 @@ type kubeletFile struct {
 	clusterDomain *string
 }
 
-func (f kubeletFile) apply(k *Kubelet) {
+func (f configFile) apply(k *Config) {
 	if f.resolvConf != nil {
 		k.ResolvConf, k.ResolvConfSet = *f.resolvConf, true
 	}
@@ -88,8 +94,8 @@ func (f kubeletFile) apply(k *Kubelet) {
 	}
 }
 
-func parseKubeletFile(data []byte, path string) (kubeletFile, error) {
-	var f kubeletFile
+func parseFile(data []byte, path string) (configFile, error) {
+	var f configFile
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return f, yamlError(path, err)
@@ -99,7 +105,7 @@ func parseKubeletFile(data []byte, path string) (kubeletFile, error) {
 	}
 	top := doc.Content[0]
 	if top.Kind != yaml.MappingNode {
-		return f, &KubeletError{path, top.Line, "not a YAML mapping"}
+		return f, &Error{path, top.Line, "not a YAML mapping"}
 	}
 	for i := 0; i+1 < len(top.Content); i += 2 {
 		key, val := top.Content[i], deref(top.Content[i+1])
@@ -130,7 +136,7 @@ func parseKubeletFile(data []byte, path string) (kubeletFile, error) {
 				continue
 			}
 			if val.Kind != yaml.SequenceNode {
-				return f, &KubeletError{path, val.Line, "clusterDNS is not a list"}
+				return f, &Error{path, val.Line, "clusterDNS is not a list"}
 			}
 			for j, item := range val.Content {
 				item = deref(item)
@@ -140,7 +146,7 @@ func parseKubeletFile(data []byte, path string) (kubeletFile, error) {
 				}
 				a, err := netip.ParseAddr(s)
 				if err != nil {
-					return f, &KubeletError{path, item.Line, fmt.Sprintf("clusterDNS[%d]: %q is not an IP address", j, s)}
+					return f, &Error{path, item.Line, fmt.Sprintf("clusterDNS[%d]: %q is not an IP address", j, s)}
 				}
 				f.clusterDNS = append(f.clusterDNS, a.Unmap())
 			}
@@ -157,7 +163,7 @@ func deref(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-func yamlError(path string, err error) *KubeletError {
+func yamlError(path string, err error) *Error {
 	msg := err.Error()
 	var te *yaml.TypeError
 	if errors.As(err, &te) && len(te.Errors) > 0 {
@@ -168,5 +174,64 @@ func yamlError(path string, err error) *KubeletError {
 		line, _ = strconv.Atoi(m[1])
 		msg = "YAML: " + msg[len(m[0]):]
 	}
-	return &KubeletError{path, line, msg}
+	return &Error{path, line, msg}
+}
+
+// Load reads the config found and its --config-dir drop-ins through r. A config that cannot be read
+// or parsed leaves kubelet's defaults with Err set (an *Error when it has a file and line): the
+// first such error stops the reading.
+func Load(r nodefs.Reader, found Found) Config {
+	k := Config{Path: found.Path, ResolvConf: DefaultResolvConf, How: found.How, ConfigDir: found.ConfigDir}
+	if found.Path != "" {
+		data, err := r.ReadFile(found.Path, nodefs.Config)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			k.Exists, k.Err = true, err
+			return k
+		default:
+			parsed, err := Parse(data, found.Path)
+			parsed.How, parsed.ConfigDir = found.How, found.ConfigDir
+			k = parsed
+			if err != nil {
+				k.Err = err
+				return k
+			}
+		}
+	}
+	if found.ConfigDir == "" {
+		return k
+	}
+	// kubelet 1.28+ merges every *.conf of --config-dir over the config, in file name order
+	// (kubelet's mergeKubeletConfigurations): each can set resolvConf, clusterDNS, clusterDomain.
+	es, err := r.ReadDir(found.ConfigDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return k
+	}
+	if err != nil {
+		k.Err = err
+		return k
+	}
+	names := make([]string, 0, len(es))
+	for _, e := range es {
+		if strings.HasSuffix(e.Name(), ".conf") && !e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		p := path.Join(found.ConfigDir, n)
+		data, err := r.ReadFile(p, nodefs.Config)
+		if err != nil {
+			k.Err = err
+			return k
+		}
+		f, err := parseFile(data, p)
+		if err != nil {
+			k.Err = err
+			return k
+		}
+		f.apply(&k)
+	}
+	return k
 }

@@ -1,4 +1,8 @@
-package netplan
+// Package netplancmd runs netplan's own tools (`netplan generate`, `netplan get`) on copies of a
+// node's netplan files: netplan 0.106 is the judge of a file nodedns wants to keep, never package
+// netplan's parser. It is the exec side of netplan, kept with the other live edges so that netplan/
+// stays a pure parser.
+package netplancmd
 
 import (
 	"bytes"
@@ -11,11 +15,13 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/netplan"
 )
 
 // GenerateTimeout bounds one `netplan generate` run (about 0.15 s each on the 2-core CI machine, 5 runs timed).
@@ -166,14 +172,7 @@ func (r Runner) genError(tmp string, out []byte, err error) error {
 	return &GenerateError{Message: msg, Output: text, Err: err}
 }
 
-func isNetplanDir(d string) bool {
-	for _, x := range Dirs {
-		if d == x {
-			return true
-		}
-	}
-	return false
-}
+func isNetplanDir(d string) bool { return slices.Contains(netplan.Dirs, d) }
 
 // copyTree copies the node's netplan YAML files (following symlinks inside root) into a new
 // temporary directory, mode 0600 so netplan's permission warnings do not drown its errors.
@@ -193,11 +192,11 @@ func (r Runner) copyTree(root string, changes map[string][]byte) (string, error)
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 			return err
 		}
-		return os.WriteFile(full, data, FileMode)
+		return os.WriteFile(full, data, netplan.FileMode)
 	}
 	// Every file of every directory, the shadowed ones too: netplan decides what it reads.
 	rd := nodefs.NewReader(root)
-	ds, errs := nodefs.DropIns(rd, Dirs, ".yaml")
+	ds, errs := nodefs.DropIns(rd, netplan.Dirs, ".yaml")
 	if len(errs) > 0 {
 		return fail(errs[0])
 	}
@@ -206,7 +205,7 @@ func (r Runner) copyTree(root string, changes map[string][]byte) (string, error)
 			if _, ok := changes[node]; ok {
 				continue
 			}
-			data, err := readFile(rd, node)
+			data, err := netplan.ReadFile(rd, node)
 			if err != nil {
 				return fail(err)
 			}

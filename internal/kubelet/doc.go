@@ -1,0 +1,19 @@
+// Package kubelet finds the configuration file kubelet really reads and reads what nodedns needs
+// from it (docs/contract.md "Kubelet's config"): resolvConf, clusterDNS, clusterDomain.
+//
+// What lives here, one file per way kubelet is found:
+//   - process.go: the running kubelet's own --config and --config-dir, from /proc/PID/cmdline
+//     (step 1; the live node's edges call FindProcess);
+//   - unit.go: kubelet's systemd unit, its drop-ins and the EnvironmentFile= files they name, as
+//     systemd would start kubelet (step 2), on top of the unit-file and env-file parsers of
+//     package systemd, which stay generic;
+//   - find.go: the order of the steps, the known paths kubespray and kubeadm write (step 3) and the
+//     watches that declare every file the search reads;
+//   - flags.go: kubelet's --config and --config-dir as its flag set parses them;
+//   - config.go: the KubeletConfiguration file and its --config-dir drop-ins.
+//
+// Another way to start kubelet (kubeadm's own files, RKE2's and k3s's embedded kubelets, which take
+// their flags from their own config files) is a new file here, a step in Find, and its paths in
+// Watches. The package reads through a nodefs.Reader (and /proc through nodefs.ReadKernel) and
+// never writes.
+package kubelet

@@ -1,0 +1,151 @@
+package kubelet
+
+import (
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/systemd"
+	"go.yaml.in/yaml/v3"
+)
+
+// Where kubespray and kubeadm put kubelet's config, in the order `kubelet.config: auto` tries them
+// when neither a running kubelet nor its unit names one.
+const (
+	// KubesprayConfig is named by --config in /etc/kubernetes/kubelet.env (kubespray's
+	// roles/kubernetes/node/templates/kubelet.env.v1beta1.j2).
+	KubesprayConfig = "/etc/kubernetes/kubelet-config.yaml"
+	// KubeadmConfig is named by KUBELET_CONFIG_ARGS in kubeadm's 10-kubeadm.conf.
+	KubeadmConfig = "/var/lib/kubelet/config.yaml"
+	// Unit is the unit that starts kubelet on both.
+	Unit = "kubelet.service"
+)
+
+// ConfigPaths are the known places, in the order auto tries them.
+var ConfigPaths = []string{KubesprayConfig, KubeadmConfig}
+
+// envFiles are the environment files kubespray's and kubeadm's units name, watched before any unit
+// is read so that one written after nodedns started is seen.
+var envFiles = []string{"/etc/kubernetes/kubelet.env", "/var/lib/kubelet/kubeadm-flags.env"}
+
+// Found is where kubelet's config is and how that was found.
+type Found struct {
+	// Path is the node path of the config file; "" when kubelet runs without one (its defaults).
+	Path string
+	// ConfigDir is --config-dir, "" when none.
+	ConfigDir string
+	// How is the reason, for `check`.
+	How string
+}
+
+// Inputs is what finding kubelet's config read: the inputs the daemon must watch.
+type Inputs struct {
+	Unit     string   // the kubelet unit file found, "" when none
+	DropIns  []string // its drop-ins, in systemd's order
+	EnvFiles []string // the environment files they name (globs as written)
+}
+
+// Problem is a file of the kubelet unit that could not be used (file:line: reason; Line 0 is the
+// whole file, Path "" a directory listing). It never stops the search.
+type Problem struct {
+	Path string
+	Line int
+	Msg  string
+}
+
+// Find finds kubelet's config from the node's files only (docs/contract.md "Kubelet's config",
+// steps 2 and 3; step 1, the running kubelet, is the live node's: FindProcess): an explicit
+// kubelet.config; else --config (or KUBELET_CONFIG) as the kubelet unit, its drop-ins and the
+// environment files they name start kubelet; else the first of ConfigPaths that exists.
+func Find(r nodefs.Reader, cfg config.Config) (Found, Inputs, []Problem) {
+	var in Inputs
+	if cfg.Kubelet.Config != "" && cfg.Kubelet.Config != config.KubeletConfigAuto {
+		return Found{Path: cfg.Kubelet.Config, How: "kubelet.config in nodedns's config"}, in, nil
+	}
+	var ps []Problem
+	problem := func(p string, line int, msg string) {
+		ps = append(ps, Problem{Path: p, Line: line, Msg: msg})
+	}
+	if found, ok := in.fromUnit(r, problem); ok {
+		return found, in, ps
+	}
+	for _, p := range ConfigPaths {
+		if _, err := r.Stat(p); err == nil {
+			why := "no kubelet unit names --config"
+			if in.Unit != "" {
+				why = in.Unit + " names no --config"
+			}
+			return Found{Path: p, How: fmt.Sprintf("%s; the first of %s that exists", why, strings.Join(ConfigPaths, ", "))}, in, ps
+		}
+	}
+	return Found{How: fmt.Sprintf("no kubelet unit names --config and neither %s exists: kubelet's defaults", strings.Join(ConfigPaths, " nor "))}, in, ps
+}
+
+// Sources are the node paths (files and directories) that decided which kubelet config was read,
+// for the daemon's watches: the kubelet unit and drop-ins, their environment files, the config k
+// read and its --config-dir.
+func (in Inputs) Sources(k Config) (paths, dirs []string) {
+	if in.Unit != "" {
+		paths = append(paths, in.Unit)
+	}
+	paths = append(paths, in.DropIns...)
+	paths = append(paths, in.EnvFiles...)
+	if k.Path != "" {
+		paths = append(paths, k.Path)
+	}
+	if k.ConfigDir != "" {
+		dirs = append(dirs, k.ConfigDir)
+	}
+	return paths, dirs
+}
+
+// Watches: what decides which kubelet config is read (docs/contract.md "Kubelet's config"): the
+// kubelet unit and its drop-in directories in every unit directory, the places kubespray and
+// kubeadm keep kubelet's config and environment files, and the paths and dirs a search found
+// (Inputs.Sources: an environment file or config elsewhere, a --config-dir). The running kubelet's
+// command line is in /proc, which sends no inotify events: the daemon's resync picks up a kubelet
+// restarted with another --config.
+func Watches(cfg config.Config, paths, dirs []string) []nodefs.Watch {
+	var ws []nodefs.Watch
+	file := func(p string) nodefs.Watch {
+		complete := nodefs.NewlineTerminated
+		if strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml") {
+			complete = completeYAML
+		}
+		match := nodefs.Names(path.Base(p))
+		if base := path.Base(p); strings.ContainsAny(base, "*?[") {
+			// An EnvironmentFile= glob (systemd expands it when the command starts).
+			match = func(n string) bool { ok, _ := path.Match(base, n); return ok && !strings.HasPrefix(n, ".") }
+		}
+		return nodefs.Watch{Dir: path.Dir(p), Match: match, Complete: complete}
+	}
+	if cfg.Kubelet.Config != "" && cfg.Kubelet.Config != config.KubeletConfigAuto {
+		ws = append(ws, file(cfg.Kubelet.Config))
+	} else {
+		for _, d := range systemd.UnitDirs {
+			ws = append(ws,
+				nodefs.Watch{Dir: d, Match: nodefs.Names(Unit), Complete: nodefs.NewlineTerminated},
+				nodefs.Watch{Dir: path.Join(d, Unit+".d"), Match: nodefs.Suffix(".conf"), Complete: nodefs.NewlineTerminated})
+		}
+		for _, p := range append(append([]string{}, ConfigPaths...), envFiles...) {
+			ws = append(ws, file(p))
+		}
+	}
+	for _, p := range paths {
+		if strings.HasPrefix(p, "/") {
+			ws = append(ws, file(p))
+		}
+	}
+	for _, d := range dirs {
+		ws = append(ws, nodefs.Watch{Dir: d, Match: nodefs.Suffix(".conf"), Complete: completeYAML})
+	}
+	return ws
+}
+
+// completeYAML: a YAML file is complete when it parses.
+func completeYAML(b []byte) error {
+	var v any
+	return yaml.Unmarshal(b, &v)
+}
