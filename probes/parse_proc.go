@@ -189,12 +189,12 @@ func readCacheProcess(proc string, pid int, comm string) *CacheProcess {
 	// The process's files are read inside its own root (/proc/PID/root), symlinks followed there, so
 	// neither an absolute link in the container nor ".." in a path reaches this machine's files. A
 	// relative path is read below its working directory (/proc/PID/cwd) the same way.
-	root := &nodefs.Store{Root: filepath.Join(base, "root"), FS: nodefs.OS()}
-	in := func(p string) (*nodefs.Store, string) {
+	root := &nodefs.Tree{Root: filepath.Join(base, "root"), FS: nodefs.OS()}
+	in := func(p string) (*nodefs.Tree, string) {
 		if path.IsAbs(p) {
 			return root, p
 		}
-		return &nodefs.Store{Root: filepath.Join(base, "cwd"), FS: nodefs.OS()}, "/" + p
+		return &nodefs.Tree{Root: filepath.Join(base, "cwd"), FS: nodefs.OS()}, "/" + p
 	}
 	fsys, p := in(cp.Corefile)
 	data, err := fsys.ReadFile(p, nodefs.Config)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/store"
 	"github.com/nodedns/nodedns/probes"
 )
 
@@ -77,7 +78,7 @@ func runCheck(ctx context.Context, g *globals, o checkOptions) error {
 		s, p := n.Observe(ctx)
 		env := &probes.Env{Snapshot: s, Config: g.cfg, Plan: p, Live: n.Live(), Log: g.log}
 		if n.Live() {
-			env.Host = probes.NewLive(g.cfg.Probes.Timeout, probes.FileState{Store: &nodefs.Store{Root: "/", FS: nodefs.OS(), StateDir: config.StateDir}})
+			env.Host = probes.NewLive(g.cfg.Probes.Timeout, probes.FileState{Store: &store.Store{Root: "/", FS: nodefs.OS(), StateDir: config.StateDir}})
 		}
 		rep = probes.Run(ctx, env, probes.All())
 		_ = e.Close()

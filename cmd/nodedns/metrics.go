@@ -9,6 +9,7 @@ import (
 	"github.com/nodedns/nodedns/internal/metrics"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/reconcile"
+	"github.com/nodedns/nodedns/internal/store"
 	"github.com/nodedns/nodedns/probes"
 )
 
@@ -28,7 +29,7 @@ func writeCheckMetrics(g *globals, rep probes.Report) {
 		cs = append(cs, metrics.Check{ID: c.ID, Status: string(c.Status)})
 	}
 	r.ObserveChecks(cs)
-	st := &nodefs.Store{Root: rootOr(g.root), FS: nodefs.OS(), StateDir: config.StateDir}
+	st := &store.Store{Root: rootOr(g.root), FS: nodefs.OS(), StateDir: config.StateDir}
 	err := metrics.WriteTextfile(st, path, r)
 	switch {
 	case errors.Is(err, metrics.ErrNoCollectorDir):
@@ -61,7 +62,7 @@ func daemonMetrics(ctx context.Context, g *globals) func(reconcile.Outcome, []st
 	} else if addr != nil {
 		g.log.Info("metrics listener started", "addr", addr.String())
 	}
-	st := &nodefs.Store{Root: rootOr(g.root), FS: nodefs.OS(), StateDir: config.StateDir}
+	st := &store.Store{Root: rootOr(g.root), FS: nodefs.OS(), StateDir: config.StateDir}
 	return func(o reconcile.Outcome, newBackoffs []string) {
 		rec.Reconciled(len(o.Written)+len(o.Removed)+len(o.Done), o.Failed())
 		for _, t := range newBackoffs {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/store"
 )
 
 // StateFiles are nodedns's own state files directly in StateDir (docs/contract.md, "Where things
@@ -84,7 +85,7 @@ func pathConflict(p, key string, written map[string][]string) error {
 			return fmt.Errorf("%s is nodedns's own state file", p)
 		}
 	}
-	for _, pat := range nodefs.ManagedPaths {
+	for _, pat := range store.ManagedPaths {
 		for q := p; q != "/"; q = path.Dir(q) {
 			if ok, _ := path.Match(pat, q); ok {
 				return fmt.Errorf("%s is also a file nodedns manages (%s): one file cannot hold both", p, pat)

@@ -13,6 +13,7 @@ import (
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/internal/store"
 	"github.com/nodedns/nodedns/netplan"
 )
 
@@ -36,16 +37,16 @@ func NetplanRunner(root string) (netplan.Runner, error) {
 }
 
 // workDir is where the validators make their copies: nodedns's work directory under the node's
-// state directory (nodefs.Store.TempDir), which the next holder of the state lock sweeps when a
+// state directory (store.Store.TempDir), which the next holder of the state lock sweeps when a
 // killed run left something there. A user who cannot write it (a non-root `nodedns plan` on a live
 // node) gets "" (the system's temp directory); untrusted state is an error.
 func workDir(root string) (string, error) {
-	st := &nodefs.Store{Root: rootOr(root), FS: nodefs.OS(), StateDir: config.StateDir}
+	st := &store.Store{Root: rootOr(root), FS: nodefs.OS(), StateDir: config.StateDir}
 	dir, err := st.TempDir()
 	if err == nil && unix.Access(dir, unix.W_OK|unix.X_OK) == nil {
 		return dir, nil
 	}
-	var ue *nodefs.UntrustedError
+	var ue *store.UntrustedError
 	if errors.As(err, &ue) {
 		return "", err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/internal/store"
 )
 
 // NMBus is what the NetworkManager integration needs from NM's D-Bus API. *bus.Client implements
@@ -95,12 +96,12 @@ func (n *NetworkManager) root() string {
 	return n.Root
 }
 
-func (n *NetworkManager) store() *nodefs.Store {
+func (n *NetworkManager) store() *store.Store {
 	fsys := n.FS
 	if fsys == nil {
 		fsys = nodefs.OS()
 	}
-	return &nodefs.Store{Root: n.root(), FS: fsys, StateDir: config.StateDir}
+	return &store.Store{Root: n.root(), FS: fsys, StateDir: config.StateDir}
 }
 
 // Client returns the shared D-Bus client, connecting on first use.
@@ -365,7 +366,7 @@ func (n *NetworkManager) Validate(ctx context.Context, root string, c policy.Cha
 	if c.Op == policy.OpWrite {
 		data = c.After
 	}
-	fsys := networkmanager.ReaderFS(&nodefs.Store{Root: root, FS: n.FS})
+	fsys := networkmanager.ReaderFS(&nodefs.Tree{Root: root, FS: n.FS})
 	cfg, err := networkmanager.LoadConfig(networkmanager.Overlay(fsys, map[string][]byte{c.Path: data}))
 	if err != nil {
 		return fmt.Errorf("validate %s: NetworkManager would refuse its configuration with it: %w", c.Path, err)
@@ -528,7 +529,7 @@ func copyConfDir(r nodefs.Reader, dir string, changes map[string][]byte) error {
 
 // BeforeRestore implements Reverter: nodedns changes no connection profile and nothing over D-Bus
 // but the reload, so there is nothing to revert before the files are put back.
-func (n *NetworkManager) BeforeRestore(context.Context) ([]nodefs.RestoreResult, error) {
+func (n *NetworkManager) BeforeRestore(context.Context) ([]store.RestoreResult, error) {
 	return nil, nil
 }
 
@@ -536,10 +537,10 @@ func (n *NetworkManager) BeforeRestore(context.Context) ([]nodefs.RestoreResult,
 // removed, NetworkManager-intern.conf restored), NM is reloaded to read them; a global DNS that was
 // set over D-Bus comes back from the restored intern file (measured on 1.42.4). NM's resolv.conf is
 // then what NM wrote before apply.
-func (n *NetworkManager) AfterRestore(ctx context.Context, restored []nodefs.RestoreResult) ([]nodefs.RestoreResult, error) {
+func (n *NetworkManager) AfterRestore(ctx context.Context, restored []store.RestoreResult) ([]store.RestoreResult, error) {
 	touched := false
 	for _, x := range restored {
-		if x.Action != nodefs.ActionKept && isNMConfig(x.Path) {
+		if x.Action != store.ActionKept && isNMConfig(x.Path) {
 			touched = true
 		}
 	}
@@ -556,7 +557,7 @@ func (n *NetworkManager) AfterRestore(ctx context.Context, restored []nodefs.Res
 		return nil, fmt.Errorf("reload NetworkManager after restoring its configuration: %w", err)
 	}
 	if owner == "" {
-		return []nodefs.RestoreResult{{Path: "NetworkManager", Action: nodefs.ActionKept, Reason: "not running: it reads the restored configuration when it starts"}}, nil
+		return []store.RestoreResult{{Path: "NetworkManager", Action: store.ActionKept, Reason: "not running: it reads the restored configuration when it starts"}}, nil
 	}
 	if err := c.Reload(ctx, bus.ReloadAll); err != nil {
 		return nil, fmt.Errorf("reload NetworkManager after restoring its configuration: %w", err)
@@ -565,7 +566,7 @@ func (n *NetworkManager) AfterRestore(ctx context.Context, restored []nodefs.Res
 	if g, err := c.GlobalDNS(ctx); err == nil {
 		reason += "; global DNS \"*\" servers now " + addrs(policy.NMStarServers(g))
 	}
-	return []nodefs.RestoreResult{{Path: "NetworkManager", Action: kind, Reason: reason}}, nil
+	return []store.RestoreResult{{Path: "NetworkManager", Action: kind, Reason: reason}}, nil
 }
 
 func isNMConfig(p string) bool {

@@ -18,6 +18,7 @@ import (
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/internal/store"
 	"github.com/nodedns/nodedns/resolvconf"
 	"github.com/nodedns/nodedns/systemd"
 	"github.com/nodedns/nodedns/systemd/bus"
@@ -25,7 +26,7 @@ import (
 
 // LinkRecordPath is the node path where the per-link settings nodedns changed over D-Bus are
 // recorded with their original values, so `nodedns restore` can put them back (docs/contract.md invariant
-// 4). It is written through nodefs.Store, so restore removes it after the links are reverted.
+// 4). It is written through store.Store, so restore removes it after the links are reverted.
 const LinkRecordPath = config.StateDir + "/resolved-links.json"
 
 // ResolvedBus is what the resolved integration needs from systemd-resolved: its live view, one
@@ -112,7 +113,7 @@ func (r *Resolved) log() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-func (r *Resolved) store() *nodefs.Store {
+func (r *Resolved) store() *store.Store {
 	root := r.Root
 	if root == "" {
 		root = "/"
@@ -121,7 +122,7 @@ func (r *Resolved) store() *nodefs.Store {
 	if fsys == nil {
 		fsys = nodefs.OS()
 	}
-	return &nodefs.Store{Root: root, FS: fsys, StateDir: config.StateDir}
+	return &store.Store{Root: root, FS: fsys, StateDir: config.StateDir}
 }
 
 func (r *Resolved) ifName(i int) string {
@@ -396,7 +397,7 @@ func ParseLinkRecords(name string, data []byte) ([]LinkRecord, error) {
 	return f.Links, nil
 }
 
-func (r *Resolved) loadRecords(st *nodefs.Store) ([]LinkRecord, error) {
+func (r *Resolved) loadRecords(st *store.Store) ([]LinkRecord, error) {
 	// Trusted state only: restore sets what this file says on every link.
 	data, err := st.ReadState(LinkRecordPath, nodefs.State)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -467,7 +468,7 @@ func (r *Resolved) unrecord(idx int, dns bool) {
 	}
 }
 
-func (r *Resolved) saveRecords(st *nodefs.Store, recs []LinkRecord) error {
+func (r *Resolved) saveRecords(st *store.Store, recs []LinkRecord) error {
 	data, err := json.MarshalIndent(linkRecordFile{Comment: recordComment, Links: recs}, "", "  ")
 	if err != nil {
 		return err
@@ -480,7 +481,7 @@ func (r *Resolved) saveRecords(st *nodefs.Store, recs []LinkRecord) error {
 // link nodedns changed (with the recorded values, not RevertLink, which would also drop settings
 // others made). A link that is gone, or whose ifindex now belongs to another interface, is skipped
 // and said so.
-func (r *Resolved) BeforeRestore(ctx context.Context) ([]nodefs.RestoreResult, error) {
+func (r *Resolved) BeforeRestore(ctx context.Context) ([]store.RestoreResult, error) {
 	recs, err := r.loadRecords(r.store())
 	if err != nil || len(recs) == 0 {
 		return nil, err
@@ -489,13 +490,13 @@ func (r *Resolved) BeforeRestore(ctx context.Context) ([]nodefs.RestoreResult, e
 	if err != nil {
 		return nil, fmt.Errorf("revert per-link settings: %w", err)
 	}
-	var res []nodefs.RestoreResult
+	var res []store.RestoreResult
 	var errs []error
 	for _, l := range recs {
 		where := fmt.Sprintf("systemd-resolved link %s (ifindex %d)", l.IfName, l.IfIndex)
 		if l.IfName != "" && !strings.HasPrefix(l.IfName, "ifindex ") {
 			if now := r.ifName(l.IfIndex); now != l.IfName {
-				res = append(res, nodefs.RestoreResult{Path: where, Action: nodefs.ActionKept, Reason: fmt.Sprintf("the link is gone (ifindex %d is now %q): nothing to revert", l.IfIndex, now)})
+				res = append(res, store.RestoreResult{Path: where, Action: store.ActionKept, Reason: fmt.Sprintf("the link is gone (ifindex %d is now %q): nothing to revert", l.IfIndex, now)})
 				continue
 			}
 		}
@@ -508,7 +509,7 @@ func (r *Resolved) BeforeRestore(ctx context.Context) ([]nodefs.RestoreResult, e
 			}
 			if err := c.SetLinkDNS(ctx, l.IfIndex, servers); err != nil {
 				if errors.Is(err, bus.ErrLinkGone) {
-					res = append(res, nodefs.RestoreResult{Path: where, Action: nodefs.ActionKept, Reason: "the link is gone: nothing to revert"})
+					res = append(res, store.RestoreResult{Path: where, Action: store.ActionKept, Reason: "the link is gone: nothing to revert"})
 					continue
 				}
 				errs = append(errs, fmt.Errorf("revert DNS of %s: %w", where, err))
@@ -523,7 +524,7 @@ func (r *Resolved) BeforeRestore(ctx context.Context) ([]nodefs.RestoreResult, e
 			}
 			if err := c.SetLinkDomains(ctx, l.IfIndex, doms); err != nil {
 				if errors.Is(err, bus.ErrLinkGone) {
-					res = append(res, nodefs.RestoreResult{Path: where, Action: nodefs.ActionKept, Reason: "the link is gone: nothing to revert"})
+					res = append(res, store.RestoreResult{Path: where, Action: store.ActionKept, Reason: "the link is gone: nothing to revert"})
 					continue
 				}
 				errs = append(errs, fmt.Errorf("revert domains of %s: %w", where, err))
@@ -532,7 +533,7 @@ func (r *Resolved) BeforeRestore(ctx context.Context) ([]nodefs.RestoreResult, e
 			}
 		}
 		if len(what) > 0 {
-			res = append(res, nodefs.RestoreResult{Path: where, Action: nodefs.ActionRestored, Reason: strings.Join(what, " and ") + " set back over D-Bus"})
+			res = append(res, store.RestoreResult{Path: where, Action: store.ActionRestored, Reason: strings.Join(what, " and ") + " set back over D-Bus"})
 		}
 	}
 	return res, errors.Join(errs...)
@@ -541,10 +542,10 @@ func (r *Resolved) BeforeRestore(ctx context.Context) ([]nodefs.RestoreResult, e
 // AfterRestore implements Reverter: when restore put back resolved's configuration (nodedns's
 // drop-in removed, another one restored), resolved is restarted to read it; it only reads its
 // configuration at start, and SIGHUP kills resolved 252.
-func (r *Resolved) AfterRestore(ctx context.Context, restored []nodefs.RestoreResult) ([]nodefs.RestoreResult, error) {
+func (r *Resolved) AfterRestore(ctx context.Context, restored []store.RestoreResult) ([]store.RestoreResult, error) {
 	touched := false
 	for _, x := range restored {
-		if x.Action != nodefs.ActionKept && isResolvedConfig(x.Path) {
+		if x.Action != store.ActionKept && isResolvedConfig(x.Path) {
 			touched = true
 		}
 	}
@@ -554,7 +555,7 @@ func (r *Resolved) AfterRestore(ctx context.Context, restored []nodefs.RestoreRe
 	if err := r.restart(ctx); err != nil {
 		return nil, fmt.Errorf("restart systemd-resolved after restoring its configuration: %w", err)
 	}
-	return []nodefs.RestoreResult{{Path: systemd.ResolvedUnit, Action: policy.RestartResolved{}.Kind(), Reason: "reload the restored resolved.conf.d"}}, nil
+	return []store.RestoreResult{{Path: systemd.ResolvedUnit, Action: policy.RestartResolved{}.Kind(), Reason: "reload the restored resolved.conf.d"}}, nil
 }
 
 func isResolvedConfig(p string) bool {

@@ -31,7 +31,7 @@ type NodeFS interface {
 }
 
 // RootFS is the node whose "/" is at root on this machine ("" or "/": this machine), read through
-// nodefs.Store (bounded reads, symlinks resolved inside root, never a blocking open).
+// nodefs.Tree (bounded reads, symlinks resolved inside root, never a blocking open).
 func RootFS(root string) NodeFS { return ReaderFS(nodefs.NewReader(root)) }
 
 // ReaderFS is the node r reads (the one reader of nodedns, with its FS seam).

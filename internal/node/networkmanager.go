@@ -9,6 +9,7 @@ import (
 
 	"github.com/nodedns/nodedns/internal/networkmanager"
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/store/manifest"
 )
 
 // SourceNetworkManager is a NetworkManager file nodedns could not use: a configuration NM refuses,
@@ -184,24 +185,24 @@ func (s *Snapshot) readNetworkManager(r nodefs.Reader) {
 	}
 }
 
-// BackupDir is where nodedns keeps its one-time backups (nodefs.Store: the manifest and one copy per
+// BackupDir is where nodedns keeps its one-time backups (internal/store: the manifest and one copy per
 // content, named by its SHA-256).
 const BackupDir = nodefs.DefaultStateDir + "/backup"
 
 // readBackup returns the bytes nodedns backed up for node path p before its first change, when it
 // backed up a file there.
 func readBackup(r nodefs.Reader, p string) ([]byte, bool) {
-	mp := path.Join(BackupDir, nodefs.ManifestName)
+	mp := path.Join(BackupDir, manifest.Name)
 	data, err := r.ReadFile(mp, nodefs.State)
 	if err != nil {
 		return nil, false
 	}
-	entries, err := nodefs.ParseManifest(mp, data)
+	entries, err := manifest.Parse(mp, data)
 	if err != nil {
 		return nil, false
 	}
 	for _, e := range entries {
-		if e.Path == p && e.Kind == nodefs.KindFile {
+		if e.Path == p && e.Kind == manifest.KindFile {
 			data, err := r.ReadFile(path.Join(BackupDir, e.SHA256), nmFileKind)
 			return data, err == nil
 		}

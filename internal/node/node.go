@@ -190,7 +190,7 @@ type Snapshot struct {
 	Problems []Problem
 }
 
-// Observe reads the node through r (a nodefs.Store: under the node's root, bounded, never a blocking
+// Observe reads the node through r (a nodefs.Tree or a store.Store: under the node's root, bounded, never a blocking
 // open). It never fails: every unusable source is in Problems.
 func Observe(r nodefs.Reader, cfg config.Config, now time.Time) *Snapshot {
 	s := &Snapshot{Now: now, Files: r}
