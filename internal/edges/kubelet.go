@@ -29,7 +29,7 @@ func (kubeletProcess) Name() string { return "kubelet process" }
 
 // procKind bounds a /proc file read here: kubelet's command line is well under a page, and the
 // kernel caps what it serves of one far below this.
-var procKind = nodefs.Kind{Name: "/proc file", Max: 1 << 20}
+var procKind = nodefs.Proc.WithMax(1 << 20)
 
 func (k kubeletProcess) Observe(_ context.Context, s *node.Snapshot) error {
 	if k.cfg.Kubelet.Config != "" && k.cfg.Kubelet.Config != config.KubeletConfigAuto {

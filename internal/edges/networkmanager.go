@@ -457,7 +457,7 @@ func (n *NetworkManager) printConfig(ctx context.Context, root string, changes m
 	// 1.42.4 then rewrites the intern file, dropping a global DNS set over D-Bus once a conf.d file
 	// sets one (measured: TestFactsPrintConfigWritesIntern). On the real file that would lose the
 	// D-Bus configuration before nodedns has backed it up, and while NM still runs with it.
-	if data, err := r.ReadFile(networkmanager.InternConfPath, nodefs.Kind{Name: "NetworkManager file", Max: networkmanager.MaxFileSize}); err == nil {
+	if data, err := r.ReadFile(networkmanager.InternConfPath, networkmanager.FileKind); err == nil {
 		if err := os.WriteFile(intern, data, 0o600); err != nil {
 			return "", 0, fmt.Errorf("copy %s: %w", networkmanager.InternConfPath, err)
 		}
@@ -485,7 +485,7 @@ func (n *NetworkManager) printConfig(ctx context.Context, root string, changes m
 // them (a directory stays a directory and a dangling symlink stays dangling: NM refuses both), then
 // applies changes.
 func copyConfDir(r nodefs.Reader, dir string, changes map[string][]byte) error {
-	kind := nodefs.Kind{Name: "NetworkManager file", Max: networkmanager.MaxFileSize}
+	kind := networkmanager.FileKind
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return fmt.Errorf("copy %s: %w", networkmanager.EtcConfDir, err)
 	}

@@ -105,9 +105,6 @@ func (s *Snapshot) NMOwnsResolvConf() bool {
 	return (n.Live.DNSMode == "default" || n.Live.DNSMode == "dnsmasq") && n.Live.RcManager == "file"
 }
 
-// nmFileKind bounds a NetworkManager file read here (networkmanager.MaxFileSize).
-var nmFileKind = nodefs.Kind{Name: "NetworkManager file", Max: networkmanager.MaxFileSize}
-
 // readNetworkManager reads NetworkManager's files. A configuration NM refuses is a Problem (NM
 // would refuse it too: a reload keeps the old one, a restart does not come up), and so is each
 // keyfile or device state file that does not parse.
@@ -153,7 +150,7 @@ func (s *Snapshot) readNetworkManager(r nodefs.Reader) {
 	if n.Config != nil && n.Config.InternError != nil && !errors.Is(n.Config.InternError, fs.ErrNotExist) {
 		s.problem(SourceNetworkManager, networkmanager.InternConfPath, 0, n.Config.InternError.Error())
 	}
-	n.Override = s.readManagedKind(r, networkmanager.NodeDNSConfPath, nmFileKind)
+	n.Override = s.readManagedKind(r, networkmanager.NodeDNSConfPath, networkmanager.FileKind)
 
 	cs, err := networkmanager.LoadConnections(fsys)
 	if err != nil {
@@ -203,7 +200,7 @@ func readBackup(r nodefs.Reader, p string) ([]byte, bool) {
 	}
 	for _, e := range entries {
 		if e.Path == p && e.Kind == manifest.KindFile {
-			data, err := r.ReadFile(path.Join(BackupDir, e.SHA256), nmFileKind)
+			data, err := r.ReadFile(path.Join(BackupDir, e.SHA256), networkmanager.FileKind)
 			return data, err == nil
 		}
 	}

@@ -31,7 +31,13 @@ var (
 	// Attribute is a kernel attribute (/sys/class/net/NAME/ifindex): sysfs serves at most one page
 	// and reports every attribute as 4096 bytes long.
 	Attribute = Kind{Name: "sysfs attribute", Max: 4096}
+	// Proc is a file of /proc; a socket table on a busy node is the largest nodedns reads. Readers
+	// that know their file is smaller bound it tighter with WithMax.
+	Proc = Kind{Name: "/proc file", Max: 16 << 20}
 )
+
+// WithMax is the same kind of file bounded at max bytes.
+func (k Kind) WithMax(max int64) Kind { return Kind{Name: k.Name, Max: max} }
 
 // ErrNotRegular is returned for a FIFO, socket, device or directory where nodedns expects a file:
 // opening a FIFO blocks until a writer comes, and a device can be endless.

@@ -177,7 +177,7 @@ func (s *Store) Write(p string, data []byte, mode fs.FileMode) (WriteResult, err
 			return WriteResult{}, fmt.Errorf("write %s: not a regular file but a %s", name, nodefs.FileType(fi.Mode()))
 		}
 		if fi.Size() == int64(len(data)) {
-			if cur, err := s.readHost(hp, nodefs.Kind{Name: "managed file", Max: int64(len(data))}); err == nil && bytes.Equal(cur, data) {
+			if cur, err := s.readHost(hp, backupKind.WithMax(int64(len(data)))); err == nil && bytes.Equal(cur, data) {
 				res.Unchanged = true
 				return res, nil
 			}
