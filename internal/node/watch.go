@@ -67,6 +67,26 @@ func Watches(cfg config.Config, s *Snapshot) []nodefs.Watch {
 	return ws
 }
 
+// Writes declares every node path nodedns writes whatever its config says (docs/contract.md, "What
+// nodedns manages"), as path.Match patterns: the union of each mechanism's declaration (netplan's,
+// NetworkManager's) and this package's own files. It is what restore may change besides the state
+// directory and the files the config names (store.Targets), and what no config key may name. The
+// test in this package fails when a plan over the test node trees writes a path outside it.
+func Writes() []string {
+	ws := []string{
+		EtcResolvConf,
+		ResolvedDropIn,
+		NetworkdDropIn("*.network"),
+		DhclientHook,
+	}
+	ws = append(ws, netplan.Writes()...)
+	return append(ws, networkmanager.Writes()...)
+}
+
+// LinkedWrites are the paths of Writes that may be symlinks whose target nodedns edits instead (a
+// symlinked /etc/resolv.conf stays a symlink: docs/contract.md, invariant 3).
+func LinkedWrites() []string { return []string{EtcResolvConf} }
+
 // kubeletWatches: what decides which kubelet config is read (docs/contract.md "Kubelet's config"):
 // the kubelet unit and its drop-in directories in every unit directory, the places kubespray and
 // kubeadm keep kubelet's config and environment files, and whatever the snapshot found (an

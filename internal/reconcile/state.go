@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/store"
 )
 
@@ -12,7 +13,7 @@ import (
 // whatever the config says (store.DefaultTargets), and the files the config makes it write
 // (kubelet.resolvConf, the metrics textfiles). Integrations that manage more add their paths here.
 func Targets(cfg config.Config) *store.Targets {
-	t := store.DefaultTargets(config.StateDir)
+	t := store.DefaultTargets(config.StateDir).Add(node.Writes()...).AddLinked(node.LinkedWrites()...)
 	for _, ps := range cfg.WrittenPaths() {
 		t.Add(ps...)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/store/manifest"
 )
@@ -201,7 +202,7 @@ func TestRestoreRefusesPlantedEntries(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &Store{Root: t.TempDir(), now: func() time.Time { return testTime }} // DefaultTargets
+			s := &Store{Root: t.TempDir(), now: func() time.Time { return testTime }, Targets: nodeTargets()}
 			mkfile(t, s, "/etc/resolv.conf", "nameserver 10.0.0.2\n", 0o644)
 			mkfile(t, s, "/etc/passwd", "root:x:0:0::/root:/bin/sh\n", 0o644)
 			mkdirMode(t, s, "/etc/dhcp/dhclient-enter-hooks.d", 0o755)
@@ -252,7 +253,7 @@ func setuidFiles(t *testing.T, root string) []string {
 // TestRestoreFollowsTheLinkedTarget: the final target of a symlinked /etc/resolv.conf is a target,
 // where the link points now and where it pointed when it was backed up.
 func TestRestoreFollowsTheLinkedTarget(t *testing.T) {
-	s := &Store{Root: t.TempDir(), now: func() time.Time { return testTime }}
+	s := &Store{Root: t.TempDir(), now: func() time.Time { return testTime }, Targets: nodeTargets()}
 	mkfile(t, s, "/etc/resolvconf/run/resolv.conf", "nameserver 169.254.25.10\n", 0o644)
 	mklink(t, s, "/etc/resolv.conf", "resolvconf/run/resolv.conf")
 	if _, err := s.Write("/etc/resolv.conf", []byte("nameserver 10.0.0.2\n"), 0o644); err != nil {
@@ -464,7 +465,7 @@ func TestLockHolderProcess(t *testing.T) {
 }
 
 func TestSweep(t *testing.T) {
-	s := &Store{Root: t.TempDir(), now: func() time.Time { return testTime }}
+	s := &Store{Root: t.TempDir(), now: func() time.Time { return testTime }, Targets: nodeTargets()}
 	mkfile(t, s, "/etc/resolv.conf", "nameserver 10.0.0.2\n", 0o644)
 	old := time.Now().Add(-time.Hour)
 	stale := []string{
@@ -541,4 +542,10 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// nodeTargets is what reconcile.Targets allows without a config: the state directory and what the
+// mechanisms declare they write.
+func nodeTargets() *Targets {
+	return DefaultTargets(DefaultStateDir).Add(node.Writes()...).AddLinked(node.LinkedWrites()...)
 }
