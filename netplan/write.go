@@ -17,6 +17,10 @@ import (
 // lists append (netplan 0.106 merge rules).
 const NodednsFile = "/etc/netplan/90-nodedns.yaml"
 
+// Writes declares the node paths nodedns writes for netplan (path.Match patterns), as Watches
+// declares what it reads: node.Writes is the union of every mechanism's.
+func Writes() []string { return []string{NodednsFile} }
+
 // FileMode is the mode of NodednsFile: netplan 0.106 warns about files readable by others.
 const FileMode = 0o600
 

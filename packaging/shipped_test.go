@@ -20,7 +20,6 @@ import (
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/node"
-	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/probes"
 )
 
@@ -163,7 +162,7 @@ func testUnit(t *testing.T) {
 		def.Kubelet.ResolvConf, config.StateDir + "/backup/manifest.json", def.Metrics.Textfile,
 		config.StateDir + "/tmp/nodedns-netplan-1-1/etc/netplan/90-nodedns.yaml",
 	}
-	targets = append(targets, nodefs.ManagedPaths...)
+	targets = append(targets, node.Writes()...)
 	for _, target := range targets {
 		// The atomic write renames a temp file in the target's directory: the directory must be writable.
 		dir := path.Dir(target)

@@ -12,6 +12,7 @@ import (
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/internal/store"
 )
 
 // StatePath is the node path of the reboot baseline (docs/contract.md "Where things live": /var/lib/nodedns).
@@ -24,9 +25,9 @@ type StateStore interface {
 	Save(data []byte) error
 }
 
-// FileState keeps the baseline at StatePath through nodefs.Store, the only writer to a node (atomic;
+// FileState keeps the baseline at StatePath through store.Store, the only writer to a node (atomic;
 // backed up once, so `nodedns restore` removes it with the rest of what nodedns created).
-type FileState struct{ Store *nodefs.Store }
+type FileState struct{ Store *store.Store }
 
 // Load implements StateStore.
 func (f FileState) Load() ([]byte, error) { return f.Store.ReadFile(StatePath, nodefs.State) }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/resolvconf"
 )
@@ -190,7 +191,7 @@ func readCacheProcess(proc string, pid int, comm string) *CacheProcess {
 	// neither an absolute link in the container nor ".." in a path reaches this machine's files. A
 	// relative path is read below its working directory (/proc/PID/cwd) the same way.
 	root := nodefs.NewReader(filepath.Join(base, "root"))
-	in := func(p string) (*nodefs.Store, string) {
+	in := func(p string) (*nodefs.Tree, string) {
 		if path.IsAbs(p) {
 			return root, p
 		}
@@ -212,7 +213,7 @@ func readCacheProcess(proc string, pid int, comm string) *CacheProcess {
 				if _, done := cp.Resolv[file]; done {
 					continue
 				}
-				data, err := root.ReadFile(file, nodefs.Kind{Name: "resolv.conf file", Max: resolvconf.MaxSize})
+				data, err := root.ReadFile(file, node.ResolvKind)
 				if err != nil {
 					cp.Err = fmt.Errorf("read %s of %s (pid %d): %w", file, comm, pid, err)
 					continue
@@ -230,4 +231,4 @@ func readCacheProcess(proc string, pid int, comm string) *CacheProcess {
 }
 
 // procKind bounds a /proc file nodedns reads (a socket table on a busy node is the largest).
-var procKind = nodefs.Kind{Name: "/proc file", Max: 16 << 20}
+var procKind = nodefs.Proc

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/store"
 	"github.com/nodedns/nodedns/probes"
 )
 
@@ -70,7 +70,7 @@ func runCheck(ctx context.Context, g *globals, o checkOptions) error {
 	}
 	deadline := time.Now().Add(o.wait)
 	var rep probes.Report
-	var st *nodefs.Store
+	var st *store.Store
 	for {
 		e := g.edges()
 		n := e.Node

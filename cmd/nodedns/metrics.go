@@ -6,8 +6,8 @@ import (
 	"runtime/debug"
 
 	"github.com/nodedns/nodedns/internal/metrics"
-	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/reconcile"
+	"github.com/nodedns/nodedns/internal/store"
 	"github.com/nodedns/nodedns/probes"
 )
 
@@ -16,7 +16,7 @@ import (
 // `nodedns check --npd` every minute, which keeps the file fresh. A node without the collector
 // directory gets no file; a failed write is logged and never changes check's exit code (the check
 // answered; only its report to Prometheus failed). st is the run's node store (edges.New).
-func writeCheckMetrics(g *globals, st *nodefs.Store, rep probes.Report) {
+func writeCheckMetrics(g *globals, st *store.Store, rep probes.Report) {
 	path := metrics.ChecksTextfile(g.cfg.Metrics.Textfile)
 	if path == "" {
 		return
@@ -52,7 +52,7 @@ func versionString() string {
 // daemonMetrics sets up the daemon's reporting: one Recorder for the run, the optional /metrics
 // listener (only when metrics.listen is set: no socket otherwise), and a textfile rewritten after
 // every pass through st, the run's node store. It returns the hook the daemon calls after each pass.
-func daemonMetrics(ctx context.Context, g *globals, st *nodefs.Store) func(reconcile.Outcome, []string) {
+func daemonMetrics(ctx context.Context, g *globals, st *store.Store) func(reconcile.Outcome, []string) {
 	rec := metrics.NewRecorder(metrics.SourceRun, versionString())
 	if addr, err := metrics.Serve(ctx, g.cfg.Metrics.Listen, rec, g.log); err != nil {
 		g.log.Warn("metrics listener not started", "listen", g.cfg.Metrics.Listen, "err", err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/edges"
+	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
@@ -215,6 +216,6 @@ func parseConfig(data []byte) (config.Config, string, error) {
 	if logLevel == "" {
 		logLevel = os.Getenv("NODEDNS_LOG_LEVEL")
 	}
-	cfg, err := config.FromSettings(settings)
+	cfg, err := config.FromSettings(settings, node.Writes()...)
 	return cfg, logLevel, err
 }

@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/store"
+	"github.com/nodedns/nodedns/internal/store/manifest"
 )
 
 // Trusted state, tried as a local attacker would: nodedns's state another user can write, symlinks
@@ -71,8 +71,8 @@ func TestHostileState(t *testing.T) {
 			name: "a planted setuid manifest entry",
 			setup: func(t *testing.T, root, _ string) {
 				mkdirAt(t, root, backup, 0o700)
-				entries := []nodefs.Entry{{Path: hook, Kind: nodefs.KindFile, Mode: 0o755 | fs.ModeSetuid, SHA256: sha(evil)}}
-				data, err := nodefs.MarshalManifest(entries)
+				entries := []store.Entry{{Path: hook, Kind: store.KindFile, Mode: 0o755 | fs.ModeSetuid, SHA256: sha(evil)}}
+				data, err := manifest.Marshal(entries)
 				must(t, err)
 				must(t, os.WriteFile(filepath.Join(root, backup, "manifest.json"), data, 0o600))
 				must(t, os.WriteFile(filepath.Join(root, backup, sha(evil)), []byte(evil), 0o600))

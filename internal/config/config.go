@@ -291,8 +291,10 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // FromSettings builds a validated Config from flat, dotted settings (what viper's AllKeys/Get give,
 // keys compared case-insensitively because viper lowercases them). Unknown keys are errors: a typo in a
-// fleet's config must not silently fall back to a default.
-func FromSettings(settings map[string]any) (Config, error) {
+// fleet's config must not silently fall back to a default. managed are the files nodedns manages
+// whatever the config says (path.Match patterns; the caller passes node.Writes): no path key may
+// name one.
+func FromSettings(settings map[string]any, managed ...string) (Config, error) {
 	c := Default()
 	known := make(map[string]key, len(keys))
 	for _, k := range keys {
@@ -313,7 +315,7 @@ func FromSettings(settings map[string]any) (Config, error) {
 			return Config{}, &Error{Key: k.name, Value: v, Err: err}
 		}
 	}
-	if err := validatePaths(c); err != nil {
+	if err := validatePaths(c, managed); err != nil {
 		return Config{}, err
 	}
 	return c, nil

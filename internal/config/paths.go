@@ -46,11 +46,12 @@ func (c Config) WrittenPaths() map[string][]string {
 var pathKeys = []string{"kubelet.resolvConf", "metrics.textfile"}
 
 // validatePaths refuses a config whose path keys name what nodedns must never overwrite with that
-// content: another managed file (`metrics.textfile: /etc/resolv.conf` would turn the node's
-// resolv.conf into Prometheus text with no nameserver), nodedns's state (`kubelet.resolvConf:
+// content: another managed file (managed: node.Writes, the union of what each mechanism declares it
+// writes, which this package cannot import; `metrics.textfile: /etc/resolv.conf` would turn the
+// node's resolv.conf into Prometheus text with no nameserver), nodedns's state (`kubelet.resolvConf:
 // /var/lib/nodedns/backup/manifest.json` would overwrite the manifest, and restore would then fail),
 // a file of a directory another program reads as configuration, or the file of another key.
-func validatePaths(c Config) error {
+func validatePaths(c Config, managed []string) error {
 	written := c.WrittenPaths()
 	for _, k := range pathKeys {
 		for i, p := range written[k] {
@@ -58,7 +59,7 @@ func validatePaths(c Config) error {
 			if i > 0 {
 				value = written[k][0]
 			}
-			if err := pathConflict(p, k, written); err != nil {
+			if err := pathConflict(p, k, written, managed); err != nil {
 				return &Error{Key: k, Value: value, Err: err}
 			}
 		}
@@ -66,7 +67,7 @@ func validatePaths(c Config) error {
 	return nil
 }
 
-func pathConflict(p, key string, written map[string][]string) error {
+func pathConflict(p, key string, written map[string][]string, managed []string) error {
 	backup := path.Join(StateDir, "backup")
 	tmp := path.Join(StateDir, nodefs.TempDirName)
 	switch {
@@ -84,7 +85,7 @@ func pathConflict(p, key string, written map[string][]string) error {
 			return fmt.Errorf("%s is nodedns's own state file", p)
 		}
 	}
-	for _, pat := range nodefs.ManagedPaths {
+	for _, pat := range managed {
 		for q := p; q != "/"; q = path.Dir(q) {
 			if ok, _ := path.Match(pat, q); ok {
 				return fmt.Errorf("%s is also a file nodedns manages (%s): one file cannot hold both", p, pat)

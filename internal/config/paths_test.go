@@ -1,12 +1,16 @@
-package config
+package config_test
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/node"
 )
 
-// TestPathKeysMustNotCollide: a path key naming another managed file, nodedns's state, a directory
+// TestPathKeysMustNotCollide: a path key naming another managed file (what the mechanisms declare
+// they write, node.Writes), nodedns's state, a directory
 // another program reads as configuration, or another key's file is a config error naming the key.
 func TestPathKeysMustNotCollide(t *testing.T) {
 	tests := []struct {
@@ -34,8 +38,8 @@ func TestPathKeysMustNotCollide(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := FromSettings(tt.settings)
-			var ce *Error
+			_, err := config.FromSettings(tt.settings, node.Writes()...)
+			var ce *config.Error
 			if !errors.As(err, &ce) || ce.Key != tt.key {
 				t.Fatalf("FromSettings = %v, want a config error naming %s", err, tt.key)
 			}
@@ -54,7 +58,7 @@ func TestPathKeysThatAreFine(t *testing.T) {
 		{"kubelet.resolvConf": "/var/lib/nodedns/kubelet-resolv.conf"},
 		{"metrics.textfile": "/srv/prom/dns.prom", "kubelet.resolvConf": "/srv/prom/resolv.conf"},
 	} {
-		if _, err := FromSettings(s); err != nil {
+		if _, err := config.FromSettings(s, node.Writes()...); err != nil {
 			t.Errorf("FromSettings(%v) = %v", s, err)
 		}
 	}
@@ -66,8 +70,8 @@ func TestChecksTextfile(t *testing.T) {
 		"/var/lib/x/nodedns.prom":    "/var/lib/x/nodedns_check.prom",
 		"/var/lib/x/nodedns.metrics": "/var/lib/x/nodedns.metrics_check.prom",
 	} {
-		if got := ChecksTextfile(in); got != want {
-			t.Errorf("ChecksTextfile(%q) = %q, want %q", in, got, want)
+		if got := config.ChecksTextfile(in); got != want {
+			t.Errorf("config.ChecksTextfile(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

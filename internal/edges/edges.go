@@ -13,8 +13,8 @@ import (
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/edges/hostnet"
-	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/reconcile"
+	"github.com/nodedns/nodedns/internal/store"
 	"github.com/nodedns/nodedns/probes"
 )
 
@@ -25,7 +25,7 @@ type Edges struct {
 	Node *reconcile.Node
 	// Store is the node's files (reads, atomic writes, backups, the state lock): the one the node,
 	// the integrations, the probes' state and the metrics textfile share.
-	Store *nodefs.Store
+	Store *store.Store
 	// Probes is the live host the self-check probes (netlink, nf_tables, DNS, /proc, its state
 	// file); nil under --root, where only the file checks run.
 	Probes *probes.Live

@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"github.com/nodedns/nodedns/internal/config"
-	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/internal/reconcile"
+	"github.com/nodedns/nodedns/internal/store"
 )
 
 // TestEveryActionHasAnActor: every action kind policy can put into a plan (policy.AllActions, which
@@ -80,4 +80,4 @@ func TestNewSharesOneClientPerIntegration(t *testing.T) {
 }
 
 // testStore is a node store under root, as edges.New makes one.
-func testStore(root string) *nodefs.Store { return reconcile.NewStore(root, nil, config.Default()) }
+func testStore(root string) *store.Store { return reconcile.NewStore(root, nil, config.Default()) }

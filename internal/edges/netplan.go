@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodedns/nodedns/internal/edges/netplancmd"
-	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/internal/store"
 	"github.com/nodedns/nodedns/netplan"
 )
 
@@ -20,7 +20,7 @@ import (
 // the planned file in place. A rejection keeps the change from being written and carries netplan's
 // own file:line:col message.
 type netplanValidator struct {
-	store  *nodefs.Store
+	store  *store.Store
 	runner netplancmd.Runner // a test's; the zero value: netplanRunner(store)
 }
 
@@ -30,21 +30,21 @@ func (e *Edges) NetplanRunner() (netplancmd.Runner, error) { return netplanRunne
 
 // netplanRunner is the netplan runner of the node st holds: its copies go into nodedns's work
 // directory (workDir), so a run under --root leaves nothing outside it.
-func netplanRunner(st *nodefs.Store) (netplancmd.Runner, error) {
+func netplanRunner(st *store.Store) (netplancmd.Runner, error) {
 	dir, err := workDir(st)
 	return netplancmd.Runner{TempDir: dir}, err
 }
 
 // workDir is where the validators make their copies: nodedns's work directory under the node's
-// state directory (nodefs.Store.TempDir), which the next holder of the state lock sweeps when a
+// state directory (store.Store.TempDir), which the next holder of the state lock sweeps when a
 // killed run left something there. A user who cannot write it (a non-root `nodedns plan` on a live
 // node) gets "" (the system's temp directory); untrusted state is an error.
-func workDir(st *nodefs.Store) (string, error) {
+func workDir(st *store.Store) (string, error) {
 	dir, err := st.TempDir()
 	if err == nil && unix.Access(dir, unix.W_OK|unix.X_OK) == nil {
 		return dir, nil
 	}
-	var ue *nodefs.UntrustedError
+	var ue *store.UntrustedError
 	if errors.As(err, &ue) {
 		return "", err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/internal/store"
 )
 
 // NMBus is what the NetworkManager integration needs from NM's D-Bus API. *bus.Client implements
@@ -58,7 +59,7 @@ type NetworkManager struct {
 	Options bus.Options
 	// Store is the node's store for backups and the validators' work directory: the run's
 	// (edges.New).
-	Store *nodefs.Store
+	Store *store.Store
 	Log   *slog.Logger
 
 	// Bus, when set, replaces the D-Bus client (tests).
@@ -420,7 +421,7 @@ func (n *NetworkManager) printConfig(ctx context.Context, root string, changes m
 	// 1.42.4 then rewrites the intern file, dropping a global DNS set over D-Bus once a conf.d file
 	// sets one (measured: TestFactsPrintConfigWritesIntern). On the real file that would lose the
 	// D-Bus configuration before nodedns has backed it up, and while NM still runs with it.
-	if data, err := r.ReadFile(networkmanager.InternConfPath, nodefs.Kind{Name: "NetworkManager file", Max: networkmanager.MaxFileSize}); err == nil {
+	if data, err := r.ReadFile(networkmanager.InternConfPath, networkmanager.FileKind); err == nil {
 		if err := os.WriteFile(intern, data, 0o600); err != nil {
 			return "", 0, fmt.Errorf("copy %s: %w", networkmanager.InternConfPath, err)
 		}
@@ -448,7 +449,7 @@ func (n *NetworkManager) printConfig(ctx context.Context, root string, changes m
 // them (a directory stays a directory and a dangling symlink stays dangling: NM refuses both), then
 // applies changes.
 func copyConfDir(r nodefs.Reader, dir string, changes map[string][]byte) error {
-	kind := nodefs.Kind{Name: "NetworkManager file", Max: networkmanager.MaxFileSize}
+	kind := networkmanager.FileKind
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return fmt.Errorf("copy %s: %w", networkmanager.EtcConfDir, err)
 	}
@@ -492,7 +493,7 @@ func copyConfDir(r nodefs.Reader, dir string, changes map[string][]byte) error {
 
 // BeforeRestore implements Reverter: nodedns changes no connection profile and nothing over D-Bus
 // but the reload, so there is nothing to revert before the files are put back.
-func (n *NetworkManager) BeforeRestore(context.Context) ([]nodefs.RestoreResult, error) {
+func (n *NetworkManager) BeforeRestore(context.Context) ([]store.RestoreResult, error) {
 	return nil, nil
 }
 
@@ -500,10 +501,10 @@ func (n *NetworkManager) BeforeRestore(context.Context) ([]nodefs.RestoreResult,
 // removed, NetworkManager-intern.conf restored), NM is reloaded to read them; a global DNS that was
 // set over D-Bus comes back from the restored intern file (measured on 1.42.4). NM's resolv.conf is
 // then what NM wrote before apply.
-func (n *NetworkManager) AfterRestore(ctx context.Context, restored []nodefs.RestoreResult) ([]nodefs.RestoreResult, error) {
+func (n *NetworkManager) AfterRestore(ctx context.Context, restored []store.RestoreResult) ([]store.RestoreResult, error) {
 	touched := false
 	for _, x := range restored {
-		if x.Action != nodefs.ActionKept && isNMConfig(x.Path) {
+		if x.Action != store.ActionKept && isNMConfig(x.Path) {
 			touched = true
 		}
 	}
@@ -520,7 +521,7 @@ func (n *NetworkManager) AfterRestore(ctx context.Context, restored []nodefs.Res
 		return nil, fmt.Errorf("reload NetworkManager after restoring its configuration: %w", err)
 	}
 	if owner == "" {
-		return []nodefs.RestoreResult{{Path: "NetworkManager", Action: nodefs.ActionKept, Reason: "not running: it reads the restored configuration when it starts"}}, nil
+		return []store.RestoreResult{{Path: "NetworkManager", Action: store.ActionKept, Reason: "not running: it reads the restored configuration when it starts"}}, nil
 	}
 	if err := c.Reload(ctx, bus.ReloadAll); err != nil {
 		return nil, fmt.Errorf("reload NetworkManager after restoring its configuration: %w", err)
@@ -529,7 +530,7 @@ func (n *NetworkManager) AfterRestore(ctx context.Context, restored []nodefs.Res
 	if g, err := c.GlobalDNS(ctx); err == nil {
 		reason += "; global DNS \"*\" servers now " + addrs(policy.NMStarServers(g))
 	}
-	return []nodefs.RestoreResult{{Path: "NetworkManager", Action: kind, Reason: reason}}, nil
+	return []store.RestoreResult{{Path: "NetworkManager", Action: kind, Reason: reason}}, nil
 }
 
 func isNMConfig(p string) bool {

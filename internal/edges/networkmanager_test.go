@@ -15,8 +15,8 @@ import (
 	"github.com/nodedns/nodedns/internal/networkmanager"
 	nmbus "github.com/nodedns/nodedns/internal/networkmanager/bus"
 	"github.com/nodedns/nodedns/internal/node"
-	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/internal/store"
 )
 
 // fakeNM is NetworkManager as the integration sees it over D-Bus, in memory. A reload makes it use
@@ -139,7 +139,7 @@ func TestNMReload(t *testing.T) {
 	if !strings.Contains(strings.Join(f.calls, " "), "Reload") {
 		t.Errorf("no reload: %v", f.calls)
 	}
-	bs, err := (&nodefs.Store{Root: root}).Backups()
+	bs, err := (&store.Store{Root: root}).Backups()
 	if err != nil || len(bs) != 1 || bs[0].Path != networkmanager.InternConfPath {
 		t.Errorf("backups %+v (%v), want the intern file", bs, err)
 	}
@@ -263,11 +263,11 @@ exit 0
 func TestNMAfterRestore(t *testing.T) {
 	f := &fakeNM{owner: ":1.7", onReload: star("169.254.25.10", "10.66.0.53")}
 	n := &NetworkManager{Bus: f}
-	res, err := n.AfterRestore(context.Background(), []nodefs.RestoreResult{{Path: "/etc/resolv.conf", Action: nodefs.ActionRestored}, {Path: networkmanager.NodeDNSConfPath, Action: nodefs.ActionKept}})
+	res, err := n.AfterRestore(context.Background(), []store.RestoreResult{{Path: "/etc/resolv.conf", Action: store.ActionRestored}, {Path: networkmanager.NodeDNSConfPath, Action: store.ActionKept}})
 	if err != nil || res != nil || len(f.calls) != 0 {
 		t.Fatalf("nothing of NM restored: %v %v, calls %v", res, err, f.calls)
 	}
-	res, err = n.AfterRestore(context.Background(), []nodefs.RestoreResult{{Path: networkmanager.NodeDNSConfPath, Action: nodefs.ActionRemoved}})
+	res, err = n.AfterRestore(context.Background(), []store.RestoreResult{{Path: networkmanager.NodeDNSConfPath, Action: store.ActionRemoved}})
 	if err != nil || len(res) != 1 || res[0].Action != "reload-networkmanager" || !strings.Contains(res[0].Reason, "169.254.25.10 10.66.0.53") {
 		t.Errorf("after restoring zz-nodedns.conf: %+v, %v", res, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/internal/store"
 	"github.com/nodedns/nodedns/resolvconf"
 	"github.com/nodedns/nodedns/systemd"
 	"github.com/nodedns/nodedns/systemd/bus"
@@ -24,7 +25,7 @@ import (
 
 // LinkRecordPath is the node path where the per-link settings nodedns changed over D-Bus are
 // recorded with their original values, so `nodedns restore` can put them back (docs/contract.md invariant
-// 4). It is written through nodefs.Store, so restore removes it after the links are reverted.
+// 4). It is written through store.Store, so restore removes it after the links are reverted.
 const LinkRecordPath = config.StateDir + "/resolved-links.json"
 
 // ResolvedBus is what the resolved integration needs from systemd-resolved: its live view, one
@@ -49,7 +50,7 @@ type Resolved struct {
 	// systemd's D-Bus API.
 	RestartCommand []string
 	// Store holds the link record: the run's node store (edges.New; tests use a directory).
-	Store *nodefs.Store
+	Store *store.Store
 	Log   *slog.Logger
 
 	// Bus, when set, replaces the D-Bus client (tests).
@@ -362,7 +363,7 @@ func ParseLinkRecords(name string, data []byte) ([]LinkRecord, error) {
 	return f.Links, nil
 }
 
-func (r *Resolved) loadRecords(st *nodefs.Store) ([]LinkRecord, error) {
+func (r *Resolved) loadRecords(st *store.Store) ([]LinkRecord, error) {
 	// Trusted state only: restore sets what this file says on every link.
 	data, err := st.ReadState(LinkRecordPath, nodefs.State)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -433,7 +434,7 @@ func (r *Resolved) unrecord(idx int, dns bool) {
 	}
 }
 
-func (r *Resolved) saveRecords(st *nodefs.Store, recs []LinkRecord) error {
+func (r *Resolved) saveRecords(st *store.Store, recs []LinkRecord) error {
 	data, err := json.MarshalIndent(linkRecordFile{Comment: recordComment, Links: recs}, "", "  ")
 	if err != nil {
 		return err
@@ -446,7 +447,7 @@ func (r *Resolved) saveRecords(st *nodefs.Store, recs []LinkRecord) error {
 // link nodedns changed (with the recorded values, not RevertLink, which would also drop settings
 // others made). A link that is gone, or whose ifindex now belongs to another interface, is skipped
 // and said so.
-func (r *Resolved) BeforeRestore(ctx context.Context) ([]nodefs.RestoreResult, error) {
+func (r *Resolved) BeforeRestore(ctx context.Context) ([]store.RestoreResult, error) {
 	recs, err := r.loadRecords(r.Store)
 	if err != nil || len(recs) == 0 {
 		return nil, err
@@ -455,13 +456,13 @@ func (r *Resolved) BeforeRestore(ctx context.Context) ([]nodefs.RestoreResult, e
 	if err != nil {
 		return nil, fmt.Errorf("revert per-link settings: %w", err)
 	}
-	var res []nodefs.RestoreResult
+	var res []store.RestoreResult
 	var errs []error
 	for _, l := range recs {
 		where := fmt.Sprintf("systemd-resolved link %s (ifindex %d)", l.IfName, l.IfIndex)
 		if l.IfName != "" && !strings.HasPrefix(l.IfName, "ifindex ") {
 			if now := r.ifName(l.IfIndex); now != l.IfName {
-				res = append(res, nodefs.RestoreResult{Path: where, Action: nodefs.ActionKept, Reason: fmt.Sprintf("the link is gone (ifindex %d is now %q): nothing to revert", l.IfIndex, now)})
+				res = append(res, store.RestoreResult{Path: where, Action: store.ActionKept, Reason: fmt.Sprintf("the link is gone (ifindex %d is now %q): nothing to revert", l.IfIndex, now)})
 				continue
 			}
 		}
@@ -474,7 +475,7 @@ func (r *Resolved) BeforeRestore(ctx context.Context) ([]nodefs.RestoreResult, e
 			}
 			if err := c.SetLinkDNS(ctx, l.IfIndex, servers); err != nil {
 				if errors.Is(err, bus.ErrLinkGone) {
-					res = append(res, nodefs.RestoreResult{Path: where, Action: nodefs.ActionKept, Reason: "the link is gone: nothing to revert"})
+					res = append(res, store.RestoreResult{Path: where, Action: store.ActionKept, Reason: "the link is gone: nothing to revert"})
 					continue
 				}
 				errs = append(errs, fmt.Errorf("revert DNS of %s: %w", where, err))
@@ -489,7 +490,7 @@ func (r *Resolved) BeforeRestore(ctx context.Context) ([]nodefs.RestoreResult, e
 			}
 			if err := c.SetLinkDomains(ctx, l.IfIndex, doms); err != nil {
 				if errors.Is(err, bus.ErrLinkGone) {
-					res = append(res, nodefs.RestoreResult{Path: where, Action: nodefs.ActionKept, Reason: "the link is gone: nothing to revert"})
+					res = append(res, store.RestoreResult{Path: where, Action: store.ActionKept, Reason: "the link is gone: nothing to revert"})
 					continue
 				}
 				errs = append(errs, fmt.Errorf("revert domains of %s: %w", where, err))
@@ -498,7 +499,7 @@ func (r *Resolved) BeforeRestore(ctx context.Context) ([]nodefs.RestoreResult, e
 			}
 		}
 		if len(what) > 0 {
-			res = append(res, nodefs.RestoreResult{Path: where, Action: nodefs.ActionRestored, Reason: strings.Join(what, " and ") + " set back over D-Bus"})
+			res = append(res, store.RestoreResult{Path: where, Action: store.ActionRestored, Reason: strings.Join(what, " and ") + " set back over D-Bus"})
 		}
 	}
 	return res, errors.Join(errs...)
@@ -507,10 +508,10 @@ func (r *Resolved) BeforeRestore(ctx context.Context) ([]nodefs.RestoreResult, e
 // AfterRestore implements Reverter: when restore put back resolved's configuration (nodedns's
 // drop-in removed, another one restored), resolved is restarted to read it; it only reads its
 // configuration at start, and SIGHUP kills resolved 252.
-func (r *Resolved) AfterRestore(ctx context.Context, restored []nodefs.RestoreResult) ([]nodefs.RestoreResult, error) {
+func (r *Resolved) AfterRestore(ctx context.Context, restored []store.RestoreResult) ([]store.RestoreResult, error) {
 	touched := false
 	for _, x := range restored {
-		if x.Action != nodefs.ActionKept && isResolvedConfig(x.Path) {
+		if x.Action != store.ActionKept && isResolvedConfig(x.Path) {
 			touched = true
 		}
 	}
@@ -520,7 +521,7 @@ func (r *Resolved) AfterRestore(ctx context.Context, restored []nodefs.RestoreRe
 	if err := r.restart(ctx); err != nil {
 		return nil, fmt.Errorf("restart systemd-resolved after restoring its configuration: %w", err)
 	}
-	return []nodefs.RestoreResult{{Path: systemd.ResolvedUnit, Action: policy.RestartResolved{}.Kind(), Reason: "reload the restored resolved.conf.d"}}, nil
+	return []store.RestoreResult{{Path: systemd.ResolvedUnit, Action: policy.RestartResolved{}.Kind(), Reason: "reload the restored resolved.conf.d"}}, nil
 }
 
 func isResolvedConfig(p string) bool {

@@ -15,6 +15,7 @@ import (
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/internal/store"
 	"github.com/nodedns/nodedns/systemd"
 	"github.com/nodedns/nodedns/systemd/bus"
 )
@@ -155,7 +156,7 @@ func TestResolvedActorDecisions(t *testing.T) {
 	if diff := cmp.Diff(want, fb.calls); diff != "" {
 		t.Errorf("restore calls (-want +got):\n%s", diff)
 	}
-	if len(res) != 1 || res[0].Action != nodefs.ActionRestored {
+	if len(res) != 1 || res[0].Action != store.ActionRestored {
 		t.Errorf("restore results %+v", res)
 	}
 }
@@ -175,7 +176,7 @@ func TestBusyErrorNamesTheWay(t *testing.T) {
 }
 
 // TestLinkRecordKeepsFirstOriginal: the record keeps the values before nodedns's FIRST change of
-// each setting, is written through nodefs.Store (backed up as created, so restore removes it), is
+// each setting, is written through store.Store (backed up as created, so restore removes it), is
 // private (0600) and reads back.
 func TestLinkRecordKeepsFirstOriginal(t *testing.T) {
 	root := t.TempDir()
@@ -207,9 +208,9 @@ func TestLinkRecordKeepsFirstOriginal(t *testing.T) {
 	if diff := cmp.Diff(want, recs); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	st := &nodefs.Store{Root: root, FS: nodefs.OS()}
+	st := &store.Store{Root: root, FS: nodefs.OS()}
 	res, err := st.Restore(nil)
-	if err != nil || len(res) != 1 || res[0].Action != nodefs.ActionRemoved {
+	if err != nil || len(res) != 1 || res[0].Action != store.ActionRemoved {
 		t.Errorf("restore of the record: %+v, %v", res, err)
 	}
 }

@@ -15,7 +15,7 @@ import (
 
 // procKind bounds a /proc file read here: kubelet's command line is well under a page, and the
 // kernel caps what it serves of one far below this.
-var procKind = nodefs.Kind{Name: "/proc file", Max: 1 << 20}
+var procKind = nodefs.Proc.WithMax(1 << 20)
 
 // FindProcess is step 1 of docs/contract.md "Kubelet's config": it finds the process whose name is
 // kubelet (its comm, else the base name of its executable: a comm is cut at 15 bytes and can be

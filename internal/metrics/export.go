@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/store"
 )
 
 // ChecksTextfile is the file the one-shot `nodedns check` writes next to the daemon's textfile
@@ -32,7 +33,7 @@ var ErrNoCollectorDir = errors.New("textfile collector directory does not exist"
 // WriteTextfile writes r to the node path textfile through st (atomic: temp file, fsync, rename; the
 // first write is recorded so `nodedns restore` removes the file). Mode 0644: node_exporter usually
 // runs as its own user. A missing directory is ErrNoCollectorDir and nothing is written.
-func WriteTextfile(st *nodefs.Store, textfile string, r *Recorder) error {
+func WriteTextfile(st *store.Store, textfile string, r *Recorder) error {
 	if textfile == "" {
 		return nil
 	}

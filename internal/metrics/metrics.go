@@ -2,7 +2,7 @@
 // applied and other-writer backoffs, held by a Recorder and exported two ways:
 //
 //   - a node_exporter textfile (the default): the exposition text format written atomically through
-//     nodefs.Store into the textfile collector's directory, only when that directory exists;
+//     store.Store into the textfile collector's directory, only when that directory exists;
 //   - optionally a /metrics listener (config metrics.listen) served by client_golang, from the same
 //     Recorder. No socket is opened unless it is configured.
 //

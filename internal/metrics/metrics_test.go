@@ -14,12 +14,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodedns/nodedns/internal/store"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"google.golang.org/protobuf/testing/protocmp"
-
-	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 func fixedRecorder(source string) *Recorder {
@@ -208,7 +207,7 @@ func TestWriteTextfile(t *testing.T) {
 	const path = "/var/lib/node_exporter/textfile_collector/nodedns.prom"
 	t.Run("no collector directory: no file, no directory", func(t *testing.T) {
 		root := t.TempDir()
-		st := &nodefs.Store{Root: root}
+		st := &store.Store{Root: root}
 		err := WriteTextfile(st, path, fixedRecorder(SourceRun))
 		if !errors.Is(err, ErrNoCollectorDir) {
 			t.Fatalf("err = %v, want ErrNoCollectorDir", err)
@@ -224,7 +223,7 @@ func TestWriteTextfile(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Restore changes only the files nodedns manages: the textfile is one through the config.
-		st := &nodefs.Store{Root: root, Targets: nodefs.DefaultTargets("/var/lib/nodedns").Add(path)}
+		st := &store.Store{Root: root, Targets: store.DefaultTargets("/var/lib/nodedns").Add(path)}
 		r := fixedRecorder(SourceRun)
 		if err := WriteTextfile(st, path, r); err != nil {
 			t.Fatal(err)
@@ -267,7 +266,7 @@ func TestWriteTextfile(t *testing.T) {
 		if err := os.Symlink("/srv/prom", filepath.Join(root, "var/lib/node_exporter/textfile_collector")); err != nil {
 			t.Fatal(err)
 		}
-		if err := WriteTextfile(&nodefs.Store{Root: root}, path, fixedRecorder(SourceRun)); err != nil {
+		if err := WriteTextfile(&store.Store{Root: root}, path, fixedRecorder(SourceRun)); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := os.Stat(filepath.Join(root, "srv/prom/nodedns.prom")); err != nil {

@@ -30,6 +30,11 @@ const (
 	NodeDNSConfPath = EtcConfDir + "/zz-nodedns.conf"
 )
 
+// Writes declares the node paths nodedns writes for NetworkManager (path.Match patterns): its
+// drop-in, and the intern file, which nodedns edits when a global DNS set over D-Bus must go.
+// node.Writes is the union of every mechanism's.
+func Writes() []string { return []string{NodeDNSConfPath, InternConfPath} }
+
 // Source is where an effective value came from: a file and line.
 type Source struct {
 	Path string

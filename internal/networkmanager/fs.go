@@ -34,12 +34,13 @@ type NodeFS interface {
 // symlinks resolved inside the node's root, never a blocking open).
 func ReaderFS(r nodefs.Reader) NodeFS { return readerFS{r} }
 
-var fileKind = nodefs.Kind{Name: "NetworkManager file", Max: MaxFileSize}
+// FileKind bounds a NetworkManager file (configuration, keyfile, device state) nodedns reads.
+var FileKind = nodefs.Kind{Name: "NetworkManager file", Max: MaxFileSize}
 
 type readerFS struct{ r nodefs.Reader }
 
 func (r readerFS) ReadFile(p string) ([]byte, error) {
-	data, err := r.r.ReadFile(p, fileKind)
+	data, err := r.r.ReadFile(p, FileKind)
 	if errors.Is(err, nodefs.ErrNotRegular) {
 		// GKeyFile's word for anything but a regular file.
 		return nil, fmt.Errorf("read %s: %w", p, ErrNotRegular)

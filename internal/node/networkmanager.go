@@ -9,6 +9,7 @@ import (
 
 	"github.com/nodedns/nodedns/internal/networkmanager"
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/store/manifest"
 )
 
 // SourceNetworkManager is a NetworkManager file nodedns could not use: a configuration NM refuses,
@@ -104,9 +105,6 @@ func (s *Snapshot) NMOwnsResolvConf() bool {
 	return (n.Live.DNSMode == "default" || n.Live.DNSMode == "dnsmasq") && n.Live.RcManager == "file"
 }
 
-// nmFileKind bounds a NetworkManager file read here (networkmanager.MaxFileSize).
-var nmFileKind = nodefs.Kind{Name: "NetworkManager file", Max: networkmanager.MaxFileSize}
-
 // readNetworkManager reads NetworkManager's files. A configuration NM refuses is a Problem (NM
 // would refuse it too: a reload keeps the old one, a restart does not come up), and so is each
 // keyfile or device state file that does not parse.
@@ -152,7 +150,7 @@ func (s *Snapshot) readNetworkManager(r nodefs.Reader) {
 	if n.Config != nil && n.Config.InternError != nil && !errors.Is(n.Config.InternError, fs.ErrNotExist) {
 		s.problem(SourceNetworkManager, networkmanager.InternConfPath, 0, n.Config.InternError.Error())
 	}
-	n.Override = s.readManagedKind(r, networkmanager.NodeDNSConfPath, nmFileKind)
+	n.Override = s.readManagedKind(r, networkmanager.NodeDNSConfPath, networkmanager.FileKind)
 
 	cs, err := networkmanager.LoadConnections(fsys)
 	if err != nil {
@@ -184,25 +182,25 @@ func (s *Snapshot) readNetworkManager(r nodefs.Reader) {
 	}
 }
 
-// BackupDir is where nodedns keeps its one-time backups (nodefs.Store: the manifest and one copy per
+// BackupDir is where nodedns keeps its one-time backups (internal/store: the manifest and one copy per
 // content, named by its SHA-256).
 const BackupDir = nodefs.DefaultStateDir + "/backup"
 
 // readBackup returns the bytes nodedns backed up for node path p before its first change, when it
 // backed up a file there.
 func readBackup(r nodefs.Reader, p string) ([]byte, bool) {
-	mp := path.Join(BackupDir, nodefs.ManifestName)
+	mp := path.Join(BackupDir, manifest.Name)
 	data, err := r.ReadFile(mp, nodefs.State)
 	if err != nil {
 		return nil, false
 	}
-	entries, err := nodefs.ParseManifest(mp, data)
+	entries, err := manifest.Parse(mp, data)
 	if err != nil {
 		return nil, false
 	}
 	for _, e := range entries {
-		if e.Path == p && e.Kind == nodefs.KindFile {
-			data, err := r.ReadFile(path.Join(BackupDir, e.SHA256), nmFileKind)
+		if e.Path == p && e.Kind == manifest.KindFile {
+			data, err := r.ReadFile(path.Join(BackupDir, e.SHA256), networkmanager.FileKind)
 			return data, err == nil
 		}
 	}

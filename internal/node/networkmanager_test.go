@@ -13,6 +13,7 @@ import (
 	"github.com/nodedns/nodedns/internal/networkmanager"
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/store"
 )
 
 var writeTree = node.WriteTree
@@ -111,7 +112,7 @@ func TestObserveNetworkManagerInternBackup(t *testing.T) {
 		networkmanager.InternConfPath:  dbus,
 		networkmanager.NodeDNSConfPath: "[global-dns-domain-*]\nservers=10.66.0.53\n",
 	})
-	st := &nodefs.Store{Root: root}
+	st := &store.Store{Root: root}
 	if err := st.Backup(networkmanager.InternConfPath); err != nil {
 		t.Fatal(err)
 	}

@@ -44,8 +44,8 @@ const (
 // maxConfigSize bounds a configuration file nodedns reads (nodefs.Config).
 const maxConfigSize = 1 << 20
 
-// Kinds of node files this package reads beyond nodefs.Config and nodefs.State.
-var resolvKind = nodefs.Kind{Name: "resolv.conf file", Max: resolvconf.MaxSize}
+// ResolvKind bounds a resolv.conf nodedns reads (the node's, the kubelet's, a pod's).
+var ResolvKind = nodefs.Kind{Name: "resolv.conf file", Max: resolvconf.MaxSize}
 
 // Source is the kind of input a Problem is about, so a check can tell which of its inputs could not
 // be read without matching message text.
@@ -183,7 +183,7 @@ type Snapshot struct {
 	Problems []Problem
 }
 
-// Observe reads the node through r (a nodefs.Store: under the node's root, bounded, never a blocking
+// Observe reads the node through r (a nodefs.Tree or a store.Store: under the node's root, bounded, never a blocking
 // open). It never fails: every unusable source is in Problems.
 func Observe(r nodefs.Reader, cfg config.Config, now time.Time) *Snapshot {
 	s := &Snapshot{Now: now}
@@ -276,7 +276,7 @@ func (s *Snapshot) readResolv(r nodefs.Reader, p string) ResolvFile {
 		}
 		rf.Target = t
 	}
-	data, err := r.ReadFile(rf.Target, resolvKind)
+	data, err := r.ReadFile(rf.Target, ResolvKind)
 	if errors.Is(err, fs.ErrNotExist) {
 		// A dangling symlink (e.g. to resolved's stub while resolved is down) is "missing".
 		return rf

@@ -80,3 +80,24 @@ func completeResolv(b []byte) error {
 	_, err := resolvconf.Parse(b)
 	return err
 }
+
+// Writes declares every node path nodedns writes whatever its config says (docs/contract.md, "What
+// nodedns manages"), as path.Match patterns: the union of each mechanism's declaration (netplan's,
+// NetworkManager's) and this package's own files. It is what restore may change besides the state
+// directory and the files the config names (store.Targets), and what no config key may name. The
+// test in this package fails when a plan over the test node trees writes a path outside it.
+func Writes() []string {
+	ws := []string{
+		EtcResolvConf,
+		ResolvedDropIn,
+		NetworkdDropIn("*.network"),
+		DhclientHook,
+	}
+	ws = append(ws, netplan.Writes()...)
+	return append(ws, networkmanager.Writes()...)
+}
+
+// LinkedWrites are the paths of Writes that may be symlinks whose target nodedns edits instead (a
+// symlinked /etc/resolv.conf stays a symlink: docs/contract.md, invariant 3).
+func LinkedWrites() []string { return []string{EtcResolvConf} }
+

@@ -74,7 +74,19 @@ func notWatched(p string) bool {
 // declares for the daemon: a reader added without its declaration is caught here, not by an
 // operator whose edit waits for the 5-minute resync.
 func TestWatchesCoverEveryRead(t *testing.T) {
-	roots := map[string]string{
+	roots := testRoots(t)
+	cfg := config.Default()
+	for name, root := range roots {
+		t.Run(name, func(t *testing.T) {
+			watchesCoverEveryRead(t, root, cfg)
+		})
+	}
+}
+
+// testRoots are the test node trees: the seeds, the example, kubespray's own output, and nodes
+// built here.
+func testRoots(t *testing.T) map[string]string {
+	return map[string]string{
 		"seed 001": "../../cmd/nodedns/testdata/seeds/001",
 		"seed 002": "../../cmd/nodedns/testdata/seeds/002",
 		"seed 003": "../../cmd/nodedns/testdata/seeds/003",
@@ -89,9 +101,60 @@ func TestWatchesCoverEveryRead(t *testing.T) {
 		"kubespray networkmanager": "../../cmd/nodedns/testdata/kubespray/networkmanager",
 		"networkd":                 networkdNode(t),
 	}
+}
+
+// TestPlannedWritesAreDeclared plans every test node tree and fails on a change whose path is not
+// among what the mechanisms declare they write (node.Writes, the linked targets of LinkedWrites),
+// the files the config names, or the state directory: restore may change exactly that set
+// (reconcile.Targets), so a mechanism that writes a file it did not declare would leave it behind
+// on restore, and no config key would be refused for naming it.
+func TestPlannedWritesAreDeclared(t *testing.T) {
 	cfg := config.Default()
-	for name, root := range roots {
+	declared := func(st nodefs.Reader, p string) bool {
+		pats := node.Writes()
+		for _, ps := range cfg.WrittenPaths() {
+			pats = append(pats, ps...)
+		}
+		pats = append(pats, path.Join(config.StateDir, "*"))
+		for _, l := range node.LinkedWrites() {
+			if final, err := st.ResolveLink(l); err == nil {
+				pats = append(pats, final)
+			}
+		}
+		for _, pat := range pats {
+			if ok, _ := path.Match(pat, p); ok {
+				return true
+			}
+		}
+		return false
+	}
+	if declared(nodefs.NewReader(t.TempDir()), "/etc/hosts") {
+		t.Fatal("/etc/hosts counts as declared: the check cannot fail")
+	}
+	total := 0
+	for name, root := range testRoots(t) {
 		t.Run(name, func(t *testing.T) {
+			st := nodefs.NewReader(root)
+			s := node.Observe(st, cfg, time.Now())
+			p := policy.Compute(s, cfg)
+			for _, c := range p.Changes {
+				total++
+				for _, q := range []string{c.Path, c.Target} {
+					if q != "" && !declared(st, q) {
+						t.Errorf("the plan writes %s, which no mechanism declares in node.Writes (nor the config or the state directory)", q)
+					}
+				}
+			}
+		})
+	}
+	if total < 10 {
+		t.Errorf("only %d planned changes over the test trees: the check saw too little", total)
+	}
+}
+
+func watchesCoverEveryRead(t *testing.T, root string, cfg config.Config) {
+	{
+		{
 			st := nodefs.NewReader(root)
 			rec := &recorder{Reader: st}
 			s := node.Observe(rec, cfg, time.Now())
@@ -143,7 +206,7 @@ func TestWatchesCoverEveryRead(t *testing.T) {
 					t.Errorf("%s %s: no declared watch covers it (node.Watches)", o.kind, o.path)
 				}
 			}
-		})
+		}
 	}
 }
 

@@ -1,11 +1,10 @@
-// Package files is the only way nodedns changes a node's files. It writes atomically (temp file in
-// the same directory, fsync, rename, fsync the directory), never replaces a symlink with a file,
-// falls back to an in-place rewrite where rename cannot work (a bind-mounted /etc/resolv.conf), backs
-// every path up once before its first change, and restores exactly what it backed up (docs/contract.md,
-// invariants 3, 4 and 5).
+// Package nodefs is how nodedns reads a node's files: a Reader bound to the node's root (Tree),
+// the Kinds that bound every read, DropIns, IfNames, ReadKernel, the Watch declarations, and the FS
+// seam every read and write goes through. It never writes; internal/store does (atomic writes,
+// backups, the state lock, restore), and only the packages that change the node import it.
 //
-// Every path given to a Store is a node path ("/etc/resolv.conf") resolved under Store.Root, the way
-// `netplan --root-dir` does, so tests and `nodedns --root DIR` work on a fake node.
+// Every path given to a Reader is a node path ("/etc/resolv.conf") resolved under the Tree's Root,
+// the way `netplan --root-dir` does, so tests and `nodedns --root DIR` work on a fake node.
 package nodefs
 
 import (
@@ -21,7 +20,7 @@ import (
 
 // FS is the seam between nodedns and the filesystem, small enough to wrap for fault injection in
 // tests (rename failing with EBUSY as on a bind-mounted /etc/resolv.conf, ENOSPC on write, EROFS,
-// EACCES). Names are host paths (already joined under Store.Root). OS returns the real one.
+// EACCES). Names are host paths (already joined under the root). OS returns the real one.
 type FS interface {
 	// Lstat describes name without following a final symlink.
 	Lstat(name string) (fs.FileInfo, error)
@@ -128,14 +127,14 @@ func (osFS) Lock(name string, wait time.Duration) (func() error, int, error) {
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
 			if fi, lerr := os.Lstat(name); lerr == nil {
-				return nil, 0, untrusted(name, fi, false, 0o600)
+				return nil, 0, Untrusted(name, fi, false, 0o600)
 			}
 		}
 		return nil, 0, err
 	}
 	fi, err := f.Stat()
 	if err == nil {
-		err = untrusted(name, fi, false, 0o600)
+		err = Untrusted(name, fi, false, 0o600)
 	}
 	if err != nil {
 		f.Close()

@@ -31,7 +31,13 @@ var (
 	// Attribute is a kernel attribute (/sys/class/net/NAME/ifindex): sysfs serves at most one page
 	// and reports every attribute as 4096 bytes long.
 	Attribute = Kind{Name: "sysfs attribute", Max: 4096}
+	// Proc is a file of /proc; a socket table on a busy node is the largest nodedns reads. Readers
+	// that know their file is smaller bound it tighter with WithMax.
+	Proc = Kind{Name: "/proc file", Max: 16 << 20}
 )
+
+// WithMax is the same kind of file bounded at max bytes.
+func (k Kind) WithMax(max int64) Kind { return Kind{Name: k.Name, Max: max} }
 
 // ErrNotRegular is returned for a FIFO, socket, device or directory where nodedns expects a file:
 // opening a FIFO blocks until a writer comes, and a device can be endless.
@@ -41,7 +47,7 @@ var ErrNotRegular = errors.New("not a regular file")
 var ErrTooLarge = errors.New("file too large")
 
 // Reader is the read side of a node's filesystem. Every read nodedns makes of a node path goes
-// through one (a *Store): under the node's root, through the FS seam (so fault injection covers reads
+// through one (a *Tree, or the write side's *store.Store): under the node's root, through the FS seam (so fault injection covers reads
 // as well as writes), bounded by the file's Kind, and never a blocking open. Paths are node paths;
 // symlinks are followed inside the root. The leaf readers (leases, netplan, systemd, node) take a
 // Reader instead of a root directory.
@@ -63,27 +69,27 @@ type Reader interface {
 }
 
 // NewReader returns a Reader of the node whose / is root on this machine's filesystem.
-func NewReader(root string) *Store {
+func NewReader(root string) *Tree {
 	if root == "" {
 		root = "/"
 	}
-	return &Store{Root: root, FS: OS()}
+	return &Tree{Root: root, FS: OS()}
 }
 
 // ReadFile implements Reader.
-func (s *Store) ReadFile(p string, k Kind) ([]byte, error) {
-	p, err := nodePath(p)
+func (t *Tree) ReadFile(p string, k Kind) ([]byte, error) {
+	p, err := NodePath(p)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
 	}
-	final, err := s.resolve(p, true)
+	final, err := t.Resolve(p, true)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
 	}
 	if final == os.DevNull {
 		return nil, nil // a mask: roots built for tests rarely have /dev/null
 	}
-	data, err := s.readHost(s.host(final), k)
+	data, err := t.ReadHost(t.Host(final), k)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
 	}
@@ -93,14 +99,14 @@ func (s *Store) ReadFile(p string, k Kind) ([]byte, error) {
 // readHost reads a host path through the FS seam, refusing what is not a regular file before it is
 // opened and again on the open file (the path may be swapped between the two), and anything over
 // k.Max without reading it.
-func (s *Store) readHost(hp string, k Kind) ([]byte, error) {
+func (t *Tree) ReadHost(hp string, k Kind) ([]byte, error) {
 	if k.Max <= 0 {
 		return nil, fmt.Errorf("invalid size limit %d for a %s", k.Max, k.Name)
 	}
-	fsys := s.fsys()
+	fsys := t.fsys()
 	fi, err := fsys.Stat(hp)
 	if err != nil {
-		return nil, unwrapPath(err)
+		return nil, UnwrapPath(err)
 	}
 	if err := regular(fi, k); err != nil {
 		return nil, err
@@ -108,20 +114,20 @@ func (s *Store) readHost(hp string, k Kind) ([]byte, error) {
 	// O_NONBLOCK: if a FIFO is swapped in after the Stat above, open(2) must not hang the daemon.
 	f, err := fsys.OpenFile(hp, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
-		return nil, unwrapPath(err)
+		return nil, UnwrapPath(err)
 	}
 	defer f.Close()
-	return readOpen(f, k, nil)
+	return ReadOpen(f, k, nil)
 }
 
 // readOpen reads an open file of kind k: checked again on the open file (the path may have been
 // swapped since it was looked at) by check, when given, and as a regular file within k.Max; then
 // never more than k.Max+1 bytes read, since the file may grow meanwhile.
-func readOpen(f File, k Kind, check func(fs.FileInfo) error) ([]byte, error) {
+func ReadOpen(f File, k Kind, check func(fs.FileInfo) error) ([]byte, error) {
 	if st, ok := f.(interface{ Stat() (fs.FileInfo, error) }); ok {
 		fi, err := st.Stat()
 		if err != nil {
-			return nil, unwrapPath(err)
+			return nil, UnwrapPath(err)
 		}
 		if check != nil {
 			if err := check(fi); err != nil {
@@ -134,7 +140,7 @@ func readOpen(f File, k Kind, check func(fs.FileInfo) error) ([]byte, error) {
 	}
 	data, err := io.ReadAll(io.LimitReader(f, k.Max+1))
 	if err != nil {
-		return nil, unwrapPath(err)
+		return nil, UnwrapPath(err)
 	}
 	if int64(len(data)) > k.Max {
 		return nil, &tooLarge{size: -1, k: k} // it grew after the Stat
@@ -144,7 +150,7 @@ func readOpen(f File, k Kind, check func(fs.FileInfo) error) ([]byte, error) {
 
 func regular(fi fs.FileInfo, k Kind) error {
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%w but a %s", ErrNotRegular, fileType(fi.Mode()))
+		return fmt.Errorf("%w but a %s", ErrNotRegular, FileType(fi.Mode()))
 	}
 	if fi.Size() > k.Max {
 		return &tooLarge{size: fi.Size(), k: k}
@@ -178,48 +184,48 @@ func sizeString(n int64) string {
 }
 
 // ReadDir implements Reader.
-func (s *Store) ReadDir(p string) ([]fs.DirEntry, error) {
-	p, err := nodePath(p)
+func (t *Tree) ReadDir(p string) ([]fs.DirEntry, error) {
+	p, err := NodePath(p)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", p, err)
 	}
-	final, err := s.resolve(p, true)
+	final, err := t.Resolve(p, true)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", p, err)
 	}
-	es, err := s.fsys().ReadDir(s.host(final))
+	es, err := t.fsys().ReadDir(t.Host(final))
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", p, unwrapPath(err))
+		return nil, fmt.Errorf("list %s: %w", p, UnwrapPath(err))
 	}
 	return es, nil
 }
 
 // Stat implements Reader.
-func (s *Store) Stat(p string) (fs.FileInfo, error) {
-	p, err := nodePath(p)
+func (t *Tree) Stat(p string) (fs.FileInfo, error) {
+	p, err := NodePath(p)
 	if err != nil {
 		return nil, fmt.Errorf("stat %s: %w", p, err)
 	}
-	final, err := s.resolve(p, true)
+	final, err := t.Resolve(p, true)
 	if err != nil {
 		return nil, fmt.Errorf("stat %s: %w", p, err)
 	}
-	fi, err := s.fsys().Stat(s.host(final))
+	fi, err := t.fsys().Stat(t.Host(final))
 	if err != nil {
-		return nil, fmt.Errorf("stat %s: %w", p, unwrapPath(err))
+		return nil, fmt.Errorf("stat %s: %w", p, UnwrapPath(err))
 	}
 	return fi, nil
 }
 
 // Lstat implements Reader.
-func (s *Store) Lstat(p string) (fs.FileInfo, error) {
-	p, err := nodePath(p)
+func (t *Tree) Lstat(p string) (fs.FileInfo, error) {
+	p, err := NodePath(p)
 	if err != nil {
 		return nil, fmt.Errorf("lstat %s: %w", p, err)
 	}
-	_, _, fi, err := s.lstatNode(p)
+	_, _, fi, err := t.LstatNode(p)
 	if err != nil {
-		return nil, fmt.Errorf("lstat %s: %w", p, unwrapPath(err))
+		return nil, fmt.Errorf("lstat %s: %w", p, UnwrapPath(err))
 	}
 	if fi == nil {
 		return nil, fmt.Errorf("lstat %s: %w", p, fs.ErrNotExist)
@@ -228,24 +234,24 @@ func (s *Store) Lstat(p string) (fs.FileInfo, error) {
 }
 
 // Readlink implements Reader.
-func (s *Store) Readlink(p string) (string, error) {
-	p, err := nodePath(p)
+func (t *Tree) Readlink(p string) (string, error) {
+	p, err := NodePath(p)
 	if err != nil {
 		return "", fmt.Errorf("readlink %s: %w", p, err)
 	}
-	_, hp, _, err := s.lstatNode(p)
+	_, hp, _, err := t.LstatNode(p)
 	if err != nil {
-		return "", fmt.Errorf("readlink %s: %w", p, unwrapPath(err))
+		return "", fmt.Errorf("readlink %s: %w", p, UnwrapPath(err))
 	}
-	t, err := s.fsys().Readlink(hp)
+	target, err := t.fsys().Readlink(hp)
 	if err != nil {
-		return "", fmt.Errorf("readlink %s: %w", p, unwrapPath(err))
+		return "", fmt.Errorf("readlink %s: %w", p, UnwrapPath(err))
 	}
-	return t, nil
+	return target, nil
 }
 
 // unwrapPath drops the host path from an *fs.PathError, so that messages name node paths only.
-func unwrapPath(err error) error {
+func UnwrapPath(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return pe.Err
@@ -341,7 +347,7 @@ func IfNames(r Reader) (names map[int]string, errs []error) {
 // processes' mount namespaces, which no walk inside a root can follow. For live checks only; a node
 // path under --root goes through a Reader.
 func ReadKernel(p string, k Kind) ([]byte, error) {
-	data, err := (&Store{Root: "/", FS: OS()}).readHost(p, k)
+	data, err := (&Tree{Root: "/", FS: OS()}).ReadHost(p, k)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
 	}

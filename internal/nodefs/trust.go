@@ -1,24 +1,15 @@
 package nodefs
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
-	"path/filepath"
 	"syscall"
+	"time"
 )
 
-// Trusted state (docs/contract.md, "Where things live"): nodedns acts on its state directory, its
-// backups and their manifest only when nobody else could have written them. A backup directory that
-// another user can write lets that user plant a manifest entry, and restore, running as root, would
-// then create whatever file, owner and mode the entry says. So every directory and file of the
-// state is checked before it is read or written: not a symlink (opened with O_NOFOLLOW), owned by
-// the running user (root on a node), and writable by neither group nor others.
-
-// UntrustedError is state nodedns refuses to use: the node path, what is wrong with it, and how to
-// fix it.
+// UntrustedError is a file or directory nodedns refuses to rely on: the node path, what is wrong
+// with it, and how to fix it (docs/contract.md, "Where things live").
 type UntrustedError struct {
 	// Path is the node path refused.
 	Path string
@@ -33,18 +24,18 @@ type UntrustedError struct {
 
 func (e *UntrustedError) Error() string {
 	return fmt.Sprintf("refusing untrusted state %s: it %s (owner uid %d, mode %s); nodedns trusts only state owned by root (or the user running it) and writable by nobody else, since whoever can write it chooses what restore puts back. Check who changed it, then: %s",
-		e.Path, e.Problem, e.UID, modeString(e.Mode), e.Fix)
+		e.Path, e.Problem, e.UID, ModeString(e.Mode), e.Fix)
 }
 
-// modeString shows a mode as ls does, with the octal permission bits: "drwxrwxrwx (0777)".
-func modeString(m fs.FileMode) string {
-	return fmt.Sprintf("%s (%04o)", m.String(), unixMode(m))
+// ModeString shows a mode as ls does, with the octal permission bits: "drwxrwxrwx (0777)".
+func ModeString(m fs.FileMode) string {
+	return fmt.Sprintf("%s (%04o)", m.String(), UnixMode(m))
 }
 
-// untrusted reports why fi (lstat of the node path p) is not trusted state, nil when it is. dir says
+// Untrusted reports why fi (lstat of the node path p) is not trusted state, nil when it is. dir says
 // whether a directory is expected (else a regular file); wantMode is the mode the fix sets.
-func untrusted(p string, fi fs.FileInfo, dir bool, wantMode fs.FileMode) error {
-	uid, _ := owner(fi)
+func Untrusted(p string, fi fs.FileInfo, dir bool, wantMode fs.FileMode) error {
+	uid, _ := Owner(fi)
 	e := &UntrustedError{Path: p, UID: uid, Mode: fi.Mode()}
 	euid := os.Geteuid()
 	switch {
@@ -56,7 +47,7 @@ func untrusted(p string, fi fs.FileInfo, dir bool, wantMode fs.FileMode) error {
 		if dir {
 			want = "a directory"
 		}
-		e.Problem = fmt.Sprintf("is not %s but a %s", want, fileType(fi.Mode()))
+		e.Problem = fmt.Sprintf("is not %s but a %s", want, FileType(fi.Mode()))
 		e.Fix = fmt.Sprintf("rm %s", p)
 	case uid > 0 && uid != euid:
 		// Root's files are trusted by everyone: root could change anything anyway.
@@ -69,148 +60,9 @@ func untrusted(p string, fi fs.FileInfo, dir bool, wantMode fs.FileMode) error {
 		return nil
 	}
 	if e.Fix == "" {
-		e.Fix = fmt.Sprintf("chown %d:%d %s && chmod %04o %s", euid, os.Getegid(), p, unixMode(wantMode), p)
+		e.Fix = fmt.Sprintf("chown %d:%d %s && chmod %04o %s", euid, os.Getegid(), p, UnixMode(wantMode), p)
 	}
 	return e
-}
-
-// trustedDir makes sure the node directory p (its parent already resolved inside Root) exists as a
-// directory nodedns can trust, creating it with mode if missing, and returns its host path. The
-// mode is set explicitly, so the umask does not decide it. Parents that are missing are created
-// 0755.
-func (s *Store) trustedDir(p string, mode fs.FileMode) (string, error) {
-	node, hp, fi, err := s.lstatNode(p)
-	if err != nil {
-		return "", s.nodeErr(err)
-	}
-	fsys := s.fsys()
-	if fi == nil {
-		parents, err := s.missingDirs(path.Dir(node))
-		if err != nil {
-			return "", err
-		}
-		if err := s.mkdirs(parents, 0o755); err != nil {
-			return "", err
-		}
-		if err := fsys.MkdirAll(hp, mode); err != nil {
-			return "", s.nodeErr(err)
-		}
-		if err := fsys.Chmod(hp, mode); err != nil {
-			return "", s.nodeErr(err)
-		}
-		if fi, err = fsys.Lstat(hp); err != nil {
-			return "", s.nodeErr(err)
-		}
-	}
-	if err := untrusted(node, fi, true, mode); err != nil {
-		return "", err
-	}
-	return hp, nil
-}
-
-// missingDirs lists the directories of the node directory p (its parents already resolved inside
-// Root) that do not exist yet, outermost first.
-func (s *Store) missingDirs(p string) ([]string, error) {
-	var missing []string
-	fsys := s.fsys()
-	for d := p; ; d = path.Dir(d) {
-		_, err := fsys.Lstat(s.host(d))
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return nil, s.nodeErr(err)
-		}
-		missing = append([]string{d}, missing...)
-		if d == "/" {
-			break
-		}
-	}
-	return missing, nil
-}
-
-// mkdirs creates the node directories dirs (outermost first, as missingDirs lists them), each with
-// mode set explicitly so that the umask does not decide it.
-func (s *Store) mkdirs(dirs []string, mode fs.FileMode) error {
-	fsys := s.fsys()
-	for _, d := range dirs {
-		hp := s.host(d)
-		if err := fsys.MkdirAll(hp, mode); err != nil {
-			return s.nodeErr(err)
-		}
-		if err := fsys.Chmod(hp, mode); err != nil {
-			return s.nodeErr(err)
-		}
-	}
-	return nil
-}
-
-// readTrusted reads a state file at the host path hp (node path p, for messages): opened with
-// O_NOFOLLOW (a symlink fails with ELOOP and is never followed), then checked on the open file:
-// regular, owned by the running user, not writable by group or others; bounded by k.
-func (s *Store) readTrusted(hp, p string, k Kind) ([]byte, error) {
-	fsys := s.fsys()
-	fi, err := fsys.Lstat(hp)
-	if err != nil {
-		return nil, unwrapPath(err)
-	}
-	if err := untrusted(p, fi, false, 0o600); err != nil {
-		return nil, err
-	}
-	f, err := fsys.OpenFile(hp, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, untrusted(p, symlinkInfo{fi}, false, 0o600)
-		}
-		return nil, unwrapPath(err)
-	}
-	defer f.Close()
-	return readOpen(f, k, func(fi fs.FileInfo) error { return untrusted(p, fi, false, 0o600) })
-}
-
-// symlinkInfo is fi reported as a symlink: the path was swapped for one between lstat and open.
-type symlinkInfo struct{ fs.FileInfo }
-
-func (i symlinkInfo) Mode() fs.FileMode { return i.FileInfo.Mode()&fs.ModePerm | fs.ModeSymlink }
-
-// ReadState reads one of nodedns's own state files (a node path directly inside StateDir, such as
-// /var/lib/nodedns/resolved-links.json) only if it can be trusted: the state directory and the file
-// owned by the running user, writable by nobody else, and neither of them a symlink. A state file
-// that restore acts on must never be one another user could have planted. A missing file gives an
-// error matching fs.ErrNotExist.
-func (s *Store) ReadState(p string, k Kind) ([]byte, error) {
-	p, err := nodePath(p)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
-	}
-	if path.Dir(p) != s.stateDir() {
-		return nil, fmt.Errorf("read %s: not a file of the state directory %s", p, s.stateDir())
-	}
-	dir, err := s.stateHost()
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
-	}
-	data, err := s.readTrusted(filepath.Join(dir, path.Base(p)), p, k)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
-	}
-	return data, nil
-}
-
-// stateHost returns the host path of StateDir after checking it is trusted. A missing state
-// directory is fs.ErrNotExist: reading never creates it.
-func (s *Store) stateHost() (string, error) {
-	node, hp, fi, err := s.lstatNode(s.stateDir())
-	if err != nil {
-		return "", s.nodeErr(err)
-	}
-	if fi == nil {
-		return "", fmt.Errorf("%s: %w", node, fs.ErrNotExist)
-	}
-	if err := untrusted(node, fi, true, 0o755); err != nil {
-		return "", err
-	}
-	return hp, nil
 }
 
 // CheckConfigFile judges the config file nodedns is about to read (fi from stat, name for the
@@ -218,13 +70,74 @@ func (s *Store) stateHost() (string, error) {
 // other than root and the one running nodedns. The config decides what nodedns writes as root, so
 // it must not be someone else's to edit.
 func CheckConfigFile(name string, fi fs.FileInfo) error {
-	uid, _ := owner(fi)
+	uid, _ := Owner(fi)
 	euid := os.Geteuid()
 	switch {
 	case fi.Mode()&0o002 != 0:
-		return fmt.Errorf("refusing config %s: it is writable by others (mode %s, owner uid %d); fix: chmod o-w %s", name, modeString(fi.Mode()), uid, name)
+		return fmt.Errorf("refusing config %s: it is writable by others (mode %s, owner uid %d); fix: chmod o-w %s", name, ModeString(fi.Mode()), uid, name)
 	case uid > 0 && uid != euid:
-		return fmt.Errorf("refusing config %s: it is owned by uid %d, neither root nor the user running nodedns (uid %d; mode %s); fix: chown root %s", name, uid, euid, modeString(fi.Mode()), name)
+		return fmt.Errorf("refusing config %s: it is owned by uid %d, neither root nor the user running nodedns (uid %d; mode %s); fix: chown root %s", name, uid, euid, ModeString(fi.Mode()), name)
 	}
 	return nil
+}
+
+// Owner returns the uid and gid in fi, or -1, -1 when the FS does not report them.
+func Owner(fi fs.FileInfo) (uid, gid int) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st != nil {
+		return int(st.Uid), int(st.Gid)
+	}
+	return -1, -1
+}
+
+// UnixMode is m as chmod(2) takes it: permission bits plus setuid, setgid and sticky.
+func UnixMode(m fs.FileMode) uint32 {
+	u := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		u |= syscall.S_ISUID
+	}
+	if m&fs.ModeSetgid != 0 {
+		u |= syscall.S_ISGID
+	}
+	if m&fs.ModeSticky != 0 {
+		u |= syscall.S_ISVTX
+	}
+	return u
+}
+
+// FileType names the type of a file that is not a regular one, for messages.
+func FileType(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
+}
+
+// LockedError is the state lock still held by another process after the wait.
+type LockedError struct {
+	// Path is the lock file (a node path once it leaves the Store).
+	Path string
+	// PID is the holder's process id as it wrote it into the lock file; 0 when unknown.
+	PID int
+	// Waited is how long this process waited.
+	Waited time.Duration
+}
+
+func (e *LockedError) Error() string {
+	holder := "another process"
+	switch {
+	case e.PID == os.Getpid():
+		holder = fmt.Sprintf("this nodedns process (pid %d)", e.PID)
+	case e.PID > 0:
+		holder = fmt.Sprintf("nodedns process %d", e.PID)
+	}
+	return fmt.Sprintf("nodedns's state lock %s is held by %s: gave up after %s (another apply, restore, netplan pin or the daemon is changing the node; try again when it is done)", e.Path, holder, e.Waited)
 }

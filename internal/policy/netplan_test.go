@@ -23,6 +23,7 @@ import (
 	"github.com/nodedns/nodedns/internal/leases"
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/store"
 	"github.com/nodedns/nodedns/netplan"
 )
 
@@ -354,7 +355,7 @@ func TestNetplanFixtures(t *testing.T) {
 			if c.Mode != 0o600 {
 				t.Errorf("mode %v, want 0600", c.Mode)
 			}
-			st := &nodefs.Store{Root: root, StateDir: config.StateDir}
+			st := &store.Store{Root: root, StateDir: config.StateDir, Targets: store.DefaultTargets(config.StateDir).Add(node.Writes()...)}
 			if _, err := st.Write(c.Path, c.After, c.Mode); err != nil {
 				t.Fatal(err)
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/internal/store"
 )
 
 // Lost backups are loud: a restore that finds files nodedns changed (they carry its mark: the header
@@ -82,7 +83,7 @@ func (e *LostBackupsError) Error() string {
 }
 
 // unbacked lists the managed files that carry nodedns's mark and have no entry in the manifest.
-func (n *Node) unbacked(st *nodefs.Store) ([]string, error) {
+func (n *Node) unbacked(st *store.Store) ([]string, error) {
 	entries, err := st.Backups()
 	if err != nil {
 		return nil, err
@@ -114,12 +115,12 @@ func (n *Node) unbacked(st *nodefs.Store) ([]string, error) {
 
 // forget drops what nodedns left in the files listed: a file it created is removed, the header line
 // of a file it edited is dropped. keep may veto a path (the kubelet file kubelet still uses).
-func (n *Node) forget(st *nodefs.Store, paths []string, keep func(string) (bool, string)) ([]nodefs.RestoreResult, error) {
-	var res []nodefs.RestoreResult
+func (n *Node) forget(st *store.Store, paths []string, keep func(string) (bool, string)) ([]store.RestoreResult, error) {
+	var res []store.RestoreResult
 	var errs []error
 	for _, p := range paths {
 		if kept, reason := keep(p); kept {
-			res = append(res, nodefs.RestoreResult{Path: p, Action: nodefs.ActionKept, Reason: reason})
+			res = append(res, store.RestoreResult{Path: p, Action: store.ActionKept, Reason: reason})
 			continue
 		}
 		data, err := st.ReadFile(p, nodefs.Config)
@@ -132,7 +133,7 @@ func (n *Node) forget(st *nodefs.Store, paths []string, keep func(string) (bool,
 				errs = append(errs, err)
 				continue
 			}
-			res = append(res, nodefs.RestoreResult{Path: p, Action: nodefs.ActionRemoved, Reason: "no backup: nodedns created it (forgotten knowingly)"})
+			res = append(res, store.RestoreResult{Path: p, Action: store.ActionRemoved, Reason: "no backup: nodedns created it (forgotten knowingly)"})
 			continue
 		}
 		out := dropMarkLine(data)
@@ -144,7 +145,7 @@ func (n *Node) forget(st *nodefs.Store, paths []string, keep func(string) (bool,
 			errs = append(errs, err)
 			continue
 		}
-		res = append(res, nodefs.RestoreResult{Path: p, Action: ActionUnmarked, Reason: "no backup: nodedns's header line dropped, the rest left as nodedns edited it"})
+		res = append(res, store.RestoreResult{Path: p, Action: ActionUnmarked, Reason: "no backup: nodedns's header line dropped, the rest left as nodedns edited it"})
 	}
 	return res, errors.Join(errs...)
 }

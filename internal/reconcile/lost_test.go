@@ -11,8 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nodedns/nodedns/internal/config"
-	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/internal/store"
 )
 
 func TestMarks(t *testing.T) {
@@ -59,8 +59,8 @@ func TestLostBackupsAreLoud(t *testing.T) {
 	if err != nil {
 		t.Fatalf("RestoreWith(Forget): %v", err)
 	}
-	want := []nodefs.RestoreResult{
-		{Path: "/etc/dhcp/dhclient-enter-hooks.d/nodedns", Action: nodefs.ActionRemoved, Reason: "no backup: nodedns created it (forgotten knowingly)"},
+	want := []store.RestoreResult{
+		{Path: "/etc/dhcp/dhclient-enter-hooks.d/nodedns", Action: store.ActionRemoved, Reason: "no backup: nodedns created it (forgotten knowingly)"},
 		{Path: "/etc/resolv.conf", Action: ActionUnmarked, Reason: "no backup: nodedns's header line dropped, the rest left as nodedns edited it"},
 	}
 	if diff := cmp.Diff(want, res); diff != "" {

@@ -14,6 +14,7 @@ import (
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/internal/store"
 )
 
 // Source adds what only the live node can tell (systemd-resolved over D-Bus, netlink) to a snapshot
@@ -51,7 +52,7 @@ type Node struct {
 	Config config.Config
 	// Store is the node's files under Root (NewStore; edges.New passes the run's). nil: one over
 	// the real filesystem is made on first use.
-	Store *nodefs.Store
+	Store *store.Store
 	Log   *slog.Logger
 	Now   func() time.Time
 
@@ -60,7 +61,7 @@ type Node struct {
 	Validators []Validator
 
 	// held is the state lock while Hold holds it (state.go); holds counts nested Holds.
-	held  *nodefs.Lock
+	held  *store.Lock
 	holds int
 }
 
@@ -71,17 +72,17 @@ func (n *Node) Live() bool { return n.Root == "" || n.Root == "/" }
 // root ("" or "/": the live node) through fsys (nil: the real filesystem), with nodedns's state
 // directory, and restore allowed to change what cfg writes (Targets). A run shares one: edges.New
 // builds it and passes it to the node, the integrations, the probes and the metrics textfile.
-func NewStore(root string, fsys nodefs.FS, cfg config.Config) *nodefs.Store {
+func NewStore(root string, fsys nodefs.FS, cfg config.Config) *store.Store {
 	if root == "" {
 		root = "/"
 	}
 	if fsys == nil {
 		fsys = nodefs.OS()
 	}
-	return &nodefs.Store{Root: root, FS: fsys, StateDir: config.StateDir, Targets: Targets(cfg)}
+	return &store.Store{Root: root, FS: fsys, StateDir: config.StateDir, Targets: Targets(cfg)}
 }
 
-func (n *Node) store() *nodefs.Store {
+func (n *Node) store() *store.Store {
 	if n.Store == nil {
 		n.Store = NewStore(n.Root, nil, n.Config)
 	}
@@ -176,7 +177,7 @@ func (n *Node) validate(ctx context.Context, p *policy.Plan) {
 
 // Outcome is what Apply did.
 type Outcome struct {
-	Written []nodefs.WriteResult
+	Written []store.WriteResult
 	Removed []string
 	Done    []policy.Action
 	// Pending are actions not carried out: under --root none are, and the live D-Bus ones come with
@@ -245,12 +246,12 @@ actions:
 // RestoreContext calls every actor that is a Reverter: BeforeRestore before the files are put back
 // (its own records are among them), AfterRestore with what the files restore did.
 type Reverter interface {
-	BeforeRestore(ctx context.Context) ([]nodefs.RestoreResult, error)
-	AfterRestore(ctx context.Context, restored []nodefs.RestoreResult) ([]nodefs.RestoreResult, error)
+	BeforeRestore(ctx context.Context) ([]store.RestoreResult, error)
+	AfterRestore(ctx context.Context, restored []store.RestoreResult) ([]store.RestoreResult, error)
 }
 
 // Restore is RestoreContext without a deadline of its own (every D-Bus call still has one).
-func (n *Node) Restore() ([]nodefs.RestoreResult, error) {
+func (n *Node) Restore() ([]store.RestoreResult, error) {
 	return n.RestoreContext(context.Background())
 }
 
@@ -262,7 +263,7 @@ type RestoreOptions struct {
 }
 
 // RestoreContext is RestoreWith without options.
-func (n *Node) RestoreContext(ctx context.Context) ([]nodefs.RestoreResult, error) {
+func (n *Node) RestoreContext(ctx context.Context) ([]store.RestoreResult, error) {
 	return n.RestoreWith(ctx, RestoreOptions{})
 }
 
@@ -271,7 +272,7 @@ func (n *Node) RestoreContext(ctx context.Context) ([]nodefs.RestoreResult, erro
 // still points at it: removing it would stop kubelet from starting pods. Files that carry nodedns's
 // mark with no backup make it fail with a *LostBackupsError listing them, unless opts.Forget. A
 // failing step does not stop the others.
-func (n *Node) RestoreWith(ctx context.Context, opts RestoreOptions) ([]nodefs.RestoreResult, error) {
+func (n *Node) RestoreWith(ctx context.Context, opts RestoreOptions) ([]store.RestoreResult, error) {
 	release, err := n.Hold(0)
 	if err != nil {
 		return nil, err
@@ -285,7 +286,7 @@ func (n *Node) RestoreWith(ctx context.Context, opts RestoreOptions) ([]nodefs.R
 			}
 		}
 	}
-	var pre []nodefs.RestoreResult
+	var pre []store.RestoreResult
 	var errs []error
 	for _, r := range reverters {
 		res, err := r.BeforeRestore(ctx)
@@ -298,7 +299,7 @@ func (n *Node) RestoreWith(ctx context.Context, opts RestoreOptions) ([]nodefs.R
 	if err != nil {
 		errs = append(errs, err)
 	}
-	var post []nodefs.RestoreResult
+	var post []store.RestoreResult
 	for _, r := range reverters {
 		more, err := r.AfterRestore(ctx, res)
 		post = append(post, more...)
@@ -306,13 +307,13 @@ func (n *Node) RestoreWith(ctx context.Context, opts RestoreOptions) ([]nodefs.R
 			errs = append(errs, err)
 		}
 	}
-	for _, r := range append(append([]nodefs.RestoreResult{}, pre...), post...) {
+	for _, r := range append(append([]store.RestoreResult{}, pre...), post...) {
 		n.log().Info("restore", "path", r.Path, "action", r.Action, "reason", r.Reason)
 	}
 	return append(append(pre, res...), post...), errors.Join(errs...)
 }
 
-func (n *Node) restoreFiles(ctx context.Context, opts RestoreOptions) ([]nodefs.RestoreResult, error) {
+func (n *Node) restoreFiles(ctx context.Context, opts RestoreOptions) ([]store.RestoreResult, error) {
 	st := n.store()
 	keep := n.kubeletKeep(ctx)
 	res, err := st.Restore(keep)

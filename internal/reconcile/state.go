@@ -6,14 +6,15 @@ import (
 	"time"
 
 	"github.com/nodedns/nodedns/internal/config"
-	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/store"
 )
 
-// Targets is what restore may change on this node (nodefs.Store.Targets): what nodedns manages
-// whatever the config says (nodefs.DefaultTargets), and the files the config makes it write
+// Targets is what restore may change on this node (store.Store.Targets): what nodedns manages
+// whatever the config says (store.DefaultTargets), and the files the config makes it write
 // (kubelet.resolvConf, the metrics textfiles). Integrations that manage more add their paths here.
-func Targets(cfg config.Config) *nodefs.Targets {
-	t := nodefs.DefaultTargets(config.StateDir)
+func Targets(cfg config.Config) *store.Targets {
+	t := store.DefaultTargets(config.StateDir).Add(node.Writes()...).AddLinked(node.LinkedWrites()...)
 	for _, ps := range cfg.WrittenPaths() {
 		t.Add(ps...)
 	}
@@ -23,7 +24,7 @@ func Targets(cfg config.Config) *nodefs.Targets {
 // Hold takes nodedns's state lock for a whole change (docs/contract.md, invariant 4): apply, each
 // daemon pass, restore and `netplan pin` hold it from reading the node to the last rename, so two
 // commands never interleave (a restore between apply's backup and apply's write lost the original).
-// It waits at most wait (0: nodefs.DefaultLockWait), then fails naming the holder's PID. Once held,
+// It waits at most wait (0: store.DefaultLockWait), then fails naming the holder's PID. Once held,
 // the temp files and work directories dead nodedns processes left are removed; release removes this
 // run's work directories again and lets go. Hold nests: only the outermost release unlocks. One
 // goroutine drives a Node. (Temp files are swept only when the lock shows an earlier holder died

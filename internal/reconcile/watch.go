@@ -10,6 +10,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/store"
 )
 
 // watchSpec is one directory the daemon watches and the names in it that matter: a declared
@@ -25,7 +26,7 @@ type watchSpec struct {
 // (kindDir), so /run/systemd/resolve appearing when resolved starts is noticed.
 type watchSet map[string][]watchSpec
 
-func (n *Node) buildWatchSet(st *nodefs.Store, decl []nodefs.Watch) watchSet {
+func (n *Node) buildWatchSet(st *store.Store, decl []nodefs.Watch) watchSet {
 	ws := watchSet{}
 	for _, w := range decl {
 		dir, err := st.ResolveLink(w.Dir)

@@ -244,7 +244,7 @@ func scanProc(root string) (procScan, error) {
 // readBounded reads a /proc file: never a blocking open, at most limit bytes, the path resolved by
 // the kernel (it may run through a sandbox's /proc/PID/root).
 func readBounded(p string, limit int64) ([]byte, error) {
-	return nodefs.ReadKernel(p, nodefs.Kind{Name: "/proc file", Max: limit})
+	return nodefs.ReadKernel(p, nodefs.Proc.WithMax(limit))
 }
 
 // netnsEntry is one pod-like name under /run/netns.

@@ -178,7 +178,7 @@ func isNetplanDir(d string) bool { return slices.Contains(netplan.Dirs, d) }
 // temporary directory, mode 0600 so netplan's permission warnings do not drown its errors.
 func (r Runner) copyTree(root string, changes map[string][]byte) (string, error) {
 	// The creator's PID in the name: a later sweep removes the directory of a process that died
-	// in the middle (nodefs.Store.SweepWork).
+	// in the middle (store.Store.SweepWork).
 	tmp, err := os.MkdirTemp(r.TempDir, nodefs.WorkPattern("nodedns-netplan"))
 	if err != nil {
 		return "", fmt.Errorf("netplan copy: %w", err)

@@ -1,4 +1,4 @@
-package nodefs
+package store
 
 import (
 	"errors"
@@ -9,24 +9,6 @@ import (
 	"strings"
 	"syscall"
 )
-
-// ManagedPaths are the node paths nodedns writes whatever its config says (docs/contract.md, "What
-// nodedns manages" and "Where things live"), as path.Match patterns. The kubelet resolv.conf and
-// the metrics textfiles come from the config and are added by the caller (reconcile); the state
-// directory's own files are added by DefaultTargets.
-var ManagedPaths = []string{
-	"/etc/resolv.conf",
-	"/etc/systemd/resolved.conf.d/zz-nodedns.conf",
-	"/etc/netplan/90-nodedns.yaml",
-	"/etc/systemd/network/*.network.d/nodedns.conf",
-	"/etc/dhcp/dhclient-enter-hooks.d/nodedns",
-	"/etc/NetworkManager/conf.d/zz-nodedns.conf",
-	"/var/lib/NetworkManager/NetworkManager-intern.conf",
-}
-
-// LinkedPaths are managed paths that may be symlinks whose target nodedns edits instead (a
-// symlinked /etc/resolv.conf stays a symlink: docs/contract.md, invariant 3).
-var LinkedPaths = []string{"/etc/resolv.conf"}
 
 // Targets is the allow-list of node paths restore may change: a manifest names paths, and however
 // it came to name one (a bug, a planted entry), restore puts back only the files nodedns manages.
@@ -42,15 +24,13 @@ func NewTargets(patterns ...string) *Targets {
 	return t.Add(patterns...)
 }
 
-// DefaultTargets is what nodedns manages whatever the config says: ManagedPaths, the final target
-// of a symlinked /etc/resolv.conf, and the files directly in stateDir (the kubelet resolv.conf at
-// its default place, writers.json, state.json, resolved-links.json). The backup and temp
-// directories inside stateDir are never targets (see Store.Restore).
+// DefaultTargets is what a store may restore whatever the config says: the files directly in
+// stateDir (the kubelet resolv.conf at its default place, writers.json, state.json,
+// resolved-links.json). The caller adds what the mechanisms declare they write (node.Writes, with
+// node.LinkedWrites through AddLinked) and the config's files. The backup and temp directories
+// inside stateDir are never targets (see Store.Restore).
 func DefaultTargets(stateDir string) *Targets {
-	t := NewTargets(ManagedPaths...)
-	t.Add(path.Join(path.Clean(stateDir), "*"))
-	t.AddLinked(LinkedPaths...)
-	return t
+	return NewTargets(path.Join(path.Clean(stateDir), "*"))
 }
 
 // Add allows more patterns (a config's kubelet.resolvConf, metrics textfiles) and returns t.

@@ -1,4 +1,4 @@
-package nodefs
+package store
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 // TestWriteFaults injects the failures a node really shows: rename onto a bind-mounted
@@ -147,7 +148,7 @@ func TestWriteFaults(t *testing.T) {
 			before := stateOf(t, s, final)
 			ino := inode(t, s, final)
 			calls := map[string]int{}
-			s.FS = faultFS{FS: OS(), fail: func(op, name string) syscall.Errno {
+			s.FS = faultFS{FS: nodefs.OS(), fail: func(op, name string) syscall.Errno {
 				return tt.fail(op, strings.TrimPrefix(name, s.Root), calls)
 			}}
 
@@ -219,13 +220,13 @@ func isTempOf(name, node string) bool {
 	return path.Dir(name) == path.Dir(node) && strings.HasPrefix(path.Base(name), "."+path.Base(node)+".nodedns-")
 }
 
-func removeNode(s *Store, node string) error { return OS().Remove(s.host(node)) }
+func removeNode(s *Store, node string) error { return nodefs.OS().Remove(s.host(node)) }
 
 // TestWriteNewFileEBUSY: a file that does not exist cannot be a bind mount; EBUSY is then a plain
 // error, not a reason to write in place.
 func TestWriteNewFileEBUSY(t *testing.T) {
 	s := newStore(t)
-	s.FS = faultFS{FS: OS(), fail: func(op, name string) syscall.Errno {
+	s.FS = faultFS{FS: nodefs.OS(), fail: func(op, name string) syscall.Errno {
 		if op == "rename" && name == s.host("/etc/netplan/90-nodedns.yaml") {
 			return syscall.EBUSY
 		}
@@ -249,11 +250,11 @@ func TestRestoreInPlace(t *testing.T) {
 	if _, err := s.Write("/etc/resolv.conf", []byte("nameserver 10.0.0.2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := OS().Chmod(s.host("/etc/resolv.conf"), 0o600); err != nil {
+	if err := nodefs.OS().Chmod(s.host("/etc/resolv.conf"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ino := inode(t, s, "/etc/resolv.conf")
-	s.FS = faultFS{FS: OS(), fail: func(op, name string) syscall.Errno {
+	s.FS = faultFS{FS: nodefs.OS(), fail: func(op, name string) syscall.Errno {
 		if op == "rename" && name == s.host("/etc/resolv.conf") {
 			return syscall.EBUSY
 		}

@@ -1,4 +1,4 @@
-package nodefs
+package store
 
 import (
 	"bufio"
@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/store/manifest"
 )
 
 // hostile builds a node whose state another user could have written, or that points out of the
@@ -138,7 +141,7 @@ func mkdirMode(t *testing.T, s *Store, node string, mode fs.FileMode) {
 func plant(t *testing.T, s *Store, entries []Entry, copies ...string) {
 	t.Helper()
 	mkdirMode(t, s, "/var/lib/nodedns/backup", 0o700)
-	data, err := MarshalManifest(entries)
+	data, err := manifest.Marshal(entries)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +203,7 @@ func TestRestoreRefusesPlantedEntries(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &Store{Root: t.TempDir(), now: func() time.Time { return testTime }} // DefaultTargets
+			s := &Store{Root: t.TempDir(), now: func() time.Time { return testTime }, Targets: nodeTargets()}
 			mkfile(t, s, "/etc/resolv.conf", "nameserver 10.0.0.2\n", 0o644)
 			mkfile(t, s, "/etc/passwd", "root:x:0:0::/root:/bin/sh\n", 0o644)
 			mkdirMode(t, s, "/etc/dhcp/dhclient-enter-hooks.d", 0o755)
@@ -251,7 +254,7 @@ func setuidFiles(t *testing.T, root string) []string {
 // TestRestoreFollowsTheLinkedTarget: the final target of a symlinked /etc/resolv.conf is a target,
 // where the link points now and where it pointed when it was backed up.
 func TestRestoreFollowsTheLinkedTarget(t *testing.T) {
-	s := &Store{Root: t.TempDir(), now: func() time.Time { return testTime }}
+	s := &Store{Root: t.TempDir(), now: func() time.Time { return testTime }, Targets: nodeTargets()}
 	mkfile(t, s, "/etc/resolvconf/run/resolv.conf", "nameserver 169.254.25.10\n", 0o644)
 	mklink(t, s, "/etc/resolv.conf", "resolvconf/run/resolv.conf")
 	if _, err := s.Write("/etc/resolv.conf", []byte("nameserver 10.0.0.2\n"), 0o644); err != nil {
@@ -308,7 +311,7 @@ func TestRestoreKeepsANonEmptyCreatedDirectory(t *testing.T) {
 func TestErrorsNameNodePaths(t *testing.T) {
 	s := newStore(t)
 	mkdirMode(t, s, "/etc", 0o755)
-	s.FS = faultFS{FS: OS(), fail: func(op, name string) syscall.Errno {
+	s.FS = faultFS{FS: nodefs.OS(), fail: func(op, name string) syscall.Errno {
 		if op == "createtemp" && strings.HasSuffix(name, "/etc") {
 			return syscall.EACCES
 		}
@@ -330,13 +333,13 @@ func TestReadState(t *testing.T) {
 	s := newStore(t)
 	const p = "/var/lib/nodedns/resolved-links.json"
 	mkfile(t, s, p, "{}\n", 0o600)
-	if got, err := s.ReadState(p, State); err != nil || string(got) != "{}\n" {
+	if got, err := s.ReadState(p, nodefs.State); err != nil || string(got) != "{}\n" {
 		t.Fatalf("ReadState = %q, %v", got, err)
 	}
 	if err := os.Chmod(s.host(p), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ReadState(p, State); err == nil || !strings.Contains(err.Error(), "writable by others") {
+	if _, err := s.ReadState(p, nodefs.State); err == nil || !strings.Contains(err.Error(), "writable by others") {
 		t.Errorf("ReadState of a world-writable file = %v", err)
 	}
 	if err := os.Remove(s.host(p)); err != nil {
@@ -344,49 +347,14 @@ func TestReadState(t *testing.T) {
 	}
 	mkfile(t, s, "/srv/links.json", "{}\n", 0o600)
 	mklink(t, s, p, "/srv/links.json")
-	if _, err := s.ReadState(p, State); err == nil || !strings.Contains(err.Error(), "is a symlink") {
+	if _, err := s.ReadState(p, nodefs.State); err == nil || !strings.Contains(err.Error(), "is a symlink") {
 		t.Errorf("ReadState of a symlink = %v", err)
 	}
-	if _, err := s.ReadState("/etc/passwd", State); err == nil {
+	if _, err := s.ReadState("/etc/passwd", nodefs.State); err == nil {
 		t.Error("ReadState read a file outside the state directory")
 	}
-	if _, err := s.ReadState("/var/lib/nodedns/missing.json", State); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := s.ReadState("/var/lib/nodedns/missing.json", nodefs.State); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("ReadState of a missing file = %v, want ErrNotExist", err)
-	}
-}
-
-func TestCheckConfigFile(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(p, []byte("upstreams: []\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	stat := func() fs.FileInfo {
-		fi, err := os.Stat(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fi
-	}
-	if err := CheckConfigFile(p, stat()); err != nil {
-		t.Errorf("a 0644 file of the running user: %v", err)
-	}
-	if err := os.Chmod(p, 0o666); err != nil {
-		t.Fatal(err)
-	}
-	if err := CheckConfigFile(p, stat()); err == nil || !strings.Contains(err.Error(), "writable by others (mode -rw-rw-rw- (0666)") {
-		t.Errorf("a world-writable config: %v", err)
-	}
-	if os.Geteuid() == 0 {
-		if err := os.Chmod(p, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(p, 65534, 65534); err != nil {
-			t.Fatal(err)
-		}
-		if err := CheckConfigFile(p, stat()); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
-			t.Errorf("a config owned by nobody: %v", err)
-		}
 	}
 }
 
@@ -525,7 +493,7 @@ func TestLockHolderProcess(t *testing.T) {
 }
 
 func TestSweep(t *testing.T) {
-	s := &Store{Root: t.TempDir(), now: func() time.Time { return testTime }}
+	s := &Store{Root: t.TempDir(), now: func() time.Time { return testTime }, Targets: nodeTargets()}
 	mkfile(t, s, "/etc/resolv.conf", "nameserver 10.0.0.2\n", 0o644)
 	old := time.Now().Add(-time.Hour)
 	stale := []string{
@@ -602,4 +570,10 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// nodeTargets is what reconcile.Targets allows without a config: the state directory and what the
+// mechanisms declare they write.
+func nodeTargets() *Targets {
+	return DefaultTargets(DefaultStateDir).Add(node.Writes()...).AddLinked(node.LinkedWrites()...)
 }

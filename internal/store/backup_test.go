@@ -1,4 +1,4 @@
-package nodefs
+package store
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 func TestBackupOnce(t *testing.T) {
@@ -331,7 +332,7 @@ func TestRestorePartialFailure(t *testing.T) {
 		}
 	}
 	netplan := s.host("/etc/netplan/50-cloud-init.yaml")
-	s.FS = faultFS{FS: OS(), fail: func(op, name string) syscall.Errno {
+	s.FS = faultFS{FS: nodefs.OS(), fail: func(op, name string) syscall.Errno {
 		if op == "rename" && name == netplan {
 			return syscall.EROFS
 		}

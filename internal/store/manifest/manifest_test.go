@@ -1,6 +1,8 @@
-package nodefs
+package manifest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"path"
@@ -11,7 +13,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestParseManifest(t *testing.T) {
+var testTime = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func sum(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+func TestParse(t *testing.T) {
 	valid := `{
   "version": 1,
   "entries": [
@@ -65,26 +74,26 @@ func TestParseManifest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseManifest("m.json", []byte(tt.in))
+			got, err := Parse("m.json", []byte(tt.in))
 			if tt.wantErr != "" {
 				if err == nil || err.Error() != tt.wantErr {
-					t.Fatalf("ParseManifest error =\n%v\nwant\n%s", err, tt.wantErr)
+					t.Fatalf("Parse error =\n%v\nwant\n%s", err, tt.wantErr)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("ParseManifest: %v", err)
+				t.Fatalf("Parse: %v", err)
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("ParseManifest (-want +got):\n%s", diff)
+				t.Errorf("Parse (-want +got):\n%s", diff)
 			}
-			data, err := MarshalManifest(got)
+			data, err := Marshal(got)
 			if err != nil {
-				t.Fatalf("MarshalManifest: %v", err)
+				t.Fatalf("Marshal: %v", err)
 			}
-			again, err := ParseManifest("m.json", data)
+			again, err := Parse("m.json", data)
 			if err != nil {
-				t.Fatalf("ParseManifest(MarshalManifest(...)): %v", err)
+				t.Fatalf("Parse(Marshal(...)): %v", err)
 			}
 			if diff := cmp.Diff(got, again); diff != "" {
 				t.Errorf("round trip (-first +second):\n%s", diff)
@@ -99,7 +108,7 @@ func FuzzParseManifest(f *testing.F) {
 	f.Add([]byte(`{"version": 1, "entries": [{"path": "/a", "kind": "absent"}]}`))
 	f.Add([]byte("{\n\"version\": 1,\n\"entries\": [\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		entries, err := ParseManifest("m.json", data)
+		entries, err := Parse("m.json", data)
 		if err != nil {
 			if strings.HasSuffix(err.Error(), ".") || strings.Contains(err.Error(), "\n") {
 				t.Errorf("error %q breaks the error style", err)
@@ -114,11 +123,11 @@ func FuzzParseManifest(f *testing.F) {
 				t.Errorf("accepted copy name %q", e.SHA256)
 			}
 		}
-		out, err := MarshalManifest(entries)
+		out, err := Marshal(entries)
 		if err != nil {
-			t.Fatalf("MarshalManifest of a parsed manifest: %v", err)
+			t.Fatalf("Marshal of a parsed manifest: %v", err)
 		}
-		again, err := ParseManifest("m.json", out)
+		again, err := Parse("m.json", out)
 		if err != nil {
 			t.Fatalf("re-parse of a marshalled valid manifest: %v", err)
 		}
@@ -128,89 +137,8 @@ func FuzzParseManifest(f *testing.F) {
 	})
 }
 
-// memFS is a read-only in-memory tree for fuzzing ResolveLink: links maps a host path to a
-// symlink target, dirs and files name what exists.
-type memFS struct {
-	FS
-	links map[string]string
-	dirs  map[string]bool
-	files map[string]bool
-}
-
-type memInfo struct {
-	name string
-	mode fs.FileMode
-}
-
-func (i memInfo) Name() string       { return i.name }
-func (i memInfo) Size() int64        { return 0 }
-func (i memInfo) Mode() fs.FileMode  { return i.mode }
-func (i memInfo) ModTime() time.Time { return time.Time{} }
-func (i memInfo) IsDir() bool        { return i.mode.IsDir() }
-func (i memInfo) Sys() any           { return nil }
-
-func (m memFS) Lstat(name string) (fs.FileInfo, error) {
-	switch {
-	case name == "/" || m.dirs[name]:
-		return memInfo{path.Base(name), fs.ModeDir | 0o755}, nil
-	case m.files[name]:
-		return memInfo{path.Base(name), 0o644}, nil
-	}
-	if _, ok := m.links[name]; ok {
-		return memInfo{path.Base(name), fs.ModeSymlink | 0o777}, nil
-	}
-	return nil, &fs.PathError{Op: "lstat", Path: name, Err: fs.ErrNotExist}
-}
-
-func (m memFS) Readlink(name string) (string, error) {
-	if t, ok := m.links[name]; ok {
-		return t, nil
-	}
-	return "", &fs.PathError{Op: "readlink", Path: name, Err: fs.ErrInvalid}
-}
-
-// FuzzResolveLink builds a tree of up to four symlinks with fuzzed targets and resolves a fuzzed
-// path: the walk must terminate, never panic, and always return a clean node path (inside root).
-func FuzzResolveLink(f *testing.F) {
-	f.Add("/etc/resolv.conf", "../run/x", "/run/x", "/etc/resolv.conf", "")
-	f.Add("/etc/resolv.conf", "/a", "b", "../../../../c", "/d/../../e")
-	f.Add("/a/b/c", "/", "..", ".", "")
-	f.Add("/../../x/./y", "x", "/a/../x", "/etc/resolv.conf/x", "//")
-	f.Fuzz(func(t *testing.T, p, t1, t2, t3, t4 string) {
-		const root = "/fuzzroot"
-		m := memFS{
-			links: map[string]string{},
-			dirs:  map[string]bool{root + "/etc": true, root + "/run": true, root + "/a": true},
-			files: map[string]bool{root + "/run/x": true},
-		}
-		for i, target := range []string{t1, t2, t3, t4} {
-			link := []string{"/etc/resolv.conf", "/run/x2", "/a/b", "/d"}[i]
-			m.links[root+link] = target
-		}
-		s := &Store{Root: root, FS: m}
-		got, err := s.ResolveLink(p)
-		if err != nil {
-			if !strings.HasPrefix(err.Error(), "resolve ") {
-				t.Errorf("error %q does not name the operation", err)
-			}
-			return
-		}
-		if !path.IsAbs(got) || path.Clean(got) != got {
-			t.Fatalf("ResolveLink(%q) = %q: not a clean node path", p, got)
-		}
-		if h := s.host(got); h != root && !strings.HasPrefix(h, root+"/") {
-			t.Fatalf("ResolveLink(%q) = %q: host path %q is outside the root", p, got, h)
-		}
-		// The result is a fixed point: resolving it again gives itself (it holds no symlink).
-		again, err := s.ResolveLink(got)
-		if err != nil || again != got {
-			t.Errorf("ResolveLink(%q) = %q, %v; want itself", got, again, err)
-		}
-	})
-}
-
-func ExampleParseManifest() {
-	entries, err := ParseManifest("/var/lib/nodedns/backup/manifest.json", []byte(`{"version": 1, "entries": [
+func ExampleParse() {
+	entries, err := Parse("/var/lib/nodedns/backup/manifest.json", []byte(`{"version": 1, "entries": [
   {"path": "/etc/resolv.conf", "kind": "symlink", "uid": 0, "gid": 0, "target": "../run/systemd/resolve/stub-resolv.conf", "time": "2025-03-01T12:00:00Z"}]}`))
 	if err != nil {
 		fmt.Println(err)

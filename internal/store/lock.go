@@ -1,4 +1,4 @@
-package nodefs
+package store
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 // The state lock (docs/contract.md, invariant 4): one exclusive lock over nodedns's state, held by
@@ -27,25 +29,7 @@ const DefaultLockWait = 60 * time.Second
 const LockName = ".lock"
 
 // LockedError is the state lock still held by another process after the wait.
-type LockedError struct {
-	// Path is the lock file (a node path once it leaves the Store).
-	Path string
-	// PID is the holder's process id as it wrote it into the lock file; 0 when unknown.
-	PID int
-	// Waited is how long this process waited.
-	Waited time.Duration
-}
-
-func (e *LockedError) Error() string {
-	holder := "another process"
-	switch {
-	case e.PID == os.Getpid():
-		holder = fmt.Sprintf("this nodedns process (pid %d)", e.PID)
-	case e.PID > 0:
-		holder = fmt.Sprintf("nodedns process %d", e.PID)
-	}
-	return fmt.Sprintf("nodedns's state lock %s is held by %s: gave up after %s (another apply, restore, netplan pin or the daemon is changing the node; try again when it is done)", e.Path, holder, e.Waited)
-}
+type LockedError = nodefs.LockedError
 
 // Lock is the state lock held for a whole change. Every Store of this process on the same root and
 // state directory works under it while it is held (their own short locks do not wait for it).
@@ -240,4 +224,4 @@ func (s *Store) TempDir() (string, error) {
 }
 
 // TempDirName is the name of nodedns's work directory inside StateDir.
-const TempDirName = "tmp"
+const TempDirName = nodefs.TempDirName

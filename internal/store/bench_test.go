@@ -1,4 +1,4 @@
-package nodefs
+package store
 
 import (
 	"bytes"

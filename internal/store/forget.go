@@ -1,10 +1,12 @@
-package nodefs
+package store
 
 import (
 	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
+
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 // Forget changes a file nodedns manages without backing it up, for `nodedns restore --forget`: the
@@ -13,7 +15,7 @@ import (
 // its permission bits and owner. Only a path restore may change (Store.Targets) is accepted, under
 // the state lock like every other change.
 func (s *Store) Forget(p string, data []byte) error {
-	p, err := nodePath(p)
+	p, err := nodefs.NodePath(p)
 	if err != nil {
 		return fmt.Errorf("forget %s: %w", p, err)
 	}
@@ -33,7 +35,7 @@ func (s *Store) Forget(p string, data []byte) error {
 		return nil
 	}
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("forget %s: not a regular file but a %s", p, fileType(fi.Mode()))
+		return fmt.Errorf("forget %s: not a regular file but a %s", p, nodefs.FileType(fi.Mode()))
 	}
 	fsys := s.fsys()
 	if data == nil {
@@ -42,7 +44,7 @@ func (s *Store) Forget(p string, data []byte) error {
 		}
 		return s.nodeErr(syncDir(fsys, filepath.Dir(hp)))
 	}
-	uid, gid := owner(fi)
+	uid, gid := nodefs.Owner(fi)
 	if err := s.replace(hp, data, fi.Mode().Perm(), uid, gid); err != nil {
 		return fmt.Errorf("forget %s: %w", p, s.nodeErr(err))
 	}

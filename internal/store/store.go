@@ -1,4 +1,12 @@
-package nodefs
+// Package store is the only code that changes a node's files. It writes atomically (temp file in
+// the same directory, fsync, rename, fsync the directory), never replaces a symlink with a file,
+// falls back to an in-place rewrite where rename cannot work (a bind-mounted /etc/resolv.conf), backs
+// every path up once before its first change, and restores exactly what it backed up (docs/contract.md,
+// invariants 3, 4 and 5). Reading is internal/nodefs's; a *Store is a nodefs.Reader too.
+//
+// Every path given to a Store is a node path ("/etc/resolv.conf") resolved under Store.Root, the way
+// `netplan --root-dir` does, so tests and `nodedns --root DIR` work on a fake node.
+package store
 
 import (
 	"bytes"
@@ -8,17 +16,14 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 // DefaultStateDir is the node path of nodedns's state directory (docs/contract.md, "Where things live").
-const DefaultStateDir = "/var/lib/nodedns"
-
-// MaxSymlinks is how many symlinks ResolveLink follows before giving up: Linux's MAXSYMLINKS
-// (include/linux/namei.h, 40 since 4.2), the limit the kernel applies to the same walk.
-const MaxSymlinks = 40
+const DefaultStateDir = nodefs.DefaultStateDir
 
 // maxBackupSize bounds the bytes kept for one backed-up file. The files nodedns manages are a few
 // KiB; anything near this is not a resolver config and is refused rather than copied.
@@ -27,8 +32,8 @@ const maxBackupSize = 16 << 20
 // backupKind bounds a file nodedns backs up, rewrites in place or restores; manifestKind its
 // manifest (a JSON list of a few entries per managed file).
 var (
-	backupKind   = Kind{Name: "managed file", Max: maxBackupSize}
-	manifestKind = Kind{Name: "backup manifest", Max: 1 << 20}
+	backupKind   = nodefs.Kind{Name: "managed file", Max: maxBackupSize}
+	manifestKind = nodefs.Kind{Name: "backup manifest", Max: 1 << 20}
 )
 
 // keepModeBits are the mode bits a backup records: permissions plus setuid, setgid and sticky (what
@@ -45,8 +50,8 @@ const specialBits = fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
 type Store struct {
 	// Root is the host directory the node's "/" is at; "" or "/" means the real system.
 	Root string
-	// FS is the filesystem; nil means OS().
-	FS FS
+	// FS is the filesystem; nil means nodefs.OS().
+	FS nodefs.FS
 	// StateDir is a node path, default DefaultStateDir; backups live in StateDir/backup.
 	StateDir string
 	// Targets are the paths Restore may change; nil means DefaultTargets(StateDir).
@@ -70,12 +75,47 @@ type WriteResult struct {
 	Unchanged bool
 }
 
-func (s *Store) fsys() FS {
+func (s *Store) fsys() nodefs.FS {
 	if s.FS == nil {
-		return OS()
+		return nodefs.OS()
 	}
 	return s.FS
 }
+
+// tree is the read side of the same node.
+func (s *Store) tree() *nodefs.Tree { return &nodefs.Tree{Root: s.Root, FS: s.fsys()} }
+
+func (s *Store) host(node string) string { return s.tree().Host(node) }
+
+func (s *Store) resolve(p string, followLast bool) (string, error) {
+	return s.tree().Resolve(p, followLast)
+}
+
+func (s *Store) lstatNode(p string) (node, hostPath string, fi fs.FileInfo, err error) {
+	return s.tree().LstatNode(p)
+}
+
+func (s *Store) readHost(hp string, k nodefs.Kind) ([]byte, error) { return s.tree().ReadHost(hp, k) }
+
+func (s *Store) nodeErr(err error) error { return s.tree().NodeErr(err) }
+
+// ReadFile implements nodefs.Reader.
+func (s *Store) ReadFile(p string, k nodefs.Kind) ([]byte, error) { return s.tree().ReadFile(p, k) }
+
+// ReadDir implements nodefs.Reader.
+func (s *Store) ReadDir(p string) ([]fs.DirEntry, error) { return s.tree().ReadDir(p) }
+
+// Stat implements nodefs.Reader.
+func (s *Store) Stat(p string) (fs.FileInfo, error) { return s.tree().Stat(p) }
+
+// Lstat implements nodefs.Reader.
+func (s *Store) Lstat(p string) (fs.FileInfo, error) { return s.tree().Lstat(p) }
+
+// Readlink implements nodefs.Reader.
+func (s *Store) Readlink(p string) (string, error) { return s.tree().Readlink(p) }
+
+// ResolveLink implements nodefs.Reader.
+func (s *Store) ResolveLink(p string) (string, error) { return s.tree().ResolveLink(p) }
 
 func (s *Store) stateDir() string {
 	if s.StateDir == "" {
@@ -89,134 +129,6 @@ func (s *Store) clock() time.Time {
 		return s.now()
 	}
 	return time.Now()
-}
-
-// host turns a clean node path into the host path under Root.
-func (s *Store) host(node string) string {
-	if s.Root == "" {
-		return filepath.FromSlash(node)
-	}
-	return filepath.Join(s.Root, filepath.FromSlash(node))
-}
-
-// nodePath validates and cleans a node path given to a Store method. Cleaning is lexical, as
-// filepath.Join does with a --root: ".." in a given path never follows a symlink back up (".." in a
-// symlink's target is physical, see resolve). On error it returns p unchanged, for the message.
-func nodePath(p string) (string, error) {
-	if !strings.HasPrefix(p, "/") {
-		return p, fmt.Errorf("node path %q is not absolute", p)
-	}
-	if strings.IndexByte(p, 0) >= 0 {
-		return p, fmt.Errorf("node path %q contains a NUL byte", p)
-	}
-	return path.Clean(p), nil
-}
-
-// ResolveLink follows a symlink chain at a node path INSIDE Root (absolute targets are taken relative
-// to Root, relative ones to the link's directory; at most MaxSymlinks hops; a loop is an error) and
-// returns the final node path. A non-symlink returns itself.
-//
-// Every component is resolved, not only the last one: Debian's /var/run -> /run is absolute, and
-// letting the kernel follow it would leave Root. ".." never climbs above Root, as in a chroot.
-// Components that do not exist are kept as they are, so a dangling link resolves to the path its
-// target would have (where open(2) with O_CREAT would create it).
-func (s *Store) ResolveLink(p string) (string, error) {
-	p, err := nodePath(p)
-	if err != nil {
-		return "", fmt.Errorf("resolve %s: %w", p, err)
-	}
-	return s.resolve(p, true)
-}
-
-// resolve walks a clean node path component by component inside Root; with followLast false the
-// final component is not followed (lstat semantics, for the parent of a path).
-func (s *Store) resolve(p string, followLast bool) (string, error) {
-	fsys := s.fsys()
-	rest := strings.Split(p, "/")
-	resolved := "/"
-	hops := 0
-	for len(rest) > 0 {
-		c := rest[0]
-		rest = rest[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			// resolved never contains a symlink, so going up lexically is going up physically.
-			resolved = path.Dir(resolved)
-			continue
-		}
-		next := path.Join(resolved, c)
-		if len(rest) == 0 && !followLast {
-			resolved = next
-			break
-		}
-		fi, err := fsys.Lstat(s.host(next))
-		if errors.Is(err, fs.ErrNotExist) {
-			resolved = next
-			continue
-		}
-		if err != nil {
-			return "", fmt.Errorf("resolve %s: %w", p, err)
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			if len(rest) > 0 && !fi.IsDir() && hasComponent(rest) {
-				return "", &notDir{fmt.Sprintf("resolve %s: %s is not a directory", p, next)}
-			}
-			resolved = next
-			continue
-		}
-		hops++
-		if hops > MaxSymlinks {
-			return "", fmt.Errorf("resolve %s: more than %d symlinks (a symlink loop?): %w", p, MaxSymlinks, syscall.ELOOP)
-		}
-		target, err := fsys.Readlink(s.host(next))
-		if err != nil {
-			return "", fmt.Errorf("resolve %s: %w", p, err)
-		}
-		if target == "" {
-			// Linux refuses to follow an empty symlink (ENOENT); so do we, rather than guess.
-			return "", fmt.Errorf("resolve %s: symlink %s has an empty target", p, next)
-		}
-		if strings.IndexByte(target, 0) >= 0 {
-			return "", fmt.Errorf("resolve %s: symlink %s has a NUL byte in its target", p, next)
-		}
-		if strings.HasPrefix(target, "/") {
-			resolved = "/"
-		}
-		rest = append(strings.Split(target, "/"), rest...)
-	}
-	return resolved, nil
-}
-
-// hasComponent reports whether the rest of a path names anything below the current component
-// ("file/" and "file/." still name the file itself to this walk).
-func hasComponent(rest []string) bool {
-	for _, c := range rest {
-		if c != "" && c != "." {
-			return true
-		}
-	}
-	return false
-}
-
-// lstatNode resolves the directory part of a node path inside Root and lstats the last component.
-// It returns the node path with a symlink-free parent, its host path and its info (nil when absent).
-func (s *Store) lstatNode(p string) (node, hostPath string, fi fs.FileInfo, err error) {
-	dir, err := s.resolve(path.Dir(p), true)
-	if err != nil {
-		return "", "", nil, err
-	}
-	node = path.Join(dir, path.Base(p))
-	hostPath = s.host(node)
-	fi, err = s.fsys().Lstat(hostPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		return node, hostPath, nil, nil
-	}
-	if err != nil {
-		return "", "", nil, err
-	}
-	return node, hostPath, fi, nil
 }
 
 // Write replaces the content of the file at a node path atomically: temp file in the same directory,
@@ -234,7 +146,7 @@ func (s *Store) lstatNode(p string) (node, hostPath string, fi fs.FileInfo, err 
 // the new content is already in place. Empty data is an error: readers must never see an empty file
 // (glibc and musl then fall back to a nameserver on 127.0.0.1).
 func (s *Store) Write(p string, data []byte, mode fs.FileMode) (WriteResult, error) {
-	p, err := nodePath(p)
+	p, err := nodefs.NodePath(p)
 	if err != nil {
 		return WriteResult{}, fmt.Errorf("write %s: %w", p, err)
 	}
@@ -262,16 +174,16 @@ func (s *Store) Write(p string, data []byte, mode fs.FileMode) (WriteResult, err
 	switch {
 	case err == nil:
 		if !fi.Mode().IsRegular() {
-			return WriteResult{}, fmt.Errorf("write %s: not a regular file but a %s", name, fileType(fi.Mode()))
+			return WriteResult{}, fmt.Errorf("write %s: not a regular file but a %s", name, nodefs.FileType(fi.Mode()))
 		}
 		if fi.Size() == int64(len(data)) {
-			if cur, err := s.readHost(hp, Kind{Name: "managed file", Max: int64(len(data))}); err == nil && bytes.Equal(cur, data) {
+			if cur, err := s.readHost(hp, backupKind.WithMax(int64(len(data)))); err == nil && bytes.Equal(cur, data) {
 				res.Unchanged = true
 				return res, nil
 			}
 		}
 		mode = fi.Mode().Perm()
-		uid, gid = owner(fi)
+		uid, gid = nodefs.Owner(fi)
 	case errors.Is(err, fs.ErrNotExist):
 		res.Created = true
 		if mode == 0 {
@@ -318,7 +230,7 @@ func (s *Store) Write(p string, data []byte, mode fs.FileMode) (WriteResult, err
 // Remove deletes a file nodedns created (backing up first like Write). A symlink at path is removed
 // itself, not its target. Missing is fine; a directory is refused.
 func (s *Store) Remove(p string) error {
-	p, err := nodePath(p)
+	p, err := nodefs.NodePath(p)
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", p, err)
 	}
@@ -403,7 +315,7 @@ func (s *Store) replace(hostPath string, data []byte, mode fs.FileMode, uid, gid
 		if err != nil {
 			return err
 		}
-		if tu, tg := owner(fi); tu != uid || tg != gid {
+		if tu, tg := nodefs.Owner(fi); tu != uid || tg != gid {
 			if err := fsys.Lchown(tmp, uid, gid); err != nil {
 				return err
 			}
@@ -451,7 +363,7 @@ func (s *Store) writeInPlace(hostPath string, data []byte) error {
 	return f.Close()
 }
 
-func overwrite(f File, data []byte) error {
+func overwrite(f nodefs.File, data []byte) error {
 	if _, err := f.WriteAt(data, 0); err != nil {
 		return err
 	}
@@ -463,41 +375,10 @@ func overwrite(f File, data []byte) error {
 
 // syncDir fsyncs a directory so a rename or removal in it is durable. Filesystems that cannot fsync
 // a directory (EINVAL, ENOTSUP: some FUSE and network filesystems) are accepted as they are.
-func syncDir(fsys FS, dir string) error {
+func syncDir(fsys nodefs.FS, dir string) error {
 	err := fsys.SyncDir(dir)
 	if err == nil || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) {
 		return nil
 	}
 	return fmt.Errorf("sync directory: %w", err)
 }
-
-// owner returns the uid and gid in fi, or -1, -1 when the FS does not report them.
-func owner(fi fs.FileInfo) (uid, gid int) {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st != nil {
-		return int(st.Uid), int(st.Gid)
-	}
-	return -1, -1
-}
-
-// HostPath returns where a node path lives on this machine: under root, with every symlink on the way
-// followed inside root (ResolveLink), so a reader under --root never escapes to the host through an
-// absolute link such as /etc/resolv.conf -> /run/systemd/resolve/stub-resolv.conf. Readers that only
-// read use it; on a resolution error (a symlink loop) it returns the plain join, and opening that
-// reports the problem.
-func HostPath(root, nodePath string) string {
-	nodePath = path.Clean("/" + nodePath)
-	if root == "" || root == "/" {
-		return nodePath
-	}
-	s := &Store{Root: root, FS: OS()}
-	if resolved, err := s.ResolveLink(nodePath); err == nil {
-		nodePath = resolved
-	}
-	return s.host(nodePath)
-}
-
-// notDir is a path component that is not a directory; it matches syscall.ENOTDIR.
-type notDir struct{ msg string }
-
-func (e *notDir) Error() string        { return e.msg }
-func (e *notDir) Is(target error) bool { return target == syscall.ENOTDIR }

@@ -1,4 +1,4 @@
-package nodefs
+package store
 
 import (
 	"errors"
@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 // No leftovers (docs/contract.md, "Where things live"): a nodedns killed in the middle of a write
@@ -19,22 +21,11 @@ import (
 // directory. Both carry one recognisable name, and the next holder of the state lock removes the
 // ones their dead owner left.
 
-// tempRE matches nodedns's temp files: ".NAME.nodedns-DIGITS.tmp", where NAME is the file being
-// replaced (os.CreateTemp puts a random number for the star of ".NAME.nodedns-*.tmp").
-var tempRE = regexp.MustCompile(`^\.(.+)\.nodedns-[0-9]+\.tmp$`)
-
 // IsTemp reports whether a file name is one of nodedns's temp files.
-func IsTemp(name string) bool { return tempRE.MatchString(name) }
+func IsTemp(name string) bool { return nodefs.IsTemp(name) }
 
 // workRE matches a work directory in StateDir/tmp: "NAME-PID-RANDOM", as WorkPattern makes them.
 var workRE = regexp.MustCompile(`^.+-([0-9]+)-[^-]*$`)
-
-// WorkPattern is the os.MkdirTemp pattern of a work directory in TempDir for a helper named name
-// ("nodedns-netplan"): the creator's PID is in the name, so a later sweep can tell a dead process's
-// leftover from a live one's work.
-func WorkPattern(name string) string {
-	return name + "-" + strconv.Itoa(os.Getpid()) + "-*"
-}
 
 // Sweep removes what dead nodedns processes left behind, under the state lock l: temp files of
 // nodedns's targets (the directories of Store.Targets, of a linked path's target, the state and
@@ -100,11 +91,11 @@ func (s *Store) Sweep(l *Lock) (removed []string, err error) {
 			continue
 		}
 		for _, e := range es {
-			m := tempRE.FindStringSubmatch(e.Name())
-			if m == nil || !e.Type().IsRegular() && e.Type()&fs.ModeSymlink == 0 {
+			of := nodefs.TempOf(e.Name())
+			if of == "" || !e.Type().IsRegular() && e.Type()&fs.ModeSymlink == 0 {
 				continue
 			}
-			if !owned(dir, m[1]) && !slices.Contains(finals, path.Join(rd, m[1])) {
+			if !owned(dir, of) && !slices.Contains(finals, path.Join(rd, of)) {
 				continue
 			}
 			hp := filepath.Join(s.host(rd), e.Name())
