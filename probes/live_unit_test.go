@@ -70,13 +70,22 @@ func (r redirect) Exchange(ctx context.Context, m *dns.Msg, network string, _ ne
 // dnsServer runs a real DNS server (UDP and TCP) on loopback answering with h.
 func dnsServer(t *testing.T, h dns.HandlerFunc) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
+	// The kernel picks a free UDP port; the same TCP port may be another process's (the tests of
+	// other packages run beside these), so take another pair until both are free.
+	var pc net.PacketConn
+	var l net.Listener
+	for try := 0; ; try++ {
+		var err error
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		if l, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
+			break
+		}
+		pc.Close()
+		if try == 20 {
+			t.Fatal(err)
+		}
 	}
 	udp := &dns.Server{PacketConn: pc, Handler: h}
 	tcp := &dns.Server{Listener: l, Handler: h}
