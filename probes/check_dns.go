@@ -106,6 +106,19 @@ func (dnsLoop) Run(ctx context.Context, env *Env) Result {
 	}
 	probeFailed := probe != nil && (probe.err != nil || probe.msg.Rcode == dns.RcodeServerFailure)
 
+	// The cluster side of the chain (check_chain.go): judged whether or not the cache is up, since
+	// a cache that loops through CoreDNS is stopped by its own loop plugin.
+	r, looped, judged := clusterSideLoop(ctx, env, p, cp, probe, probeFailed)
+	if looped {
+		return r
+	}
+	okResult := func(msg string) Result {
+		if judged != "" {
+			msg += "; " + judged
+		}
+		return Result{Status: OK, Message: msg}
+	}
+
 	if cp == nil {
 		if !p.answered {
 			return Result{Status: Unknown, Message: "the cache is down (no process bound to a cache address answers): a loop cannot be probed"}
@@ -113,7 +126,7 @@ func (dnsLoop) Run(ctx context.Context, env *Env) Result {
 		if !p.mode.Interface() && !probeFailed {
 			// The cache runs in a pod (lrp) or there is none on this node (none): its process may
 			// well be elsewhere, and the random name through the cluster DNS came back.
-			return Result{Status: OK, Message: fmt.Sprintf("%s: no cache process on this node to read the upstream chain of; a random name through %s got %s (no loop)", p.mode, p.probed[0], dns.RcodeToString[probe.msg.Rcode])}
+			return okResult(fmt.Sprintf("%s: no cache process on this node to read the upstream chain of; a random name through %s got %s (no loop)", p.mode, p.probed[0], dns.RcodeToString[probe.msg.Rcode]))
 		}
 		return Result{Status: Unknown, Message: fmt.Sprintf("no node-cache or coredns process bound to %s port 53 was found: the upstream chain cannot be read (probe: %s)", addrList(env.Plan.Facts.CacheAddrs), probe),
 			Hint: "run nodedns on the host (host PID namespace) so it can read the cache's /proc"}
@@ -142,9 +155,56 @@ func (dnsLoop) Run(ctx context.Context, env *Env) Result {
 			Hint: "query the upstreams directly with dig; check the cache's logs"}
 	}
 	if len(ups) == 0 {
-		return Result{Status: OK, Message: fmt.Sprintf("%s forwards nothing outside the cluster domain; a random name got %s", who, dns.RcodeToString[probe.msg.Rcode])}
+		return okResult(fmt.Sprintf("%s forwards nothing outside the cluster domain; a random name got %s", who, dns.RcodeToString[probe.msg.Rcode]))
 	}
-	return Result{Status: OK, Message: fmt.Sprintf("%s forwards to %s: no loop address; a random name got %s", who, strings.Join(ups, ", "), dns.RcodeToString[probe.msg.Rcode])}
+	return okResult(fmt.Sprintf("%s forwards to %s: no loop address; a random name got %s", who, strings.Join(ups, ", "), dns.RcodeToString[probe.msg.Rcode]))
+}
+
+// clusterSideLoop judges the DNS pods the cache forwards the cluster domain and reverse zones to;
+// looped is false when none sends them back, and judged then names the servers found loop-free.
+func clusterSideLoop(ctx context.Context, env *Env, p *cacheProbe, cp *CacheProcess, probe *answer, probeFailed bool) (r Result, looped bool, judged string) {
+	if cp == nil && !p.mode.Interface() {
+		return Result{}, false, "" // no cache on this node to come back to
+	}
+	var fws []Forward
+	if cp != nil {
+		fws = cp.Forwards
+	}
+	cf := CacheClusterForwards(env.Plan.Facts, fws, cp != nil && len(cp.Blocks) > 0)
+	if len(cf.Zones) == 0 {
+		return Result{}, false, ""
+	}
+	var others []*CacheProcess
+	for _, s := range FindDNSServers(env.Host.Proc) {
+		if cp == nil || s.PID != cp.PID {
+			others = append(others, s)
+		}
+	}
+	pls := PodLoops(env.Plan.Facts, cf, others)
+	if len(pls) == 0 {
+		if len(others) == 0 {
+			return Result{}, false, ""
+		}
+		pods, _ := env.podNamespaces(ctx)
+		var names []string
+		for _, s := range others {
+			l, _ := dnsPodName(s, pods)
+			names = append(names, l)
+		}
+		return Result{}, false, fmt.Sprintf("%s: %s not sent back to a loop address", strings.Join(names, ", "), strings.Join(cf.Zones, ", "))
+	}
+	var cacheLoops []string
+	if cp != nil {
+		cacheLoops, _ = chainLoops(env, cp)
+	}
+	var ps string
+	switch {
+	case probeFailed:
+		ps = fmt.Sprintf("a random name through the cache failed: %s", probe)
+	case probe == nil:
+		ps = "the cache does not answer"
+	}
+	return podLoopResult(ctx, env, cf, pls, cacheLoops, ps), true, ""
 }
 
 type searchNXDomain struct{}

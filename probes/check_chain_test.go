@@ -1,0 +1,280 @@
+package probes
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/resolvconf"
+)
+
+// kubesprayCacheCorefile is node-local-dns's Corefile as kubespray writes it (one block per cluster
+// zone, each forwarding to the CoreDNS service IP; the rest to the pod's resolv.conf).
+const kubesprayCacheCorefile = `cluster.local:53 {
+    errors
+    cache {
+        success 9984 30
+        denial 9984 5
+    }
+    reload
+    loop
+    bind 169.254.25.10
+    forward . 10.233.0.3 {
+        force_tcp
+    }
+    prometheus :9253
+    health 169.254.25.10:9254
+}
+in-addr.arpa:53 {
+    errors
+    cache 30
+    reload
+    loop
+    bind 169.254.25.10
+    forward . 10.233.0.3 {
+        force_tcp
+    }
+    prometheus :9253
+}
+ip6.arpa:53 {
+    errors
+    cache 30
+    reload
+    loop
+    bind 169.254.25.10
+    forward . 10.233.0.3 {
+        force_tcp
+    }
+    prometheus :9253
+}
+.:53 {
+    errors
+    cache 30
+    reload
+    loop
+    bind 169.254.25.10
+    forward . /etc/resolv.conf
+    prometheus :9253
+}
+`
+
+// kubesprayCoreDNSCorefile is the cluster's CoreDNS Corefile as kubespray writes it: the kubernetes
+// plugin answers cluster.local and passes unknown reverse names on to the forward.
+const kubesprayCoreDNSCorefile = `.:53 {
+    errors
+    health {
+        lameduck 5s
+    }
+    ready
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+      pods insecure
+      fallthrough in-addr.arpa ip6.arpa
+    }
+    prometheus :9153
+    forward . /etc/resolv.conf {
+      prefer_udp
+      max_concurrent 1000
+    }
+    cache 30
+    loop
+    reload
+    loadbalance
+}
+`
+
+func TestParseServerBlocksKubernetes(t *testing.T) {
+	blocks, err := ParseServerBlocks([]byte(kubesprayCoreDNSCorefile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ServerBlock{{Zones: []string{"."}, Line: 1,
+		Forwards:   []Forward{{Zones: []string{"."}, From: ".", To: []string{"/etc/resolv.conf"}, Line: 12}},
+		Kubernetes: &KubernetesPlugin{Zones: []string{"cluster.local", "in-addr.arpa", "ip6.arpa"}, Fallthrough: []string{"in-addr.arpa", "ip6.arpa"}, Line: 7}}}
+	if d := cmp.Diff(want, blocks); d != "" {
+		t.Fatalf("blocks (-want +got):\n%s", d)
+	}
+	k := blocks[0].Kubernetes
+	for z, want := range map[string]bool{"cluster.local": true, "svc.cluster.local": true, "in-addr.arpa": false, "10.in-addr.arpa": false, "ip6.arpa": false, "example.org": false} {
+		if got := k.Answers(z); got != want {
+			t.Errorf("Answers(%q) = %v, want %v", z, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		corefile string
+		zone     string
+		answers  bool
+	}{
+		{"cluster.local {\n kubernetes\n}\n", "cluster.local", true},                            // the block's zones
+		{".:53 {\n kubernetes cluster.local {\n  fallthrough\n }\n}\n", "cluster.local", false}, // every zone falls through
+		{".:53 {\n kubernetes cluster.local { fallthrough }\n}\n", "cluster.local", true},       // options on its line are not read
+		{".:53 {\n cache {\n  kubernetes cluster.local\n }\n}\n", "cluster.local", false},       // not a plugin line
+	} {
+		blocks, err := ParseServerBlocks([]byte(tc.corefile))
+		if err != nil || len(blocks) != 1 {
+			t.Fatalf("%q: %v %+v", tc.corefile, err, blocks)
+		}
+		if got := blocks[0].Kubernetes.Answers(tc.zone); got != tc.answers {
+			t.Errorf("%q: Answers(%q) = %v, want %v", tc.corefile, tc.zone, got, tc.answers)
+		}
+	}
+}
+
+func TestBlockFor(t *testing.T) {
+	blocks, err := ParseServerBlocks([]byte(kubesprayCacheCorefile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for z, want := range map[string]int{"cluster.local": 1, "svc.cluster.local": 1, "in-addr.arpa": 16, "10.in-addr.arpa": 16, "ip6.arpa": 27, "arpa": 38, "example.org": 38, "local": 38} {
+		if b := BlockFor(blocks, z); b == nil || b.Line != want {
+			t.Errorf("BlockFor(%q) = %+v, want the block of line %d", z, b, want)
+		}
+	}
+	if b := BlockFor(blocks[:1], "example.org"); b != nil {
+		t.Errorf("a name outside every block got %+v", b)
+	}
+}
+
+// corednsProcess is a CoreDNS process of a test: its Corefile and the resolv.conf files it reads.
+func corednsProcess(t *testing.T, pid int, corefile string, files map[string]string) *CacheProcess {
+	t.Helper()
+	s := &CacheProcess{PID: pid, Comm: "coredns", Corefile: "/etc/coredns/Corefile", Resolv: map[string]*resolvconf.File{}}
+	var err error
+	if s.Blocks, err = ParseServerBlocks([]byte(corefile)); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range files {
+		rf, err := resolvconf.Parse([]byte(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Resolv[name] = rf
+	}
+	return s
+}
+
+// TestPodLoops judges the cluster side of the cache's chain, one node per row: which zones the cache
+// sends to the cluster DNS, which DNS servers send them back and through what.
+func TestPodLoops(t *testing.T) {
+	facts := policy.Facts{CacheAddrs: []netip.Addr{cache, netip.MustParseAddr("fd00:25::10")}, ClusterDomain: "cluster.local"}
+	kubespray, err := ParseCorefile([]byte(kubesprayCacheCorefile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf := CacheClusterForwards(facts, kubespray, true)
+	if want := (ClusterForwards{Zones: []string{"cluster.local", "in-addr.arpa", "ip6.arpa"}, To: []netip.Addr{netip.MustParseAddr("10.233.0.3")}}); !cmp.Equal(want, cf, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })) {
+		t.Fatalf("CacheClusterForwards = %+v, want %+v", cf, want)
+	}
+	oldResolv := map[string]string{"/etc/resolv.conf": "domain cluster.local\nsearch cluster.local default.svc.cluster.local. svc.cluster.local.\nnameserver 169.254.25.10\n"}
+	tests := []struct {
+		name    string
+		cf      ClusterForwards
+		servers []*CacheProcess
+		want    map[int][]string // pid: zones
+		via     []string         // in some Via
+	}{
+		{
+			// Incident 002 after apply: CoreDNS kept the resolv.conf it was made with.
+			name:    "kubespray's CoreDNS with the old host resolv.conf",
+			cf:      cf,
+			servers: []*CacheProcess{corednsProcess(t, 42, kubesprayCoreDNSCorefile, oldResolv)},
+			want:    map[int][]string{42: {"in-addr.arpa", "ip6.arpa"}},
+			via:     []string{"/etc/resolv.conf (read through /proc/42/root) lists 169.254.25.10 (the node-local cache)"},
+		},
+		{
+			name:    "kubespray's CoreDNS re-created with real upstreams",
+			cf:      cf,
+			servers: []*CacheProcess{corednsProcess(t, 42, kubesprayCoreDNSCorefile, map[string]string{"/etc/resolv.conf": "nameserver 10.0.0.2\n"})},
+		},
+		{
+			name: "CoreDNS with its own cluster.local block and a catch-all",
+			cf:   cf,
+			servers: []*CacheProcess{corednsProcess(t, 7, "cluster.local:53 {\n hosts {\n  10.233.0.1 kubernetes.default.svc.cluster.local\n }\n}\n.:53 {\n forward . /etc/resolv.conf\n}\n",
+				map[string]string{"/etc/resolv.conf": "nameserver 10.0.0.2\nnameserver fd00:25::10\n"})},
+			want: map[int][]string{7: {"in-addr.arpa", "ip6.arpa"}},
+		},
+		{
+			name:    "CoreDNS forwarding everything to the cluster DNS service (its own address)",
+			cf:      cf,
+			servers: []*CacheProcess{corednsProcess(t, 9, ".:53 {\n forward . 10.233.0.3:53\n}\n", nil)},
+			want:    map[int][]string{9: {"cluster.local", "in-addr.arpa", "ip6.arpa"}},
+			via:     []string{"/etc/coredns/Corefile line 2 forwards to 10.233.0.3 (the cluster DNS the cache forwards to)"},
+		},
+		{
+			name:    "a resolv.conf the Corefile does not forward to",
+			cf:      cf,
+			servers: []*CacheProcess{corednsProcess(t, 9, ".:53 {\n forward . 10.0.0.2\n}\n", oldResolv)},
+		},
+		{
+			name:    "only reverse zones forwarded, cluster.local elsewhere",
+			cf:      cf,
+			servers: []*CacheProcess{corednsProcess(t, 9, "in-addr.arpa:53 {\n forward . 169.254.20.10\n}\n", nil)},
+			want:    map[int][]string{9: {"in-addr.arpa"}},
+		},
+		{
+			name:    "a cache that sends no cluster zone to an address",
+			cf:      CacheClusterForwards(facts, []Forward{{Zones: []string{"cluster.local"}, From: ".", To: []string{"/etc/resolv.conf"}}}, true),
+			servers: []*CacheProcess{corednsProcess(t, 42, kubesprayCoreDNSCorefile, oldResolv)},
+		},
+		{
+			name: "the cache down: kubespray's shape assumed, to config clusterDNS",
+			cf: CacheClusterForwards(policy.Facts{CacheAddrs: []netip.Addr{cache}, ClusterDomain: "cluster.local",
+				ClusterDNS: []netip.Addr{netip.MustParseAddr("10.233.0.3")}}, nil, false),
+			servers: []*CacheProcess{corednsProcess(t, 42, kubesprayCoreDNSCorefile, oldResolv), corednsProcess(t, 43, kubesprayCoreDNSCorefile, map[string]string{"/etc/resolv.conf": "nameserver 10.0.0.2\n"})},
+			want:    map[int][]string{42: {"in-addr.arpa", "ip6.arpa"}},
+		},
+		{
+			name:    "a forward FROM that does not hold the zone",
+			cf:      cf,
+			servers: []*CacheProcess{corednsProcess(t, 9, ".:53 {\n forward example.org 169.254.25.10\n}\n", nil)},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := map[int][]string{}
+			var via []string
+			for _, pl := range PodLoops(facts, tc.cf, tc.servers) {
+				got[pl.Server.PID] = pl.Zones
+				via = append(via, pl.Via...)
+			}
+			if len(tc.want) == 0 {
+				tc.want = map[int][]string{}
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("loops (-want +got):\n%s", d)
+			}
+			for _, v := range tc.via {
+				if !strings.Contains(strings.Join(via, "\n"), v) {
+					t.Errorf("no Via says %q: %q", v, via)
+				}
+			}
+		})
+	}
+}
+
+func TestParseProcStatStart(t *testing.T) {
+	// A real line (Linux 6.x) with a command name holding a space and a parenthesis.
+	const line = "4242 (node cache)) S 1 4242 4242 0 -1 4194560 1260 0 0 0 3 1 0 0 20 0 12 0 123456 1281994752 9540 18446744073709551615 1 1 0 0 0 0 0 0 2143420159 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+	got, err := ParseProcStatStart([]byte(line))
+	if err != nil || got != 1234560*time.Millisecond {
+		t.Errorf("ParseProcStatStart = %v, %v; want 20m34.56s", got, err)
+	}
+	for _, bad := range []string{"", "4242 node-cache S 1", "4242 (x) S 1 2 3", "4242 (x) S 1 4242 4242 0 -1 4194560 1260 0 0 0 3 1 0 0 20 0 12 0 -5 1", "4242 (x) S 1 4242 4242 0 -1 4194560 1260 0 0 0 3 1 0 0 20 0 12 0 99999999999999999999 1"} {
+		if d, err := ParseProcStatStart([]byte(bad)); err == nil {
+			t.Errorf("ParseProcStatStart(%q) = %v, want an error", bad, d)
+		}
+	}
+}
+
+func FuzzParseProcStatStart(f *testing.F) {
+	f.Add([]byte("1 (init) S 0 1 1 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 5 1 1\n"))
+	f.Add([]byte("1 ()) ( S"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if d, err := ParseProcStatStart(data); err == nil && d < 0 {
+			t.Fatalf("negative start time %v", d)
+		}
+	})
+}
