@@ -1,12 +1,15 @@
 package probes
 
 import (
+	"context"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/miekg/dns"
 
 	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/resolvconf"
@@ -277,4 +280,73 @@ func FuzzParseProcStatStart(f *testing.F) {
 			t.Fatalf("negative start time %v", d)
 		}
 	})
+}
+
+func TestFirstSyncWait(t *testing.T) {
+	for _, tc := range []struct {
+		comm string
+		age  time.Duration
+		wait bool
+		left time.Duration
+	}{
+		{"node-cache", 0, true, 60 * time.Second},
+		{"node-cache", 12 * time.Second, true, 48 * time.Second},
+		{"node-cache", 65 * time.Second, true, 0}, // the tick is due: its iptables calls may still run
+		{"node-cache", 70 * time.Second, false, 0},
+		{"node-cache", time.Hour, false, 0},
+		{"node-cache", -time.Second, false, 0}, // a clock that went back: no excuse
+		{"coredns", 5 * time.Second, false, 0}, // CoreDNS adds no rules at all
+	} {
+		wait, left := FirstSyncWait(tc.comm, tc.age)
+		if wait != tc.wait || left != tc.left {
+			t.Errorf("FirstSyncWait(%s, %s) = %v %s, want %v %s", tc.comm, tc.age, wait, left, tc.wait, tc.left)
+		}
+	}
+}
+
+// TestNotrackFirstSync runs nodelocaldns.iptables on a fake /proc with the cache process started at
+// different times: in node-cache's first minute it is unknown and says to wait; later, or for a
+// coredns, it is the problem whose hint restarts the pod.
+func TestNotrackFirstSync(t *testing.T) {
+	const uptime = time.Hour
+	statAt := func(pid int, comm string, age time.Duration) string {
+		ticks := int64((uptime - age) / (time.Second / 100))
+		return fmt.Sprintf("%d (%s) S 1 %d %d 0 -1 4194560 1260 0 0 0 3 1 0 0 20 0 12 0 %d 1281994752 9540\n", pid, comm, pid, pid, ticks)
+	}
+	for _, tc := range []struct {
+		name   string
+		comm   string
+		age    time.Duration
+		status Status
+		say    []string
+		not    string
+	}{
+		{"node-cache 12s after start", "node-cache", 12 * time.Second, Unknown, []string{"node-cache (pid 100) started 12s ago", "first sync tick, about 60s after start", "about 48s more", "nodedns check --wait 90s"}, "restart its pod on this node"},
+		{"node-cache 5m after start", "node-cache", 5 * time.Minute, Problem, []string{"restart its pod on this node"}, "--wait"},
+		{"coredns 12s after start", "coredns", 12 * time.Second, Problem, []string{"restart its pod on this node"}, "--wait"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, _ := testEnv(t, func(w dns.ResponseWriter, r *dns.Msg) {}, "example.com")
+			env.Host.Uptime = func() (time.Duration, error) { return uptime, nil }
+			env.Host.Proc = fakeProc(t, map[string]string{"udp": procNetUDP}, fakeProcess{pid: 100, comm: tc.comm,
+				args: []string{"/" + tc.comm, "-conf", "/etc/Corefile"}, sockets: []string{"4242"},
+				files: map[string]string{"/etc/Corefile": ".:53 {\n forward . /etc/resolv.conf\n}\n", "/etc/resolv.conf": "nameserver 10.0.0.2\n"}})
+			writeUnder(t, env.Host.Proc, "100/stat", statAt(100, tc.comm, tc.age))
+			r := nodelocalIptables{}.Run(context.Background(), env)
+			if r.Status != tc.status {
+				t.Fatalf("status %s, want %s: %s (hint %s)", r.Status, tc.status, r.Message, r.Hint)
+			}
+			for _, s := range tc.say {
+				if !strings.Contains(r.Message+" "+r.Hint, s) {
+					t.Errorf("does not say %q: %s (hint %s)", s, r.Message, r.Hint)
+				}
+			}
+			if strings.Contains(r.Hint, tc.not) {
+				t.Errorf("the hint says %q: %s", tc.not, r.Hint)
+			}
+			if !strings.Contains(r.Message, "raw-table NOTRACK rules for udp/tcp 53 missing for 169.254.25.10") {
+				t.Errorf("the message does not name the missing rules: %s", r.Message)
+			}
+		})
+	}
 }

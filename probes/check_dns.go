@@ -89,12 +89,7 @@ func (dnsLoop) Run(ctx context.Context, env *Env) Result {
 	}
 	l := env.Host
 	p := env.probeCache(ctx)
-	var cp *CacheProcess
-	if p.mode.Interface() {
-		cp = FindCacheProcess(l.Proc, env.Plan.Facts.CacheAddrs)
-	} else {
-		cp = FindPodCache(l.Proc)
-	}
+	cp := env.cacheProcess()
 
 	// The live probe: a random name the cache cannot have cached (the CoreDNS loop plugin's shape,
 	// <random>.<random>. HINFO), sent through the cache so it travels the whole upstream chain.

@@ -215,3 +215,51 @@ func lastLine(s string) string {
 	l := strings.Split(strings.TrimSpace(s), "\n")
 	return l[len(l)-1]
 }
+
+// TestLiveNotrackFirstSync: a real cache process named node-cache (CoreDNS under that name: what
+// nodedns knows node-cache by) that has just started, with no NOTRACK rule yet. node-cache adds them
+// at its first sync tick, about 60 s after start, so nodelocaldns.iptables is unknown and says to
+// wait (or `check --wait 90s`), never to restart the pod, which would restart the wait. Every other
+// check is ok.
+func TestLiveNotrackFirstSync(t *testing.T) {
+	n := newLiveNode(t, true)
+	n.cache.Stop()
+	nodeCache := filepath.Join(n.nd.Dir(), "node-cache")
+	if err := os.Symlink(nstest.CoreDNS(t), nodeCache); err != nil {
+		t.Fatal(err)
+	}
+	_, pid := n.nd.StartPID(t, nodeCache, "-conf", n.cache.Corefile)
+	defer stopProcess(t, pid)
+	for _, a := range []string{cacheAddr, cacheAddr6} {
+		nstest.WaitFor(t, 20*time.Second, "node-cache on "+a, func() bool {
+			out, err := n.nd.Try(fmt.Sprintf("dig +tries=1 +time=1 @%s %s A", a, nstest.ClusterName))
+			return err == nil && strings.Contains(out, nstest.ClusterNameAddr)
+		})
+	}
+	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) != "node-cache" {
+		t.Fatalf("the cache process is %q, not node-cache", comm)
+	}
+	n.nd.Run(t, "iptables -t raw -F && ip6tables -t raw -F")
+	rep, code := n.check(t)
+	r := byID(rep)["nodelocaldns.iptables"]
+	if got := problems(rep); len(got) != 0 || code != 2 || r.Status != probes.Unknown {
+		t.Fatalf("problems %v exit %d, nodelocaldns.iptables %s; want no problem, exit 2 and unknown:\n%s", got, code, r.Status, dump(rep))
+	}
+	for _, s := range []string{fmt.Sprintf("node-cache (pid %d) started ", nodePID(t, pid)), "first sync tick, about 60s after start", "missing for 169.254.25.10"} {
+		if !strings.Contains(r.Message, s) {
+			t.Errorf("nodelocaldns.iptables does not say %q: %s", s, r.Message)
+		}
+	}
+	if !strings.Contains(r.Hint, "nodedns check --wait 90s") || strings.Contains(r.Hint, "restart its pod on this node") {
+		t.Errorf("the hint: %s; want the wait, not a restart", r.Hint)
+	}
+	t.Logf("nodelocaldns.iptables: %s\nhint: %s", r.Message, r.Hint)
+	for _, c := range rep.Checks {
+		if c.ID != "nodelocaldns.iptables" && c.Status != probes.OK && c.Status != probes.Skipped {
+			t.Errorf("%s is %s: %s", c.ID, c.Status, c.Message)
+		}
+	}
+	for _, a := range n.cache.Addrs {
+		n.cache.Notrack(t, "-A", a)
+	}
+}
