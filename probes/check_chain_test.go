@@ -350,3 +350,39 @@ func TestNotrackFirstSync(t *testing.T) {
 		})
 	}
 }
+
+// TestPodLoopHint: the hint names the pods to re-create, and sends to apply first only while
+// kubelet's resolvConf (what a re-created pod gets) still lists a loop address.
+func TestPodLoopHint(t *testing.T) {
+	facts := policy.Facts{CacheAddrs: []netip.Addr{cache}, ClusterDomain: "cluster.local"}
+	kubespray, _ := ParseCorefile([]byte(kubesprayCacheCorefile))
+	cf := CacheClusterForwards(facts, kubespray, true)
+	pls := PodLoops(facts, cf, []*CacheProcess{corednsProcess(t, 42, kubesprayCoreDNSCorefile, map[string]string{"/etc/resolv.conf": "nameserver 169.254.25.10\n"})})
+	if len(pls) != 1 {
+		t.Fatalf("loops %+v, want one", pls)
+	}
+	for _, tc := range []struct {
+		kubelet string
+		say     []string
+		not     string
+	}{
+		{"nameserver 169.254.25.10\n", []string{"make kubelet's resolvConf loop-free first", "nodedns apply", "rollout restart deployment coredns"}, "is loop-free, but"},
+		{"nameserver 10.0.0.2\n", []string{"kubelet's resolvConf is loop-free, but a pod keeps the resolv.conf it was made with", "rollout restart deployment coredns"}, "nodedns apply"},
+	} {
+		env, _ := testEnv(t, func(w dns.ResponseWriter, r *dns.Msg) {}, "example.com")
+		env.Plan.Facts = facts
+		env.Snapshot.KubeletResolv = readResolvForTest(t, tc.kubelet)
+		r := podLoopResult(context.Background(), env, cf, pls, nil, "")
+		if r.Status != Problem || !strings.Contains(r.Message, "coredns (pid 42) sends in-addr.arpa, ip6.arpa back") {
+			t.Errorf("%s %s", r.Status, r.Message)
+		}
+		for _, s := range tc.say {
+			if !strings.Contains(r.Hint, s) {
+				t.Errorf("kubelet %q: the hint does not say %q: %s", tc.kubelet, s, r.Hint)
+			}
+		}
+		if strings.Contains(r.Hint, tc.not) {
+			t.Errorf("kubelet %q: the hint says %q: %s", tc.kubelet, tc.not, r.Hint)
+		}
+	}
+}
