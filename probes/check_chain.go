@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/probes/podnet"
 )
@@ -201,7 +202,7 @@ func podLoopResult(ctx context.Context, env *Env, cf ClusterForwards, pls []PodL
 	if len(recreate) > 0 {
 		what += " (" + strings.Join(recreate, ", or ") + ")"
 	}
-	hint := "a pod keeps the resolv.conf it was made with: " + what + ", then restart the node-local-dns pod on this node"
+	hint := "a pod keeps the resolv.conf it was made with: " + what + ", then the node-local-dns pod on this node (" + recreateNodeLocal() + ")"
 	switch loops, known := kubeletResolvLoops(env); {
 	case loops:
 		hint = "make kubelet's resolvConf loop-free first (kubelet.resolvconf says how: " + hintApply + "); then " + hint
@@ -219,4 +220,15 @@ func kubeletResolvLoops(env *Env) (loops, known bool) {
 		return false, false
 	}
 	return len(loopAddrs(env, rf.File.Nameservers(), true)) > 0, true
+}
+
+// recreateNodeLocal is the command that re-creates this node's node-local-dns pod (hostNetwork: it has
+// the node's hostname, not its own), by kubespray's label; the upstream manifest's is
+// k8s-app=node-local-dns.
+func recreateNodeLocal() string {
+	node := "NODE"
+	if h, err := nodefs.ReadKernel("/proc/sys/kernel/hostname", procKind); err == nil && strings.TrimSpace(string(h)) != "" {
+		node = strings.TrimSpace(string(h))
+	}
+	return "`kubectl -n kube-system delete pod -l k8s-app=nodelocaldns --field-selector spec.nodeName=" + node + "`; the upstream manifest's label is k8s-app=node-local-dns"
 }

@@ -386,3 +386,39 @@ func TestPodLoopHint(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheLoopHintAfterApply: node-local-dns forwarding to its pod's resolv.conf, which lists the
+// cache. While kubelet's resolvConf still lists it, the hint is apply; once it is loop-free (after
+// apply), the hint is to re-create the pod, which keeps the copy it was made with.
+func TestCacheLoopHintAfterApply(t *testing.T) {
+	for _, tc := range []struct {
+		kubelet string
+		say     []string
+		not     string
+	}{
+		{"nameserver 169.254.25.10\n", []string{"nodedns apply", "re-create the node-local-dns pod", "k8s-app=nodelocaldns"}, "is loop-free"},
+		{"nameserver 10.0.0.2\n", []string{"kubelet's resolvConf is loop-free, but the pod keeps the resolv.conf it was made with", "delete pod -l k8s-app=nodelocaldns --field-selector spec.nodeName="}, "nodedns apply"},
+	} {
+		env, _ := testEnv(t, func(w dns.ResponseWriter, r *dns.Msg) {
+			m := new(dns.Msg)
+			m.SetRcode(r, dns.RcodeNameError)
+			_ = w.WriteMsg(m)
+		}, "example.com")
+		env.Snapshot.KubeletResolv = readResolvForTest(t, tc.kubelet)
+		env.Host.Proc = fakeProc(t, map[string]string{"udp": procNetUDP}, fakeProcess{pid: 100, comm: "node-cache",
+			args: []string{"/node-cache", "-conf", "/etc/Corefile"}, sockets: []string{"4242"},
+			files: map[string]string{"/etc/Corefile": kubesprayCacheCorefile, "/etc/resolv.conf": "nameserver 169.254.25.10\n"}})
+		r := dnsLoop{}.Run(context.Background(), env)
+		if r.Status != Problem || !strings.Contains(r.Message, "169.254.25.10 (from /etc/resolv.conf, read through /proc/100/root) is the node-local cache") {
+			t.Fatalf("kubelet %q: %s %s", tc.kubelet, r.Status, r.Message)
+		}
+		for _, s := range tc.say {
+			if !strings.Contains(r.Hint, s) {
+				t.Errorf("kubelet %q: the hint does not say %q: %s", tc.kubelet, s, r.Hint)
+			}
+		}
+		if strings.Contains(r.Hint, tc.not) {
+			t.Errorf("kubelet %q: the hint says %q: %s", tc.kubelet, tc.not, r.Hint)
+		}
+	}
+}

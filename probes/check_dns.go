@@ -40,10 +40,12 @@ func resolvedLoops(env *Env) []netip.Addr {
 
 // chainLoops walks the cache's upstream chain: the forward targets of every server block that is not
 // the cluster domain or a reverse zone (those forward to kube-dns on purpose), the resolv.conf files
-// they name, and systemd-resolved behind a loopback stub.
-func chainLoops(env *Env, cp *CacheProcess) (loops []string, upstreams []string) {
+// they name, and systemd-resolved behind a loopback stub. podCopy is true when every loop comes from a
+// resolv.conf file listing a loop address: the pod's own copy, which only re-creating the pod renews.
+func chainLoops(env *Env, cp *CacheProcess) (loops []string, upstreams []string, podCopy bool) {
 	f := env.Plan.Facts
-	judge := func(a netip.Addr, via string) {
+	podCopy = true
+	judge := func(a netip.Addr, via string, fromFile bool) {
 		upstreams = append(upstreams, a.String()+via)
 		switch {
 		case a.IsLoopback():
@@ -51,9 +53,11 @@ func chainLoops(env *Env, cp *CacheProcess) (loops []string, upstreams []string)
 				return // another local resolver (dnsmasq, unbound): not followed
 			}
 			if rl := resolvedLoops(env); len(rl) > 0 {
+				podCopy = false
 				loops = append(loops, fmt.Sprintf("%s%s is systemd-resolved's stub, and resolved forwards to %s (%s): queries loop through the stub, which CoreDNS's loop plugin does not catch", a, via, addrList(rl), f.LoopKind(rl[0])))
 			}
 		case f.IsLoop(a, false):
+			podCopy = podCopy && fromFile
 			loops = append(loops, fmt.Sprintf("%s%s is %s", a, via, f.LoopKind(a)))
 		}
 	}
@@ -68,15 +72,15 @@ func chainLoops(env *Env, cp *CacheProcess) (loops []string, upstreams []string)
 			case file != "":
 				if rf := cp.Resolv[file]; rf != nil {
 					for _, ns := range rf.Nameservers() {
-						judge(ns, fmt.Sprintf(" (from %s, read through /proc/%d/root)", file, cp.PID))
+						judge(ns, fmt.Sprintf(" (from %s, read through /proc/%d/root)", file, cp.PID), true)
 					}
 				}
 			default:
-				judge(a, fmt.Sprintf(" (%s line %d)", cp.Corefile, fw.Line))
+				judge(a, fmt.Sprintf(" (%s line %d)", cp.Corefile, fw.Line), false)
 			}
 		}
 	}
-	return loops, upstreams
+	return loops, upstreams, podCopy && len(loops) > 0
 }
 
 type dnsLoop struct{}
@@ -127,7 +131,7 @@ func (dnsLoop) Run(ctx context.Context, env *Env) Result {
 			Hint: "run nodedns on the host (host PID namespace) so it can read the cache's /proc"}
 	}
 	who := fmt.Sprintf("%s (pid %d)", cp.Comm, cp.PID)
-	loops, ups := chainLoops(env, cp)
+	loops, ups, podCopy := chainLoops(env, cp)
 	if len(loops) > 0 {
 		msg := who + " forwards in a loop: " + strings.Join(loops, "; ")
 		switch {
@@ -136,8 +140,13 @@ func (dnsLoop) Run(ctx context.Context, env *Env) Result {
 		case probe != nil:
 			msg += fmt.Sprintf("; a random name still got %s (another upstream answers first: the loop bites when it fails)", dns.RcodeToString[probe.msg.Rcode])
 		}
-		return Result{Status: Problem, Message: msg,
-			Hint: "give the cache real upstreams: " + hintApply + " (kubelet's resolvConf and resolved's DNS= lose the loop address), then restart the node-local-dns pod"}
+		hint := "give the cache real upstreams: " + hintApply + " (kubelet's resolvConf and resolved's DNS= lose the loop address), then re-create the node-local-dns pod on this node (" + recreateNodeLocal() + ")"
+		if loops, known := kubeletResolvLoops(env); podCopy && known && !loops {
+			// After apply: the file kubelet hands pods is loop-free; the pod still has the copy it
+			// was made with.
+			hint = "kubelet's resolvConf is loop-free, but the pod keeps the resolv.conf it was made with: re-create the node-local-dns pod on this node (" + recreateNodeLocal() + ")"
+		}
+		return Result{Status: Problem, Message: msg, Hint: hint}
 	}
 	if cp.Err != nil {
 		return Result{Status: Unknown, Message: who + ": " + cp.Err.Error()}
@@ -190,7 +199,7 @@ func clusterSideLoop(ctx context.Context, env *Env, p *cacheProbe, cp *CacheProc
 	}
 	var cacheLoops []string
 	if cp != nil {
-		cacheLoops, _ = chainLoops(env, cp)
+		cacheLoops, _, _ = chainLoops(env, cp)
 	}
 	var ps string
 	switch {

@@ -110,7 +110,7 @@ printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nc
 				t.Errorf("dns.loop does not say %q: %s", s, r.Message)
 			}
 		}
-		for _, s := range []string{"kubectl -n kube-system delete pod " + corednsPod, "kubectl -n kube-system rollout restart deployment coredns", "kubelet's resolvConf is loop-free"} {
+		for _, s := range []string{"kubectl -n kube-system delete pod " + corednsPod, "kubectl -n kube-system rollout restart deployment coredns", "kubelet's resolvConf is loop-free", "spec.nodeName=node-1"} {
 			if !strings.Contains(r.Hint, s) {
 				t.Errorf("dns.loop's hint does not say %q: %s", s, r.Hint)
 			}
