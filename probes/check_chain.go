@@ -188,7 +188,8 @@ func podLoopResult(ctx context.Context, env *Env, cf ClusterForwards, pls []PodL
 			how = fmt.Sprintf("the cache's Corefile cannot be read (it is down: the loop plugin stops it), and node-local-dns forwards %s to the cluster DNS", strings.Join(cf.Zones, ", "))
 		}
 	}
-	msg := "cache -> CoreDNS -> cache: " + how + "; " + strings.Join(parts, "; ")
+	// The pod first: node-problem-detector shows the first 80 characters.
+	msg := strings.Join(parts, "; ") + "; cache -> CoreDNS -> cache: " + how
 	if len(cacheLoops) > 0 {
 		msg += "; and the cache forwards in a loop: " + strings.Join(cacheLoops, "; ")
 	}

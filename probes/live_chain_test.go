@@ -1,6 +1,7 @@
 package probes_test
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -119,6 +120,10 @@ printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nc
 			t.Errorf("dns.loop's hint sends to apply, which has nothing left to do: %s", r.Hint)
 		}
 		t.Logf("dns.loop: %s\nhint: %s", r.Message, r.Hint)
+		out, _ := n.nd.Cmd(context.Background(), n.bin, "check", "--npd").Output()
+		if line := strings.TrimSuffix(string(out), "\n"); len(line) > probes.NPDMaxLen || !strings.HasPrefix(line, "dns.loop: coredns pod "+corednsPod) {
+			t.Errorf("--npd printed %q: want the CoreDNS pod within %d characters", line, probes.NPDMaxLen)
+		}
 		n.requirePodsUnchanged(t)
 	})
 
