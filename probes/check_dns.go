@@ -40,10 +40,12 @@ func resolvedLoops(env *Env) []netip.Addr {
 
 // chainLoops walks the cache's upstream chain: the forward targets of every server block that is not
 // the cluster domain or a reverse zone (those forward to kube-dns on purpose), the resolv.conf files
-// they name, and systemd-resolved behind a loopback stub.
-func chainLoops(env *Env, cp *CacheProcess) (loops []string, upstreams []string) {
+// they name, and systemd-resolved behind a loopback stub. podCopy is true when every loop comes from a
+// resolv.conf file listing a loop address: the pod's own copy, which only re-creating the pod renews.
+func chainLoops(env *Env, cp *CacheProcess) (loops []string, upstreams []string, podCopy bool) {
 	f := env.Plan.Facts
-	judge := func(a netip.Addr, via string) {
+	podCopy = true
+	judge := func(a netip.Addr, via string, fromFile bool) {
 		upstreams = append(upstreams, a.String()+via)
 		switch {
 		case a.IsLoopback():
@@ -51,9 +53,11 @@ func chainLoops(env *Env, cp *CacheProcess) (loops []string, upstreams []string)
 				return // another local resolver (dnsmasq, unbound): not followed
 			}
 			if rl := resolvedLoops(env); len(rl) > 0 {
+				podCopy = false
 				loops = append(loops, fmt.Sprintf("%s%s is systemd-resolved's stub, and resolved forwards to %s (%s): queries loop through the stub, which CoreDNS's loop plugin does not catch", a, via, addrList(rl), f.LoopKind(rl[0])))
 			}
 		case f.IsLoop(a, false):
+			podCopy = podCopy && fromFile
 			loops = append(loops, fmt.Sprintf("%s%s is %s", a, via, f.LoopKind(a)))
 		}
 	}
@@ -68,15 +72,15 @@ func chainLoops(env *Env, cp *CacheProcess) (loops []string, upstreams []string)
 			case file != "":
 				if rf := cp.Resolv[file]; rf != nil {
 					for _, ns := range rf.Nameservers() {
-						judge(ns, fmt.Sprintf(" (from %s, read through /proc/%d/root)", file, cp.PID))
+						judge(ns, fmt.Sprintf(" (from %s, read through /proc/%d/root)", file, cp.PID), true)
 					}
 				}
 			default:
-				judge(a, fmt.Sprintf(" (%s line %d)", cp.Corefile, fw.Line))
+				judge(a, fmt.Sprintf(" (%s line %d)", cp.Corefile, fw.Line), false)
 			}
 		}
 	}
-	return loops, upstreams
+	return loops, upstreams, podCopy && len(loops) > 0
 }
 
 type dnsLoop struct{}
@@ -89,12 +93,7 @@ func (dnsLoop) Run(ctx context.Context, env *Env) Result {
 	}
 	l := env.Host
 	p := env.probeCache(ctx)
-	var cp *CacheProcess
-	if p.mode.Interface() {
-		cp = FindCacheProcess(l.Proc, env.Plan.Facts.CacheAddrs)
-	} else {
-		cp = FindPodCache(l.Proc)
-	}
+	cp := env.cacheProcess()
 
 	// The live probe: a random name the cache cannot have cached (the CoreDNS loop plugin's shape,
 	// <random>.<random>. HINFO), sent through the cache so it travels the whole upstream chain.
@@ -106,6 +105,19 @@ func (dnsLoop) Run(ctx context.Context, env *Env) Result {
 	}
 	probeFailed := probe != nil && (probe.err != nil || probe.msg.Rcode == dns.RcodeServerFailure)
 
+	// The cluster side of the chain (check_chain.go): judged whether or not the cache is up, since
+	// a cache that loops through CoreDNS is stopped by its own loop plugin.
+	r, looped, judged := clusterSideLoop(ctx, env, p, cp, probe, probeFailed)
+	if looped {
+		return r
+	}
+	okResult := func(msg string) Result {
+		if judged != "" {
+			msg += "; " + judged
+		}
+		return Result{Status: OK, Message: msg}
+	}
+
 	if cp == nil {
 		if !p.answered {
 			return Result{Status: Unknown, Message: "the cache is down (no process bound to a cache address answers): a loop cannot be probed"}
@@ -113,13 +125,13 @@ func (dnsLoop) Run(ctx context.Context, env *Env) Result {
 		if !p.mode.Interface() && !probeFailed {
 			// The cache runs in a pod (lrp) or there is none on this node (none): its process may
 			// well be elsewhere, and the random name through the cluster DNS came back.
-			return Result{Status: OK, Message: fmt.Sprintf("%s: no cache process on this node to read the upstream chain of; a random name through %s got %s (no loop)", p.mode, p.probed[0], dns.RcodeToString[probe.msg.Rcode])}
+			return okResult(fmt.Sprintf("%s: no cache process on this node to read the upstream chain of; a random name through %s got %s (no loop)", p.mode, p.probed[0], dns.RcodeToString[probe.msg.Rcode]))
 		}
 		return Result{Status: Unknown, Message: fmt.Sprintf("no node-cache or coredns process bound to %s port 53 was found: the upstream chain cannot be read (probe: %s)", addrList(env.Plan.Facts.CacheAddrs), probe),
 			Hint: "run nodedns on the host (host PID namespace) so it can read the cache's /proc"}
 	}
 	who := fmt.Sprintf("%s (pid %d)", cp.Comm, cp.PID)
-	loops, ups := chainLoops(env, cp)
+	loops, ups, podCopy := chainLoops(env, cp)
 	if len(loops) > 0 {
 		msg := who + " forwards in a loop: " + strings.Join(loops, "; ")
 		switch {
@@ -128,8 +140,13 @@ func (dnsLoop) Run(ctx context.Context, env *Env) Result {
 		case probe != nil:
 			msg += fmt.Sprintf("; a random name still got %s (another upstream answers first: the loop bites when it fails)", dns.RcodeToString[probe.msg.Rcode])
 		}
-		return Result{Status: Problem, Message: msg,
-			Hint: "give the cache real upstreams: " + hintApply + " (kubelet's resolvConf and resolved's DNS= lose the loop address), then restart the node-local-dns pod"}
+		hint := "give the cache real upstreams: " + hintApply + " (kubelet's resolvConf and resolved's DNS= lose the loop address), then re-create the node-local-dns pod on this node (" + recreateNodeLocal() + ")"
+		if loops, known := kubeletResolvLoops(env); podCopy && known && !loops {
+			// After apply: the file kubelet hands pods is loop-free; the pod still has the copy it
+			// was made with.
+			hint = "kubelet's resolvConf is loop-free, but the pod keeps the resolv.conf it was made with: re-create the node-local-dns pod on this node (" + recreateNodeLocal() + ")"
+		}
+		return Result{Status: Problem, Message: msg, Hint: hint}
 	}
 	if cp.Err != nil {
 		return Result{Status: Unknown, Message: who + ": " + cp.Err.Error()}
@@ -142,9 +159,56 @@ func (dnsLoop) Run(ctx context.Context, env *Env) Result {
 			Hint: "query the upstreams directly with dig; check the cache's logs"}
 	}
 	if len(ups) == 0 {
-		return Result{Status: OK, Message: fmt.Sprintf("%s forwards nothing outside the cluster domain; a random name got %s", who, dns.RcodeToString[probe.msg.Rcode])}
+		return okResult(fmt.Sprintf("%s forwards nothing outside the cluster domain; a random name got %s", who, dns.RcodeToString[probe.msg.Rcode]))
 	}
-	return Result{Status: OK, Message: fmt.Sprintf("%s forwards to %s: no loop address; a random name got %s", who, strings.Join(ups, ", "), dns.RcodeToString[probe.msg.Rcode])}
+	return okResult(fmt.Sprintf("%s forwards to %s: no loop address; a random name got %s", who, strings.Join(ups, ", "), dns.RcodeToString[probe.msg.Rcode]))
+}
+
+// clusterSideLoop judges the DNS pods the cache forwards the cluster domain and reverse zones to;
+// looped is false when none sends them back, and judged then names the servers found loop-free.
+func clusterSideLoop(ctx context.Context, env *Env, p *cacheProbe, cp *CacheProcess, probe *answer, probeFailed bool) (r Result, looped bool, judged string) {
+	if cp == nil && !p.mode.Interface() {
+		return Result{}, false, "" // no cache on this node to come back to
+	}
+	var fws []Forward
+	if cp != nil {
+		fws = cp.Forwards
+	}
+	cf := CacheClusterForwards(env.Plan.Facts, fws, cp != nil && len(cp.Blocks) > 0)
+	if len(cf.Zones) == 0 {
+		return Result{}, false, ""
+	}
+	var others []*CacheProcess
+	for _, s := range FindDNSServers(env.Host.Proc) {
+		if cp == nil || s.PID != cp.PID {
+			others = append(others, s)
+		}
+	}
+	pls := PodLoops(env.Plan.Facts, cf, others)
+	if len(pls) == 0 {
+		if len(others) == 0 {
+			return Result{}, false, ""
+		}
+		pods, _ := env.podNamespaces(ctx)
+		var names []string
+		for _, s := range others {
+			l, _ := dnsPodName(s, pods)
+			names = append(names, l)
+		}
+		return Result{}, false, fmt.Sprintf("%s: %s not sent back to a loop address", strings.Join(names, ", "), strings.Join(cf.Zones, ", "))
+	}
+	var cacheLoops []string
+	if cp != nil {
+		cacheLoops, _, _ = chainLoops(env, cp)
+	}
+	var ps string
+	switch {
+	case probeFailed:
+		ps = fmt.Sprintf("a random name through the cache failed: %s", probe)
+	case probe == nil:
+		ps = "the cache does not answer"
+	}
+	return podLoopResult(ctx, env, cf, pls, cacheLoops, ps), true, ""
 }
 
 type searchNXDomain struct{}

@@ -4,13 +4,17 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 
 	"github.com/nodedns/nodedns/internal/edges/hostnet"
+	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
 )
 
@@ -364,7 +368,11 @@ func (nodelocalIptables) Run(ctx context.Context, env *Env) Result {
 			// A backend we could not read may hold them.
 			return Result{Status: Unknown, Message: msg + "; and " + strings.Join(errs, "; ")}
 		}
-		return Result{Status: Problem, Message: msg + " (read from " + backendNames(bs) + ")",
+		msg += " (read from " + backendNames(bs) + ")"
+		if r, ok := notrackFirstSync(env, msg); ok {
+			return r
+		}
+		return Result{Status: Problem, Message: msg,
 			Hint: "node-local-dns adds them at start (unless -setupiptables=false): restart its pod on this node; without them every DNS query takes a conntrack entry and DNS drops when the table fills"}
 	}
 	msg := fmt.Sprintf("NOTRACK rules for %s in raw PREROUTING and OUTPUT (udp, tcp 53) in %s", addrList(addrs), strings.Join(with, " and "))
@@ -375,6 +383,56 @@ func (nodelocalIptables) Run(ctx context.Context, env *Env) Result {
 		msg += "; " + strings.Join(errs, "; ")
 	}
 	return Result{Status: OK, Message: msg}
+}
+
+// NodeCacheFirstSync is when node-cache (k8s.io/dns cmd/node-cache, with the arguments kubespray and
+// the upstream manifest give it) first adds its iptables rules: at its first sync tick, this long
+// after it starts. NotrackSettle is that and the time the iptables calls may take: what a waiting
+// `nodedns check --wait` is told to allow.
+const (
+	NodeCacheFirstSync = 60 * time.Second
+	NotrackSettle      = 90 * time.Second
+)
+
+// FirstSyncWait says whether missing NOTRACK rules are still to come from the cache process: a
+// node-cache that started age ago, before its first sync tick (plus a margin for the iptables calls),
+// has not added them yet. left is how long until the tick. A coredns process never adds them.
+func FirstSyncWait(comm string, age time.Duration) (wait bool, left time.Duration) {
+	if comm != "node-cache" || age < 0 || age >= NodeCacheFirstSync+10*time.Second {
+		return false, 0
+	}
+	return true, max(NodeCacheFirstSync-age, 0)
+}
+
+// notrackFirstSync is nodelocaldns.iptables's answer in node-cache's first minute: the rules are not
+// there yet because node-cache adds them at its first sync tick, and restarting its pod (the hint
+// for rules gone later) would restart that wait. unknown, not problem, so `check --wait` keeps going
+// (docs/contract.md "Check ids", nodelocaldns.iptables).
+func notrackFirstSync(env *Env, msg string) (Result, bool) {
+	cp := env.cacheProcess()
+	if cp == nil || env.Host.Uptime == nil {
+		return Result{}, false
+	}
+	stat, err := nodefs.ReadKernel(filepath.Join(env.Host.Proc, strconv.Itoa(cp.PID), "stat"), procKind)
+	if err != nil {
+		return Result{}, false
+	}
+	start, err := ParseProcStatStart(stat)
+	if err != nil {
+		return Result{}, false
+	}
+	up, err := env.Host.Uptime()
+	if err != nil {
+		return Result{}, false
+	}
+	age := up - start
+	wait, left := FirstSyncWait(cp.Comm, age)
+	if !wait {
+		return Result{}, false
+	}
+	return Result{Status: Unknown,
+		Message: fmt.Sprintf("%s; %s (pid %d) started %s ago and adds them at its first sync tick, about %ds after start", msg, cp.Comm, cp.PID, age.Round(time.Second), int(NodeCacheFirstSync.Seconds())),
+		Hint:    fmt.Sprintf("wait for node-cache's first sync (about %s more), or run `nodedns check --wait %ds`; restarting its pod now restarts the wait", left.Round(time.Second), int(NotrackSettle.Seconds()))}, true
 }
 
 func backendNames(bs []Backend) string {

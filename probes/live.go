@@ -69,6 +69,8 @@ type Live struct {
 	podOnce sync.Once
 	pods    []podnet.Pod
 	podsErr error
+	cpOnce  sync.Once
+	cp      *CacheProcess
 }
 
 // ProbeRounds is how many DNS rounds a live report waits for one after the other, each bounded by
@@ -117,6 +119,20 @@ func (env *Env) podNamespaces(ctx context.Context) ([]podnet.Pod, error) {
 		l.pods, l.podsErr = l.Pods(ctx, env.log())
 	})
 	return l.pods, l.podsErr
+}
+
+// cacheProcess finds the cache's process once per report: bound to a cache address in interface
+// mode, else in a network namespace of its own (docs/contract.md "Cache mode"); nil when none runs.
+func (env *Env) cacheProcess() *CacheProcess {
+	l := env.Host
+	l.cpOnce.Do(func() {
+		if env.cacheMode().Interface() {
+			l.cp = FindCacheProcess(l.Proc, env.Plan.Facts.CacheAddrs)
+		} else {
+			l.cp = FindPodCache(l.Proc)
+		}
+	})
+	return l.cp
 }
 
 // cacheMode is how the cache runs on this node (docs/contract.md "Cache mode"); in auto mode the

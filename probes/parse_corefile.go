@@ -21,46 +21,142 @@ type Forward struct {
 // `ZONE[:PORT]... { plugin args... }`, `#` comments, nested blocks for plugin options). Snippets,
 // imports and environment placeholders are not expanded: a forward using them is returned as written.
 func ParseCorefile(data []byte) ([]Forward, error) {
+	blocks, err := ParseServerBlocks(data)
 	var out []Forward
-	var zones []string
+	for _, b := range blocks {
+		out = append(out, b.Forwards...)
+	}
+	return out, err
+}
+
+// ServerBlock is one server block of a Corefile: its zones, its forward lines and the zones its
+// kubernetes plugin answers itself.
+type ServerBlock struct {
+	Zones    []string
+	Line     int
+	Forwards []Forward
+	// Kubernetes is the block's kubernetes plugin, nil without one.
+	Kubernetes *KubernetesPlugin
+}
+
+// KubernetesPlugin is a `kubernetes [ZONES...] { fallthrough [ZONES...] }` line: the plugin answers
+// every name in Zones (the server block's when the line names none) itself, NXDOMAIN included, except
+// those fallthrough passes on to the next plugin (all of them when fallthrough names no zone).
+type KubernetesPlugin struct {
+	Zones          []string
+	Fallthrough    []string
+	FallthroughAll bool
+	Line           int
+}
+
+// Answers reports whether the plugin answers zone z itself, so that no forward of its block sees z.
+func (k *KubernetesPlugin) Answers(z string) bool {
+	if k == nil || k.FallthroughAll || !slices.ContainsFunc(k.Zones, func(p string) bool { return InZone(z, p) }) {
+		return false
+	}
+	return !slices.ContainsFunc(k.Fallthrough, func(p string) bool { return InZone(z, p) })
+}
+
+// InZone reports whether name is zone or under it (both as normZone returns them; "." holds every
+// name).
+func InZone(name, zone string) bool {
+	return zone == "." || name == zone || strings.HasSuffix(name, "."+zone)
+}
+
+// BlockFor returns the server block that serves zone z as CoreDNS picks it: the block whose zone is
+// the longest one z is in (ports are not told apart: node-local caches and CoreDNS serve port 53).
+// nil when no block holds z.
+func BlockFor(blocks []ServerBlock, z string) *ServerBlock {
+	var best *ServerBlock
+	bestLen := -1
+	for i := range blocks {
+		for _, bz := range blocks[i].Zones {
+			n := len(bz)
+			if bz == "." {
+				n = 0
+			}
+			if InZone(z, bz) && n > bestLen {
+				best, bestLen = &blocks[i], n
+			}
+		}
+	}
+	return best
+}
+
+// ParseServerBlocks returns the server blocks of a Corefile with their forward lines and kubernetes
+// plugin, in file order; see ParseCorefile for the syntax read.
+func ParseServerBlocks(data []byte) ([]ServerBlock, error) {
+	var out []ServerBlock
+	var cur *ServerBlock
+	inKube := false // inside the kubernetes plugin's own block (depth 2)
 	depth := 0
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	n := 0
+	words := func(s string) []string {
+		var w []string
+		for _, x := range strings.Fields(s) {
+			if x = strings.Trim(x, "{}"); x != "" {
+				w = append(w, x)
+			}
+		}
+		return w
+	}
 	for sc.Scan() {
 		n++
 		line := sc.Text()
 		if i := strings.IndexByte(line, '#'); i >= 0 {
 			line = line[:i]
 		}
-		f := strings.Fields(line)
-		if len(f) == 0 {
+		if len(strings.Fields(line)) == 0 {
 			continue
 		}
 		opens := strings.Count(line, "{")
 		closes := strings.Count(line, "}")
-		words := slices.DeleteFunc(slices.Clone(f), func(s string) bool { return s == "{" || s == "}" })
-		for i, w := range words {
-			words[i] = strings.Trim(w, "{}")
-		}
 		switch {
 		case depth == 0 && opens > 0:
-			zones = nil
-			for _, w := range words {
+			var zones []string
+			for _, w := range words(line) {
 				for z := range strings.SplitSeq(w, ",") {
 					if z != "" {
 						zones = append(zones, normZone(z))
 					}
 				}
 			}
-		case depth == 1:
+			out = append(out, ServerBlock{Zones: zones, Line: n})
+			cur = &out[len(out)-1]
+		case depth == 1 && cur != nil:
 			// Options in a block on the same line (`forward . 10.0.0.1 { force_tcp }`) are not targets.
 			head, _, _ := strings.Cut(line, "{")
-			if w := strings.Fields(head); len(w) >= 3 && w[0] == "forward" {
-				out = append(out, Forward{Zones: zones, From: normZone(w[1]), To: w[2:], Line: n})
+			w := strings.Fields(head)
+			switch {
+			case len(w) >= 3 && w[0] == "forward":
+				cur.Forwards = append(cur.Forwards, Forward{Zones: cur.Zones, From: normZone(w[1]), To: w[2:], Line: n})
+			case len(w) >= 1 && w[0] == "kubernetes":
+				k := &KubernetesPlugin{Line: n}
+				for _, z := range w[1:] {
+					k.Zones = append(k.Zones, normZone(z))
+				}
+				if len(k.Zones) == 0 {
+					k.Zones = slices.Clone(cur.Zones)
+				}
+				cur.Kubernetes = k
+				inKube = opens > closes
+			}
+		case depth == 2 && inKube:
+			if w := words(line); len(w) >= 1 && w[0] == "fallthrough" {
+				if len(w) == 1 {
+					cur.Kubernetes.FallthroughAll = true
+				}
+				for _, z := range w[1:] {
+					cur.Kubernetes.Fallthrough = append(cur.Kubernetes.Fallthrough, normZone(z))
+				}
 			}
 		}
 		depth += opens - closes
+		if depth < 2 {
+			inKube = false
+		}
 		if depth < 0 {
 			return out, fmt.Errorf("line %d: unbalanced }", n)
 		}

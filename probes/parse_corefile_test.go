@@ -63,7 +63,14 @@ func TestParseCorefile(t *testing.T) {
 func FuzzParseCorefile(f *testing.F) {
 	f.Add([]byte(corefile))
 	f.Add([]byte("}\n{{\nforward"))
+	f.Add([]byte(".:53 {\n kubernetes cluster.local in-addr.arpa {\n  fallthrough in-addr.arpa\n }\n forward . /etc/resolv.conf\n}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		blocks, _ := ParseServerBlocks(data)
+		for _, z := range []string{"cluster.local", "in-addr.arpa", "."} {
+			if b := BlockFor(blocks, z); b != nil {
+				b.Kubernetes.Answers(z)
+			}
+		}
 		fws, _ := ParseCorefile(data)
 		for _, fw := range fws {
 			if len(fw.To) == 0 {

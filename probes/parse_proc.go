@@ -10,9 +10,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/probes/podnet"
 	"github.com/nodedns/nodedns/resolvconf"
 )
 
@@ -21,11 +25,14 @@ type CacheProcess struct {
 	PID      int
 	Comm     string
 	Corefile string // the config path as the process sees it
-	// Forwards are the forward lines of the Corefile's server blocks.
+	// Forwards are the forward lines of the Corefile's server blocks, Blocks the blocks themselves.
 	Forwards []Forward
+	Blocks   []ServerBlock
 	// Resolv are the resolv.conf files forward reads, as the process sees them (its mount namespace).
 	Resolv map[string]*resolvconf.File
 	Err    error // the Corefile or a resolv.conf could not be read
+	// NetNS is the process's network namespace (FindDNSServers), to tell which pod it is.
+	NetNS podnet.NSID
 }
 
 // socketInodes returns the inodes of sockets bound to any of addrs (nil: any address) on port 53
@@ -159,6 +166,37 @@ func FindPodCache(proc string) *CacheProcess {
 	return readCacheProcess(proc, found.PID, found.Comm)
 }
 
+// FindDNSServers finds every node-cache or coredns process on this node that holds a socket on port
+// 53 in its own network namespace's tables (/proc/PID/net: the host's for a hostNetwork pod, the pod's
+// otherwise), by PID, and reads each one's Corefile and the resolv.conf files it forwards to as
+// FindCacheProcess does: the node-local cache and the cluster's CoreDNS pods alike (docs/contract.md
+// "Check ids", dns.loop). Each comes with the identity of its network namespace, to be named after
+// its pod.
+func FindDNSServers(proc string) []*CacheProcess {
+	dirs, _ := os.ReadDir(proc)
+	var out []*CacheProcess
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		dir := filepath.Join(proc, d.Name())
+		comm, err := nodefs.ReadKernel(filepath.Join(dir, "comm"), procKind)
+		name := strings.TrimSpace(string(comm))
+		if err != nil || !slices.Contains(cacheComms, name) || !holdsSocket(dir, socketInodes(dir, nil)) {
+			continue
+		}
+		cp := readCacheProcess(proc, pid, name)
+		var st unix.Stat_t
+		if unix.Stat(filepath.Join(dir, "ns/net"), &st) == nil {
+			cp.NetNS = podnet.NSID{Dev: st.Dev, Ino: st.Ino}
+		}
+		out = append(out, cp)
+	}
+	slices.SortFunc(out, func(a, b *CacheProcess) int { return a.PID - b.PID })
+	return out
+}
+
 // holdsSocket reports whether the process at dir (/proc/PID) has one of the socket inodes open.
 func holdsSocket(dir string, inodes map[string]bool) bool {
 	if len(inodes) == 0 {
@@ -203,7 +241,10 @@ func readCacheProcess(proc string, pid int, comm string) *CacheProcess {
 		cp.Err = fmt.Errorf("read the Corefile of %s (pid %d): %w", comm, pid, err)
 		return cp
 	}
-	cp.Forwards, err = ParseCorefile(data)
+	cp.Blocks, err = ParseServerBlocks(data)
+	for _, b := range cp.Blocks {
+		cp.Forwards = append(cp.Forwards, b.Forwards...)
+	}
 	if err != nil {
 		cp.Err = fmt.Errorf("%s (pid %d): %w", cp.Corefile, pid, err)
 	}
@@ -232,3 +273,31 @@ func readCacheProcess(proc string, pid int, comm string) *CacheProcess {
 
 // procKind bounds a /proc file nodedns reads (a socket table on a busy node is the largest).
 var procKind = nodefs.Proc
+
+// userHZ is the unit of the clock-tick fields of /proc/PID/stat (USER_HZ: 100 on every Linux
+// architecture nodedns ships for, whatever the kernel's HZ).
+const userHZ = 100
+
+// ParseProcStatStart returns a process's start time after boot, field 22 (starttime) of its
+// /proc/PID/stat. The command name (field 2) is in parentheses and may hold spaces and parentheses
+// itself, so fields are counted after the last ')'.
+func ParseProcStatStart(data []byte) (time.Duration, error) {
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc stat: no command name")
+	}
+	f := strings.Fields(s[i+1:])
+	// After the name come state (field 3) ... starttime (field 22): index 22-3.
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc stat: %d fields after the command name, want at least 20", len(f))
+	}
+	ticks, err := strconv.ParseUint(f[19], 10, 63)
+	if err != nil {
+		return 0, fmt.Errorf("/proc stat: starttime: %w", err)
+	}
+	if ticks > uint64(1<<63-1)/uint64(time.Second/userHZ) {
+		return 0, fmt.Errorf("/proc stat: starttime %d out of range", ticks)
+	}
+	return time.Duration(ticks) * (time.Second / userHZ), nil
+}

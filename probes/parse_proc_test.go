@@ -347,3 +347,42 @@ func TestFindPodCache(t *testing.T) {
 		})
 	}
 }
+
+// TestFindDNSServers finds every node-cache and coredns process with a port-53 socket in its own
+// network namespace's tables, by PID, each with its Corefile's blocks and the resolv.conf it forwards
+// to read inside its own root; other programs and DNS processes without such a socket are left out.
+func TestFindDNSServers(t *testing.T) {
+	const podUDP = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n" +
+		"  2: 00000000:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 5152 2 0000000000000000 0\n"
+	coredns := map[string]string{"/etc/coredns/Corefile": ".:53 {\n    kubernetes cluster.local in-addr.arpa {\n      fallthrough in-addr.arpa\n    }\n    forward . /etc/resolv.conf\n}\n", "/etc/resolv.conf": "nameserver 169.254.25.10\n"}
+	procs := []fakeProcess{
+		{pid: 2000, comm: "coredns", args: []string{"/coredns", "-conf", "/etc/coredns/Corefile"}, sockets: []string{"5152"}, files: coredns},
+		{pid: 100, comm: "node-cache", args: []string{"/node-cache", "-conf", "/etc/Corefile"}, sockets: []string{"4242"},
+			files: map[string]string{"/etc/Corefile": ".:53 {\n    forward . /etc/resolv.conf\n}\n", "/etc/resolv.conf": "nameserver 10.0.0.2\n"}},
+		{pid: 300, comm: "dnsmasq", sockets: []string{"5152"}},
+		{pid: 400, comm: "coredns", sockets: []string{"9999"}},
+	}
+	root := fakeProc(t, map[string]string{"udp": procNetUDP}, procs...)
+	for _, p := range procs {
+		table := procNetUDP // the host's namespace
+		if p.pid != 100 {
+			table = podUDP
+		}
+		writeUnder(t, root, strconv.Itoa(p.pid)+"/net/udp", table)
+	}
+	got := FindDNSServers(root)
+	var pids []int
+	for _, s := range got {
+		pids = append(pids, s.PID)
+	}
+	if d := cmp.Diff([]int{100, 2000}, pids); d != "" {
+		t.Fatalf("servers (-want +got):\n%s", d)
+	}
+	cd := got[1]
+	if cd.Err != nil || len(cd.Blocks) != 1 || cd.Blocks[0].Kubernetes == nil || !cd.Blocks[0].Kubernetes.Answers("cluster.local") || cd.Blocks[0].Kubernetes.Answers("in-addr.arpa") {
+		t.Errorf("coredns: %+v (err %v)", cd.Blocks, cd.Err)
+	}
+	if rf := cd.Resolv["/etc/resolv.conf"]; rf == nil || len(rf.Nameservers()) != 1 || rf.Nameservers()[0] != cache {
+		t.Errorf("coredns's resolv.conf: %+v", cd.Resolv)
+	}
+}

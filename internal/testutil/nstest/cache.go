@@ -61,6 +61,12 @@ type CacheOptions struct {
 	Forward string
 	// NoNotrack leaves out the raw-table NOTRACK rules.
 	NoNotrack bool
+	// ClusterDNS, when set, gives the cache kubespray's Corefile shape: cluster.local, in-addr.arpa
+	// and ip6.arpa each in a server block forwarding to this address (force_tcp), instead of the
+	// cluster.local hosts zone; ClusterName is then answered by whatever serves it there. Loop adds
+	// kubespray's `loop` plugin to every block.
+	ClusterDNS netip.Addr
+	Loop       bool
 }
 
 // Cache is a real CoreDNS as the node-local cache of a sandbox node: bound to every cache address,
@@ -72,9 +78,11 @@ type Cache struct {
 	Corefile  string
 	Cmd       *exec.Cmd
 
-	sb      *Sandbox
-	bin     string
-	forward string
+	sb         *Sandbox
+	bin        string
+	forward    string
+	clusterDNS netip.Addr
+	loop       bool
 }
 
 // StartCache makes a healthy node-local cache in the sandbox: the interface up with the cache
@@ -85,7 +93,7 @@ type Cache struct {
 func (sb *Sandbox) StartCache(t testing.TB, o CacheOptions) *Cache {
 	t.Helper()
 	NeedTools(t, "apt-get install iptables bind9-dnsutils", "iptables", "ip6tables", "dig")
-	c := &Cache{Interface: o.Interface, Addrs: o.Addrs, sb: sb, bin: CoreDNS(t), forward: o.Forward}
+	c := &Cache{Interface: o.Interface, Addrs: o.Addrs, sb: sb, bin: CoreDNS(t), forward: o.Forward, clusterDNS: o.ClusterDNS, loop: o.Loop}
 	if c.Interface == "" {
 		c.Interface = "nodelocaldns"
 	}
@@ -128,8 +136,19 @@ func (c *Cache) writeCorefile(t testing.TB) {
     }
 }
 `, strings.Join(bind, " "), ClusterNameAddr, strings.TrimSuffix(ClusterName, "."))
+	loop := ""
+	if c.loop {
+		loop = "    loop\n"
+	}
+	if c.clusterDNS.IsValid() {
+		// kubespray's nodelocaldns ConfigMap (roles/kubernetes-apps/ansible/templates/nodelocaldns-config.yml.j2).
+		corefile = ""
+		for _, z := range []string{"cluster.local", "in-addr.arpa", "ip6.arpa"} {
+			corefile += fmt.Sprintf("%s:53 {\n    errors\n    cache 30\n%s    bind %s\n    forward . %s {\n        force_tcp\n    }\n}\n", z, loop, strings.Join(bind, " "), c.clusterDNS)
+		}
+	}
 	if c.forward != "" {
-		corefile += fmt.Sprintf(".:53 {\n    bind %s\n    errors\n    forward . %s\n}\n", strings.Join(bind, " "), c.forward)
+		corefile += fmt.Sprintf(".:53 {\n    bind %s\n    errors\n%s    forward . %s\n}\n", strings.Join(bind, " "), loop, c.forward)
 	}
 	if err := os.WriteFile(c.Corefile, []byte(corefile), 0o644); err != nil {
 		t.Fatal(err)
