@@ -1,0 +1,953 @@
+// Package demo replays two of the incidents nodedns prevents (docs/incidents.md "Incident 001: a
+// DHCP search domain leaks and node-cache forwards to itself" and "Incident 002: host_resolvconf
+// points the node at the cache and a reboot loops") on this machine, with real components, first
+// without nodedns and then with `nodedns run`, and reports the same figures both times: CoreDNS's
+// loop FATAL, lookups that fail, queries that leak to the LAN resolver.
+//
+// Everything runs in namespaces the demo makes with the test harness (internal/testutil/nstest): a
+// node (network, mount, PID and UTS namespaces; /etc and /var/lib overlaid, so nothing is written to
+// this machine's files) and a LAN (a second network namespace) joined by a veth pair. The node has:
+//   - the node-local cache: a real CoreDNS v1.15.0 bound to 169.254.25.10 on a bridge named
+//     nodelocaldns, with kubespray's nodelocaldns Corefile (cluster.local, in-addr.arpa and
+//     ip6.arpa to the cluster DNS, "." to the pod's /etc/resolv.conf, each with the loop plugin),
+//     run as node-cache runs: in a mount namespace of its own whose /etc/resolv.conf is the file
+//     kubelet hands a dnsPolicy: Default pod (a copy of kubelet's resolvConf, made when the pod
+//     starts);
+//   - the cluster DNS: a second CoreDNS on 10.233.0.3 (on a bridge kube-ipvs0, as kube-proxy's IPVS
+//     mode puts service addresses) answering the cluster's zones, standing in for the cluster's
+//     CoreDNS behind its service;
+//   - pods: glibc's resolver (getent) in a mount namespace whose /etc/resolv.conf is what kubelet
+//     writes for a dnsPolicy: ClusterFirst pod (the cluster search list, then the host's search
+//     domains from kubelet's resolvConf; nameserver 169.254.25.10; ndots:5);
+//   - for incident 001 a real systemd-resolved 252 on a private system bus, whose
+//     /run/systemd/resolve/resolv.conf is kubelet's resolvConf.
+//
+// The LAN runs dnsmasq as its resolver (--log-queries: the demo counts what it receives).
+package demo
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nodedns/nodedns/internal/testutil/nstest"
+	"golang.org/x/sys/unix"
+)
+
+// The node's and the LAN's addresses, as in the incident reports.
+const (
+	cacheAddr   = "169.254.25.10"
+	clusterDNS  = "10.233.0.3"
+	nodeAddr    = "192.168.1.21"
+	lanDNS      = "192.168.1.1"
+	dhcpDomain  = "example.org"
+	outsideName = "registry-1.docker.io"
+	// outsideAddr is what the LAN resolver answers for outsideName (a documentation address: the
+	// demo has no internet, the LAN resolver stands in for it).
+	outsideAddr = "203.0.113.10"
+	// clusterName is the one name the cluster DNS knows.
+	clusterName = "kubernetes.default.svc.cluster.local"
+	clusterAddr = "10.233.0.1"
+)
+
+// Lookups is how many failing pod lookups incident 001 counts leaks for: one dead service name
+// each (the report had Ingresses pointing at ExternalNames that did not exist).
+const Lookups = 50
+
+// Options configure a run.
+type Options struct {
+	// Nodedns is the nodedns binary to run; empty: built from this module (nstest.Build).
+	Nodedns string
+	// Out receives the report a person reads; nil discards it.
+	Out io.Writer
+}
+
+// Figures are what one phase of an incident measured.
+type Figures struct {
+	// CacheUp: the node-local cache was running and answering at the end of the phase.
+	CacheUp bool
+	// LoopFatals counts the cache's exits with the loop plugin's FATAL during the phase (the demo
+	// restarts it as kubelet restarts a crashing pod); FatalLine is the first such line.
+	LoopFatals int
+	FatalLine  string
+	// Starts counts the cache's starts in the phase.
+	Starts int
+	// ExitCode is the cache's exit status when it exited (else -1).
+	ExitCode int
+	// Outside is what a pod's lookup of outsideName gave: the address, or the failure.
+	Outside string
+	// Leaked counts the queries for *.svc.cluster.local.<DHCP domain> the LAN resolver received
+	// during the pods' Lookups failing lookups (incident 001 only; -1 when not measured).
+	Leaked int
+	// Nameservers and Search are those of the file kubelet hands pods (its resolvConf).
+	Nameservers, Search []string
+	// SelfForwarded counts the queries the cache forwarded to its own address during the phase
+	// (from its Prometheus metrics; -1 when it was not up to ask).
+	SelfForwarded int
+}
+
+// Incident is one replayed incident.
+type Incident struct {
+	ID, Title string
+	Before    Figures
+	After     Figures
+	// Changed is what `nodedns run` logged that it changed; Restored what `nodedns restore` said.
+	Changed  []string
+	Restored []string
+	// RestoredExact: after `nodedns restore` kubelet's resolvConf is byte for byte what it was
+	// before nodedns ran.
+	RestoredExact bool
+	Elapsed       time.Duration
+}
+
+// Run replays incidents 002 and 001 and returns their figures. Every namespace and process it
+// started is gone when t's cleanups have run (t.Cleanup).
+func Run(t testing.TB, o Options) []Incident {
+	t.Helper()
+	out := o.Out
+	if out == nil {
+		out = io.Discard
+	}
+	bin := o.Nodedns
+	if bin == "" {
+		bin = nstest.Build(t)
+	}
+	if !filepath.IsAbs(bin) {
+		abs, err := filepath.Abs(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin = abs
+	}
+	nstest.NeedTools(t, "apt-get install dnsmasq-base", "dnsmasq")
+	nstest.NeedTools(t, "apt-get install libc-bin util-linux iproute2 dbus-daemon dbus-bin", "getent", "unshare", "ip", "dbus-daemon", "dbus-send")
+	d := &demo{t: t, out: out, bin: bin, coredns: nstest.CoreDNS(t)}
+	return []Incident{d.incident002(), d.incident001()}
+}
+
+type demo struct {
+	t       testing.TB
+	out     io.Writer
+	bin     string
+	coredns string
+}
+
+func (d *demo) printf(format string, args ...any) { fmt.Fprintf(d.out, format, args...) }
+
+// node is one simulated Kubernetes node and its LAN.
+type node struct {
+	d       *demo
+	sb, lan *nstest.Sandbox
+	iface   string
+	dnsmasq *exec.Cmd
+	cache   *proc
+}
+
+// newNode makes the node and its LAN: the node's uplink iface at nodeAddr, the LAN resolver at
+// lanDNS, the cluster DNS, and the nodelocaldns bridge with the cache address (the cache itself is
+// started by startCache).
+func (d *demo) newNode(iface string) *node {
+	t := d.t
+	n := &node{d: d, iface: iface}
+	n.sb = nstest.NewWith(t, nstest.Options{PIDNamespace: true, UTSNamespace: true})
+	n.lan = nstest.New(t)
+	n.sb.Isolate(t)
+	a, _ := nstest.Veth(t, n.sb, n.lan, nodeAddr+"/24", lanDNS+"/24")
+	n.sb.Run(t, fmt.Sprintf(`set -e
+hostname node1
+ip link set %[1]s down
+ip link set %[1]s name %[2]s
+ip link set %[2]s up
+ip route replace default via %[3]s dev %[2]s
+ip link add nodelocaldns type bridge
+ip addr add %[4]s/32 dev nodelocaldns
+ip link set nodelocaldns up
+ip link add kube-ipvs0 type bridge
+ip addr add %[5]s/32 dev kube-ipvs0
+ip link set kube-ipvs0 up
+mkdir -p /var/lib/kubelet /var/lib/dhcp /etc/dhcp
+`, a, iface, lanDNS, cacheAddr, clusterDNS))
+
+	// The LAN resolver: answers outsideName (standing in for the internet), NXDOMAIN for its own
+	// domain's unknown names, and logs every query it receives.
+	n.dnsmasq = n.lan.Start(t, "dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--pid-file=",
+		"--no-resolv", "--no-hosts", "--listen-address="+lanDNS, "--bind-interfaces",
+		"--local=/"+dhcpDomain+"/", "--address=/"+outsideName+"/"+outsideAddr,
+		"--log-queries", "--log-facility=-")
+	nstest.WaitFor(t, 20*time.Second, "the LAN resolver", func() bool {
+		return n.podLookupVia(lanDNS, outsideName+".") == outsideAddr
+	})
+
+	// The cluster DNS: the cluster's zones, nothing else.
+	corefile := filepath.Join(n.sb.Dir(), "Corefile-cluster")
+	must(t, os.WriteFile(corefile, []byte(fmt.Sprintf(`cluster.local:53 in-addr.arpa:53 ip6.arpa:53 {
+    bind %s
+    errors
+    hosts {
+        %s %s
+    }
+}
+`, clusterDNS, clusterAddr, clusterName)), 0o644))
+	n.sb.Start(t, d.coredns, "-conf", corefile)
+	nstest.WaitFor(t, 20*time.Second, "the cluster DNS", func() bool {
+		return n.podLookupVia(clusterDNS, clusterName+".") == clusterAddr
+	})
+	return n
+}
+
+// kubesprayCorefile is kubespray's nodelocaldns ConfigMap for a node whose cluster DNS is
+// clusterDNS and whose upstream forward target is the default /etc/resolv.conf.
+var kubesprayCorefile = `cluster.local:53 {
+    errors
+    cache {
+        success 9984 30
+        denial 9984 5
+    }
+    reload
+    loop
+    bind ` + cacheAddr + `
+    forward . ` + clusterDNS + ` {
+        force_tcp
+    }
+    prometheus ` + cacheAddr + `:9253
+    health ` + cacheAddr + `:9254
+}
+in-addr.arpa:53 {
+    errors
+    cache 30
+    reload
+    loop
+    bind ` + cacheAddr + `
+    forward . ` + clusterDNS + ` {
+        force_tcp
+    }
+    prometheus ` + cacheAddr + `:9253
+}
+ip6.arpa:53 {
+    errors
+    cache 30
+    reload
+    loop
+    bind ` + cacheAddr + `
+    forward . ` + clusterDNS + ` {
+        force_tcp
+    }
+    prometheus ` + cacheAddr + `:9253
+}
+.:53 {
+    errors
+    cache 30
+    reload
+    loop
+    bind ` + cacheAddr + `
+    forward . /etc/resolv.conf
+    prometheus ` + cacheAddr + `:9253
+}
+`
+
+var resolvConfKey = regexp.MustCompile(`(?m)^resolvConf:\s*"?([^"\s]+)"?\s*$`)
+
+// kubeletResolvConf returns the file kubelet's config names as resolvConf and its contents.
+func (n *node) kubeletResolvConf() (string, []byte) {
+	t := n.d.t
+	cfg, err := os.ReadFile(n.sb.Path("/var/lib/kubelet/config.yaml"))
+	must(t, err)
+	m := resolvConfKey.FindSubmatch(cfg)
+	if m == nil {
+		t.Fatalf("kubelet's config has no resolvConf:\n%s", cfg)
+	}
+	p := string(m[1])
+	data, err := os.ReadFile(n.sb.Path(p))
+	must(t, err)
+	return p, data
+}
+
+// podFiles writes the two files kubelet would write when it (re)creates the pods, from kubelet's
+// resolvConf as it is now: the cache's (dnsPolicy: Default: the host file's nameservers, search and
+// options) and an ordinary pod's (dnsPolicy: ClusterFirst). It returns their paths and the host
+// file's nameserver and search lines.
+func (n *node) podFiles() (cachePod, pod string, ns, search []string) {
+	t := n.d.t
+	_, data := n.kubeletResolvConf()
+	var opts []string
+	for _, l := range strings.Split(string(data), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "nameserver":
+			ns = append(ns, f[1])
+		case "search":
+			search = f[1:]
+		case "options":
+			opts = append(opts, f[1:]...)
+		}
+	}
+	var def strings.Builder
+	for _, s := range ns {
+		fmt.Fprintf(&def, "nameserver %s\n", s)
+	}
+	if len(search) > 0 {
+		fmt.Fprintf(&def, "search %s\n", strings.Join(search, " "))
+	}
+	if len(opts) > 0 {
+		fmt.Fprintf(&def, "options %s\n", strings.Join(opts, " "))
+	}
+	cluster := []string{"default.svc.cluster.local", "svc.cluster.local", "cluster.local"}
+	seen := map[string]bool{}
+	var all []string
+	for _, s := range append(cluster, search...) {
+		if k := strings.TrimSuffix(s, "."); !seen[k] {
+			seen[k] = true
+			all = append(all, s)
+		}
+	}
+	cachePod = filepath.Join(n.sb.Dir(), "pod-nodelocaldns-resolv.conf")
+	pod = filepath.Join(n.sb.Dir(), "pod-resolv.conf")
+	must(t, os.WriteFile(cachePod, []byte(def.String()), 0o644))
+	must(t, os.WriteFile(pod, []byte(fmt.Sprintf("search %s\nnameserver %s\noptions ndots:5\n", strings.Join(all, " "), cacheAddr)), 0o644))
+	return cachePod, pod, ns, search
+}
+
+// proc is a process started in the node with its exit observed.
+type proc struct {
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	code int
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *proc) output() string {
+	data, _ := os.ReadFile(p.log)
+	return string(data)
+}
+
+// stop ends the process with sig (in a sandbox with its own PID namespace nsenter forks, so the
+// program, its only child, gets the signal) and waits for it.
+func (p *proc) stop(sig syscall.Signal) {
+	if p.exited() {
+		return
+	}
+	if pid, err := childPID(p.cmd.Process.Pid); err == nil {
+		_ = syscall.Kill(pid, sig)
+	} else {
+		_ = p.cmd.Process.Signal(sig)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		if pid, err := childPID(p.cmd.Process.Pid); err == nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		<-p.done
+	}
+}
+
+// start runs name in the node and watches its exit; it is killed when the demo ends, before the
+// sandbox goes. (The sandbox's own Start waits for its processes at cleanup, so a process whose exit
+// the demo watches is started here instead.)
+func (n *node) start(name string, args ...string) *proc {
+	t := n.d.t
+	logf, err := os.CreateTemp(n.sb.Dir(), filepath.Base(name)+"-*.log")
+	must(t, err)
+	cmd := n.sb.Cmd(context.Background(), name, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s in the node: %v", name, err)
+	}
+	p := &proc{cmd: cmd, log: logf.Name(), done: make(chan struct{}), code: -1}
+	go func() {
+		_ = cmd.Wait()
+		p.code = cmd.ProcessState.ExitCode()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.stop(syscall.SIGKILL)
+		if t.Failed() {
+			t.Logf("log of %s %v:\n%s", name, args, p.output())
+		}
+		logf.Close()
+	})
+	return p
+}
+
+var loopFatal = regexp.MustCompile(`\[FATAL\] plugin/loop: Loop .*`)
+
+// startCache (re)creates the node-local cache pod with its /etc/resolv.conf from kubelet's
+// resolvConf, and waits until it answers a cluster name or exits. Like kubelet with a crashing pod,
+// it starts it again after an exit, up to restarts times; f counts the loop FATALs seen.
+func (n *node) startCache(f *Figures, restarts int) {
+	t := n.d.t
+	corefile := filepath.Join(n.sb.Dir(), "Corefile-nodelocaldns")
+	must(t, os.WriteFile(corefile, []byte(kubesprayCorefile), 0o644))
+	cachePod, _, _, _ := n.podFiles()
+	for try := 0; ; try++ {
+		if n.cache != nil {
+			n.cache.stop(syscall.SIGKILL)
+		}
+		f.Starts++
+		n.cache = n.start("unshare", "-m", "--propagation", "private", "sh", "-c",
+			fmt.Sprintf("mount --bind %s /etc/resolv.conf && exec %s -conf %s", shq(cachePod), shq(n.d.coredns), shq(corefile)))
+		// Up: answering the cluster name; the loop plugin's probe of "." is sent at start and
+		// answered (or caught) within a second or two, so a cache still running 3 s after it
+		// answered has passed it.
+		var upAt time.Time
+		nstest.WaitFor(t, 30*time.Second, "the node-local cache to answer or exit", func() bool {
+			if n.cache.exited() {
+				return true
+			}
+			if upAt.IsZero() {
+				if n.podLookupVia(cacheAddr, clusterName+".") == clusterAddr {
+					upAt = time.Now()
+				}
+				return false
+			}
+			return time.Since(upAt) > 3*time.Second
+		})
+		if !n.cache.exited() {
+			f.CacheUp = true
+			f.ExitCode = -1
+			return
+		}
+		f.CacheUp = false
+		f.ExitCode = n.cache.code
+		if m := loopFatal.FindString(n.cache.output()); m != "" {
+			f.LoopFatals++
+			if f.FatalLine == "" {
+				f.FatalLine = m
+			}
+		}
+		if try >= restarts {
+			return
+		}
+	}
+}
+
+// measure fills the figures kubelet's files and the pods give now: the cache is (re)started
+// (restarts: how often a crash is followed by a restart), then a pod looks up outsideName and, when
+// leaks is set, Lookups dead service names while the LAN resolver's log is counted.
+func (n *node) measure(f *Figures, restarts int, leaks bool) {
+	_, pod, ns, search := n.podFiles()
+	f.Nameservers, f.Search = ns, search
+	f.Leaked, f.SelfForwarded = -1, -1
+	n.startCache(f, restarts)
+	f.Outside = n.podLookup(pod, outsideName)
+	if leaks {
+		before := n.leaked()
+		names := make([]string, Lookups)
+		for i := range names {
+			names[i] = fmt.Sprintf("user%d-svc.user%d.svc.cluster.local", i+1, i+1)
+		}
+		n.podLookups(pod, names)
+		time.Sleep(200 * time.Millisecond) // dnsmasq logs as it answers; let the last line land
+		f.Leaked = n.leaked() - before
+	}
+	if f.CacheUp {
+		f.SelfForwarded = n.selfForwarded()
+	}
+}
+
+var leakRe = regexp.MustCompile(`(?m)query\[\w+\] \S+\.svc\.cluster\.local\.` + regexp.QuoteMeta(dhcpDomain) + ` from `)
+
+// leaked counts the *.svc.cluster.local.<DHCP domain> queries in the LAN resolver's log so far.
+func (n *node) leaked() int {
+	f, ok := n.dnsmasq.Stdout.(*os.File)
+	if !ok {
+		n.d.t.Fatal("dnsmasq's log is not a file")
+	}
+	data, err := os.ReadFile(f.Name())
+	must(n.d.t, err)
+	return len(leakRe.FindAll(data, -1))
+}
+
+// podLookup resolves name with glibc (getent ahostsv4: A queries only) in a mount namespace whose
+// /etc/resolv.conf is resolvConf, and returns the first address or why there is none.
+func (n *node) podLookup(resolvConf, name string) string {
+	return n.podLookups(resolvConf, []string{name})[0]
+}
+
+// podLookupVia resolves an absolute name through server only.
+func (n *node) podLookupVia(server, name string) string {
+	f := filepath.Join(n.sb.Dir(), "via-"+server+".conf")
+	if err := os.WriteFile(f, []byte("nameserver "+server+"\noptions timeout:1 attempts:1\n"), 0o644); err != nil {
+		n.d.t.Fatal(err)
+	}
+	return n.podLookups(f, []string{name})[0]
+}
+
+// podLookups resolves each name as a pod would, one after the other, and returns each first
+// address or the failure.
+func (n *node) podLookups(resolvConf string, names []string) []string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "mount --bind %s /etc/resolv.conf || exit 1\n", shq(resolvConf))
+	for _, name := range names {
+		fmt.Fprintf(&b, "a=$(getent ahostsv4 %s); rc=$?; echo \"$rc ${a%%%% *}\"\n", shq(name))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := n.sb.Cmd(ctx, "unshare", "-m", "--propagation", "private", "sh", "-c", b.String()).CombinedOutput()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err != nil || len(lines) != len(names) {
+		n.d.t.Fatalf("pod lookups: %v: %s", err, out)
+	}
+	res := make([]string, len(names))
+	for i, l := range lines {
+		rc, addr, _ := strings.Cut(l, " ")
+		switch {
+		case rc == "0":
+			res[i] = strings.TrimSpace(addr)
+		case rc == "2":
+			res[i] = "lookup failed"
+		default:
+			res[i] = "no answer (getent exit " + rc + ")"
+		}
+	}
+	return res
+}
+
+// nodedns runs the real binary in the node with cfg.
+func (n *node) nodedns(cfg string, args ...string) (string, int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := n.sb.Cmd(ctx, n.d.bin, append([]string{"--config", cfg}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	code := 0
+	if err != nil {
+		code = -1
+		if cmd.ProcessState != nil {
+			code = cmd.ProcessState.ExitCode()
+		}
+		return string(out) + stderr.String(), code
+	}
+	return string(out), code
+}
+
+// changeRe matches the daemon's log of a change: `msg=wrote path=/etc/resolv.conf` or
+// `msg="restarted systemd-resolved"`.
+var changeRe = regexp.MustCompile(`(?m)msg=(?:(wrote|removed) path=(\S+)|"(restarted [^"]*)")`)
+
+// runNodedns starts `nodedns run` in the node, waits until it is ready and until done holds, and
+// returns the daemon and what it logged having changed.
+func (n *node) runNodedns(cfg string, done func() bool) (*proc, []string) {
+	t := n.d.t
+	p := n.start(n.d.bin, "--config", cfg, "run")
+	nstest.WaitFor(t, 60*time.Second, "nodedns run to be ready", func() bool {
+		if p.exited() {
+			t.Fatalf("nodedns run exited %d:\n%s", p.code, p.output())
+		}
+		return strings.Contains(p.output(), "daemon ready")
+	})
+	nstest.WaitFor(t, 60*time.Second, "nodedns run to fix the node", done)
+	var changed []string
+	for _, m := range changeRe.FindAllStringSubmatch(p.output(), -1) {
+		if m[3] != "" {
+			changed = append(changed, m[3])
+		} else {
+			changed = append(changed, m[1]+" "+m[2])
+		}
+	}
+	return p, changed
+}
+
+// restore stops the daemon and runs `nodedns restore`, returning its report lines and whether
+// kubelet's resolvConf is back to start (waiting a little: resolved rewrites its file after the
+// restart restore asks for).
+func (n *node) restore(p *proc, cfg string, start []byte) ([]string, bool) {
+	p.stop(syscall.SIGTERM)
+	out, code := n.nodedns(cfg, "restore")
+	if code != 0 {
+		n.d.t.Fatalf("nodedns restore exited %d:\n%s", code, out)
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	exact := false
+	deadline := time.Now().Add(10 * time.Second)
+	for !exact && time.Now().Before(deadline) {
+		_, now := n.kubeletResolvConf()
+		if exact = string(now) == string(start); !exact {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return lines, exact
+}
+
+func childPID(pid int) (int, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(data))
+	if len(f) != 1 {
+		return 0, fmt.Errorf("process %d has children %q, want one", pid, f)
+	}
+	return strconv.Atoi(f[0])
+}
+
+func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// incident002 is kubespray's host_resolvconf after a reboot (seed 002): /etc/resolv.conf is a
+// regular file listing only the cache; dhclient's lease has the LAN server.
+func (d *demo) incident002() Incident {
+	t := d.t
+	start := time.Now()
+	inc := Incident{ID: "002", Title: "kubespray's host_resolvconf points the node at the cache; after a reboot the cache loops"}
+	d.printf("Incident 002: %s\n", inc.Title)
+	n := d.newNode("ens33")
+	n.sb.Run(t, fmt.Sprintf(`set -e
+rm -f /etc/resolv.conf
+printf 'domain cluster.local\nsearch cluster.local default.svc.cluster.local. svc.cluster.local.\nnameserver %[1]s\n' > /etc/resolv.conf
+printf '# Configuration file for /sbin/dhclient.\nrequest subnet-mask, broadcast-address, time-offset, routers,\n\tdomain-name, domain-name-servers, domain-search, host-name;\n' > /etc/dhcp/dhclient.conf
+cat > /var/lib/dhcp/dhclient.ens33.leases <<'END'
+lease {
+  interface "ens33";
+  fixed-address %[2]s;
+  option subnet-mask 255.255.255.0;
+  option routers %[3]s;
+  option dhcp-lease-time 86400;
+  option dhcp-message-type 5;
+  option domain-name-servers %[3]s;
+  option dhcp-server-identifier %[3]s;
+  renew 3 2099/11/11 01:23:45;
+  rebind 3 2099/11/11 11:23:45;
+  expire 3 2099/11/11 14:23:45;
+}
+END
+cat > /var/lib/kubelet/config.yaml <<'END'
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: systemd
+clusterDomain: cluster.local
+clusterDNS:
+- %[1]s
+resolvConf: "/etc/resolv.conf"
+END
+`, cacheAddr, nodeAddr, lanDNS))
+	d.printf("  node: /etc/resolv.conf lists only the cache (%s), kubelet hands that file to pods, and the\n", cacheAddr)
+	d.printf("  node-local cache (CoreDNS, kubespray's Corefile) forwards \".\" to its pod's copy of it.\n")
+
+	_, start0 := n.kubeletResolvConf()
+	n.measure(&inc.Before, 2, false)
+
+	cfg := filepath.Join(n.sb.Dir(), "nodedns.yaml")
+	must(t, os.WriteFile(cfg, []byte("netplan:\n  mode: \"off\"\n"), 0o644))
+	p, changed := n.runNodedns(cfg, func() bool {
+		data, err := os.ReadFile(n.sb.Path("/etc/resolv.conf"))
+		return err == nil && !strings.Contains(string(data), cacheAddr)
+	})
+	inc.Changed = changed
+	n.measure(&inc.After, 0, false)
+	inc.Restored, inc.RestoredExact = n.restore(p, cfg, start0)
+	inc.Elapsed = time.Since(start)
+	d.report(inc)
+	return inc
+}
+
+// incident001 is a resolved node with kubespray's drop-in (DNS= the cache) and a DHCP search
+// domain on its uplink (seed 001): kubelet's resolvConf is resolved's
+// /run/systemd/resolve/resolv.conf.
+func (d *demo) incident001() Incident {
+	t := d.t
+	start := time.Now()
+	inc := Incident{ID: "001", Title: "a DHCP search domain leaks and node-cache forwards to itself"}
+	d.printf("Incident 001: %s\n", inc.Title)
+	n := d.newNode("enp1s0")
+	n.sb.Run(t, fmt.Sprintf(`set -e
+mkdir -p /etc/systemd/resolved.conf.d
+chmod 0755 /etc/systemd /etc/systemd/resolved.conf.d
+printf '[Resolve]\nDNS=%[1]s\nDomains=default.svc.cluster.local svc.cluster.local\nFallbackDNS=\nCache=no-negative\n' > /etc/systemd/resolved.conf.d/kubespray.conf
+rm -f /etc/resolv.conf && ln -s /run/systemd/resolve/stub-resolv.conf /etc/resolv.conf
+cat > /var/lib/dhcp/dhclient.enp1s0.leases <<'END'
+lease {
+  interface "enp1s0";
+  fixed-address %[2]s;
+  option subnet-mask 255.255.255.0;
+  option routers %[3]s;
+  option domain-name-servers %[3]s;
+  renew 4 2099/01/01 00:00:00;
+  rebind 4 2099/01/01 00:00:00;
+  expire 4 2099/01/01 00:00:00;
+}
+END
+cat > /var/lib/kubelet/config.yaml <<'END'
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+clusterDomain: cluster.local
+clusterDNS:
+- %[1]s
+resolvConf: "/run/systemd/resolve/resolv.conf"
+END
+id systemd-resolve >/dev/null 2>&1 || useradd -r -M -s /usr/sbin/nologin systemd-resolve
+`, cacheAddr, nodeAddr, lanDNS))
+	n.sb.SystemBus(t)
+	res := n.sb.StartResolved(t)
+
+	// The DHCP client's hook gives resolved the lease's server and search domain on the uplink over
+	// D-Bus (as Ubuntu's dhclient hook does), from inside the node: resolved asks the bus for its
+	// caller's process, which must be in its PID namespace.
+	rdir := nstest.ResolvedDir(t)
+	n.sb.Run(t, fmt.Sprintf("set -e\nexport LD_LIBRARY_PATH=%[1]s/usr/lib/x86_64-linux-gnu/systemd\n%[1]s/usr/bin/resolvectl dns enp1s0 %[2]s\n%[1]s/usr/bin/resolvectl domain enp1s0 %[3]s\n",
+		shq(rdir), lanDNS, dhcpDomain))
+	nstest.WaitFor(t, 10*time.Second, "resolved's resolv.conf to list the DHCP domain", func() bool {
+		data, err := os.ReadFile(n.sb.Path("/run/systemd/resolve/resolv.conf"))
+		return err == nil && strings.Contains(string(data), dhcpDomain)
+	})
+	d.printf("  node: systemd-resolved 252 with kubespray's drop-in (DNS=%s) and the DHCP domain %s on\n", cacheAddr, dhcpDomain)
+	d.printf("  its uplink; kubelet hands pods resolved's /run/systemd/resolve/resolv.conf.\n")
+
+	// The cache may catch its own loop at start (the loop plugin's probe reaches itself through the
+	// first nameserver); kubelet restarts it until it stays up, as in the report.
+	_, start0 := n.kubeletResolvConf()
+	n.measure(&inc.Before, 10, true)
+
+	cfg := filepath.Join(n.sb.Dir(), "nodedns.yaml")
+	must(t, os.WriteFile(cfg, []byte("resolved:\n  restartCommand: ["+strconv.Quote(res.RestartScript)+"]\nnetplan:\n  mode: \"off\"\n"), 0o644))
+	p, changed := n.runNodedns(cfg, func() bool {
+		data, err := os.ReadFile(n.sb.Path("/run/systemd/resolve/resolv.conf"))
+		return err == nil && !strings.Contains(string(data), cacheAddr) && !strings.Contains(string(data), dhcpDomain)
+	})
+	inc.Changed = changed
+	n.measure(&inc.After, 0, true)
+	inc.Restored, inc.RestoredExact = n.restore(p, cfg, start0)
+	inc.Elapsed = time.Since(start)
+	d.report(inc)
+	return inc
+}
+
+// report prints an incident's figures side by side.
+func (d *demo) report(inc Incident) {
+	b, a := inc.Before, inc.After
+	row := func(what, before, after string) {
+		d.printf("  %-32s %-38s %s\n", what, clip(before, 37), clip(after, 37))
+	}
+	list := func(l []string) string {
+		if len(l) == 0 {
+			return "(none)"
+		}
+		return strings.Join(l, " ")
+	}
+	row("", "without nodedns", "with nodedns run")
+	row("pods' upstreams (kubelet file)", list(b.Nameservers), list(a.Nameservers))
+	row("search domains pods inherit", list(inherited(b.Search)), list(inherited(a.Search)))
+	row("node-local cache (CoreDNS)", cacheState(b), cacheState(a))
+	if b.SelfForwarded >= 0 || a.SelfForwarded >= 0 {
+		row("queries it sent to itself", count(b.SelfForwarded), count(a.SelfForwarded))
+	}
+	row(outsideName+" from a pod", b.Outside, a.Outside)
+	if b.Leaked >= 0 {
+		row(fmt.Sprintf("%d failing pod lookups", Lookups), fmt.Sprintf("%d queries leaked to the LAN", b.Leaked), fmt.Sprintf("%d queries leaked to the LAN", a.Leaked))
+		d.printf("  (the LAN's dnsmasq logs them as user7-svc.user7.svc.cluster.local.%s and so on)\n", dhcpDomain)
+	}
+	if b.FatalLine != "" {
+		line := b.FatalLine
+		if k := strings.Index(line, ", see https://"); k > 0 {
+			line = line[:k]
+		}
+		d.printf("  CoreDNS without nodedns: %s\n", line)
+	}
+	d.printf("  nodedns run: %s\n", strings.Join(inc.Changed, "; "))
+	back := "the node is as it was"
+	if !inc.RestoredExact {
+		back = "kubelet's file is NOT as it was"
+	} else if slices.Contains(b.Nameservers, cacheAddr) {
+		back += ", the loop included"
+	}
+	var said []string
+	removed := 0
+	for _, r := range inc.Restored {
+		switch {
+		case strings.HasPrefix(r, "removed "):
+			removed++
+		case strings.HasPrefix(r, "restart-resolved "):
+			said = append(said, "restarted systemd-resolved")
+		default:
+			if k := strings.Index(r, ":"); k > 0 {
+				r = r[:k]
+			}
+			said = append(said, r)
+		}
+	}
+	if removed > 0 {
+		said = append(said, fmt.Sprintf("removed the %d paths it had created", removed))
+	}
+	d.printf("  nodedns restore: %s\n", strings.Join(said, "; "))
+	d.printf("  After restore %s. (%.1fs)\n\n", back, inc.Elapsed.Seconds())
+}
+
+// inherited returns the search domains of kubelet's file that a ClusterFirst pod gets beyond the
+// cluster's own.
+func inherited(search []string) []string {
+	var out []string
+	for _, s := range search {
+		if k := strings.TrimSuffix(s, "."); k != "cluster.local" && !strings.HasSuffix(k, ".cluster.local") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func count(n int) string {
+	if n < 0 {
+		return "-"
+	}
+	return strconv.Itoa(n)
+}
+
+func cacheState(f Figures) string {
+	switch {
+	case f.CacheUp && f.LoopFatals > 0:
+		return fmt.Sprintf("up after %d loop FATAL(s), restarted", f.LoopFatals)
+	case f.CacheUp:
+		return "up, answering"
+	case f.LoopFatals > 0:
+		return fmt.Sprintf("exit %d, loop FATAL (%d of %d starts)", f.ExitCode, f.LoopFatals, f.Starts)
+	default:
+		return fmt.Sprintf("down (exit %d)", f.ExitCode)
+	}
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// Check returns what in the figures is not what the incidents and their fix must show: the
+// incident before nodedns (002: the cache exits with the loop plugin's FATAL; 001: failing pod
+// lookups leak to the LAN resolver) and none after (the cache up and answering an outside name,
+// nothing leaked).
+func Check(incs []Incident) []string {
+	var bad []string
+	for _, inc := range incs {
+		b, a := inc.Before, inc.After
+		switch inc.ID {
+		case "002":
+			if b.CacheUp || b.LoopFatals == 0 || b.ExitCode != 1 {
+				bad = append(bad, fmt.Sprintf("incident 002 before: want the cache to exit 1 with the loop FATAL, got up=%v fatals=%d exit=%d", b.CacheUp, b.LoopFatals, b.ExitCode))
+			}
+			if b.Outside == outsideAddr {
+				bad = append(bad, "incident 002 before: a pod resolved "+outsideName+" with the cache down")
+			}
+		case "001":
+			if b.Leaked <= 0 {
+				bad = append(bad, fmt.Sprintf("incident 001 before: want leaked queries, got %d", b.Leaked))
+			}
+			if a.Leaked != 0 {
+				bad = append(bad, fmt.Sprintf("incident 001 after: %d queries leaked, want 0", a.Leaked))
+			}
+		}
+		if !a.CacheUp || a.LoopFatals != 0 || a.Outside != outsideAddr {
+			bad = append(bad, fmt.Sprintf("incident %s after: want the cache up with no loop and %s answered %s, got up=%v fatals=%d answer=%q", inc.ID, outsideName, outsideAddr, a.CacheUp, a.LoopFatals, a.Outside))
+		}
+	}
+	return bad
+}
+
+// selfForwarded asks the cache's Prometheus endpoint (kubespray's :9253) how many queries it
+// forwarded to its own address, from inside the node's network namespace.
+func (n *node) selfForwarded() int {
+	t := n.d.t
+	body, err := n.httpGet(cacheAddr+":9253", "/metrics")
+	if err != nil {
+		t.Fatalf("the cache's metrics: %v", err)
+	}
+	total := 0
+	for _, l := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(l, "coredns_proxy_request_duration_seconds_count{") || !strings.Contains(l, `to="`+cacheAddr+`:53"`) {
+			continue
+		}
+		f := strings.Fields(l)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("the cache's metrics: %q: %v", l, err)
+		}
+		total += int(v)
+	}
+	return total
+}
+
+// httpGet fetches path from addr inside the node's network namespace. The socket is made by a
+// goroutine locked to a thread that joined the namespace; that thread is never unlocked, so it ends
+// with the goroutine instead of going back to Go's pool in the wrong namespace.
+func (n *node) httpGet(addr, path string) (string, error) {
+	type result struct {
+		conn net.Conn
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/net", n.sb.PID), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		defer unix.Close(fd)
+		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+			ch <- result{err: fmt.Errorf("setns: %w", err)}
+			return
+		}
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		ch <- result{c, err}
+	}()
+	r := <-ch
+	if r.err != nil {
+		return "", r.err
+	}
+	defer r.conn.Close()
+	_ = r.conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := fmt.Fprintf(r.conn, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, addr); err != nil {
+		return "", err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(r.conn), nil)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return string(body), nil
+}
