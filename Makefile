@@ -68,7 +68,7 @@ demo:
 	[ "$$(id -u)" = 0 ] || { echo "make demo needs root for its namespaces: sudo make demo"; exit 2; }; \
 	go=$$(command -v $(GO) || command -v /usr/local/go/bin/go) || { echo "make demo: go not found (sudo resets PATH): sudo env PATH=\"\$$PATH\" make demo"; exit 2; }; \
 	missing=; \
-	for p in dnsmasq:dnsmasq-base dbus-daemon:dbus-daemon dbus-send:dbus-bin nsenter:util-linux ip:iproute2 getent:libc-bin useradd:passwd; do \
+	for p in dnsmasq:dnsmasq-base dbus-daemon:dbus-daemon dbus-send:dbus-bin nsenter:util-linux ip:iproute2 getent:libc-bin useradd:passwd dhclient:isc-dhcp-client; do \
 	  command -v $${p%%:*} >/dev/null 2>&1 || missing="$$missing $${p#*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \

@@ -20,9 +20,11 @@
 //     writes for a dnsPolicy: ClusterFirst pod (the cluster search list, then the host's search
 //     domains from kubelet's resolvConf; nameserver 169.254.25.10; ndots:5);
 //   - for incident 001 a real systemd-resolved 252 on a private system bus, whose
-//     /run/systemd/resolve/resolv.conf is kubelet's resolvConf.
+//     /run/systemd/resolve/resolv.conf is kubelet's resolvConf (as on kubespray's resolved nodes).
 //
-// The LAN runs dnsmasq as its resolver (--log-queries: the demo counts what it receives).
+// The LAN runs dnsmasq as its resolver (--log-queries: the demo counts what it receives) and, for
+// incident 001, as its DHCP server handing out the search domain example.org; the node's real
+// dhclient takes that lease, and its script hands the server and domain to resolved over D-Bus.
 package demo
 
 import (
@@ -133,7 +135,7 @@ func Run(t testing.TB, o Options) []Incident {
 		}
 		bin = abs
 	}
-	nstest.NeedTools(t, "apt-get install dnsmasq-base", "dnsmasq")
+	nstest.NeedTools(t, "apt-get install dnsmasq-base isc-dhcp-client", "dnsmasq", "dhclient")
 	nstest.NeedTools(t, "apt-get install libc-bin util-linux iproute2 dbus-daemon dbus-bin", "getent", "unshare", "ip", "dbus-daemon", "dbus-send")
 	d := &demo{t: t, out: out, bin: bin, coredns: nstest.CoreDNS(t)}
 	return []Incident{d.incident002(), d.incident001()}
@@ -160,7 +162,7 @@ type node struct {
 // newNode makes the node and its LAN: the node's uplink iface at nodeAddr, the LAN resolver at
 // lanDNS, the cluster DNS, and the nodelocaldns bridge with the cache address (the cache itself is
 // started by startCache).
-func (d *demo) newNode(iface string) *node {
+func (d *demo) newNode(iface string, dhcp bool) *node {
 	t := d.t
 	n := &node{d: d, iface: iface}
 	n.sb = nstest.NewWith(t, nstest.Options{PIDNamespace: true, UTSNamespace: true})
@@ -184,10 +186,19 @@ mkdir -p /var/lib/kubelet /var/lib/dhcp /etc/dhcp
 
 	// The LAN resolver: answers outsideName (standing in for the internet), NXDOMAIN for its own
 	// domain's unknown names, and logs every query it receives.
-	n.dnsmasq = n.lan.Start(t, "dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--pid-file=",
-		"--no-resolv", "--no-hosts", "--listen-address="+lanDNS, "--bind-interfaces",
-		"--local=/"+dhcpDomain+"/", "--address=/"+outsideName+"/"+outsideAddr,
-		"--log-queries", "--log-facility=-")
+	args := []string{"--keep-in-foreground", "--conf-file=/dev/null", "--pid-file=",
+		"--no-resolv", "--no-hosts", "--listen-address=" + lanDNS, "--bind-interfaces",
+		"--local=/" + dhcpDomain + "/", "--address=/" + outsideName + "/" + outsideAddr,
+		"--log-queries", "--log-facility=-"}
+	if dhcp {
+		// The LAN's DHCP server hands the node its address by MAC, with the LAN resolver and the
+		// domain as search domain (as in incident 001).
+		args = append(args, "--dhcp-range="+nodeAddr+","+nodeAddr+",255.255.255.0,12h", "--dhcp-authoritative", "--no-ping",
+			"--dhcp-leasefile="+filepath.Join(n.lan.Dir(), "dnsmasq.leases"),
+			"--dhcp-option=option:router,"+lanDNS, "--dhcp-option=option:dns-server,"+lanDNS,
+			"--dhcp-option=option:domain-name,"+dhcpDomain, "--dhcp-option=option:domain-search,"+dhcpDomain)
+	}
+	n.dnsmasq = n.lan.Start(t, "dnsmasq", args...)
 	nstest.WaitFor(t, 20*time.Second, "the LAN resolver", func() bool {
 		return n.podLookupVia(lanDNS, outsideName+".") == outsideAddr
 	})
@@ -630,7 +641,7 @@ func (d *demo) incident002() Incident {
 	start := time.Now()
 	inc := Incident{ID: "002", Title: "kubespray's host_resolvconf points the node at the cache; after a reboot the cache loops"}
 	d.printf("Incident 002: %s\n", inc.Title)
-	n := d.newNode("ens33")
+	n := d.newNode("ens33", false)
 	n.sb.Run(t, fmt.Sprintf(`set -e
 rm -f /etc/resolv.conf
 printf 'domain cluster.local\nsearch cluster.local default.svc.cluster.local. svc.cluster.local.\nnameserver %[1]s\n' > /etc/resolv.conf
@@ -688,24 +699,12 @@ func (d *demo) incident001() Incident {
 	start := time.Now()
 	inc := Incident{ID: "001", Title: "a DHCP search domain leaks and node-cache forwards to itself"}
 	d.printf("Incident 001: %s\n", inc.Title)
-	n := d.newNode("enp1s0")
+	n := d.newNode("enp1s0", true)
 	n.sb.Run(t, fmt.Sprintf(`set -e
 mkdir -p /etc/systemd/resolved.conf.d
 chmod 0755 /etc/systemd /etc/systemd/resolved.conf.d
 printf '[Resolve]\nDNS=%[1]s\nDomains=default.svc.cluster.local svc.cluster.local\nFallbackDNS=\nCache=no-negative\n' > /etc/systemd/resolved.conf.d/kubespray.conf
 rm -f /etc/resolv.conf && ln -s /run/systemd/resolve/stub-resolv.conf /etc/resolv.conf
-cat > /var/lib/dhcp/dhclient.enp1s0.leases <<'END'
-lease {
-  interface "enp1s0";
-  fixed-address %[2]s;
-  option subnet-mask 255.255.255.0;
-  option routers %[3]s;
-  option domain-name-servers %[3]s;
-  renew 4 2099/01/01 00:00:00;
-  rebind 4 2099/01/01 00:00:00;
-  expire 4 2099/01/01 00:00:00;
-}
-END
 cat > /var/lib/kubelet/config.yaml <<'END'
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -719,18 +718,28 @@ id systemd-resolve >/dev/null 2>&1 || useradd -r -M -s /usr/sbin/nologin systemd
 	n.sb.SystemBus(t)
 	res := n.sb.StartResolved(t)
 
-	// The DHCP client's hook gives resolved the lease's server and search domain on the uplink over
-	// D-Bus (as Ubuntu's dhclient hook does), from inside the node: resolved asks the bus for its
+	// The node takes its lease from the LAN's DHCP server with a real dhclient, whose script hands
+	// the lease's server and search domain to resolved over D-Bus, as Ubuntu's resolved hook does
+	// (the address is already on the link). It runs inside the node: resolved asks the bus for its
 	// caller's process, which must be in its PID namespace.
 	rdir := nstest.ResolvedDir(t)
-	n.sb.Run(t, fmt.Sprintf("set -e\nexport LD_LIBRARY_PATH=%[1]s/usr/lib/x86_64-linux-gnu/systemd\n%[1]s/usr/bin/resolvectl dns enp1s0 %[2]s\n%[1]s/usr/bin/resolvectl domain enp1s0 %[3]s\n",
-		shq(rdir), lanDNS, dhcpDomain))
+	script := filepath.Join(n.sb.Dir(), "dhclient-script")
+	must(t, os.WriteFile(script, []byte(fmt.Sprintf(`#!/bin/sh
+case "$reason" in BOUND|RENEW|REBIND|REBOOT)
+	export LD_LIBRARY_PATH=%[1]s/usr/lib/x86_64-linux-gnu/systemd
+	%[1]s/usr/bin/resolvectl dns "$interface" $new_domain_name_servers
+	if [ -n "$new_domain_search" ]; then %[1]s/usr/bin/resolvectl domain "$interface" $new_domain_search; fi
+esac
+`, shq(rdir))), 0o755))
+	conf := filepath.Join(n.sb.Dir(), "dhclient.conf")
+	must(t, os.WriteFile(conf, []byte("request subnet-mask, broadcast-address, routers, domain-name, domain-name-servers, domain-search;\n"), 0o644))
+	n.sb.Run(t, fmt.Sprintf("dhclient -1 -cf %s -sf %s -lf /var/lib/dhcp/dhclient.enp1s0.leases -pf /run/dhclient.pid enp1s0", shq(conf), shq(script)))
 	nstest.WaitFor(t, 10*time.Second, "resolved's resolv.conf to list the DHCP domain", func() bool {
 		data, err := os.ReadFile(n.sb.Path("/run/systemd/resolve/resolv.conf"))
 		return err == nil && strings.Contains(string(data), dhcpDomain)
 	})
-	d.printf("  node: systemd-resolved 252 with kubespray's drop-in (DNS=%s) and the DHCP domain %s on\n", cacheAddr, dhcpDomain)
-	d.printf("  its uplink; kubelet hands pods resolved's /run/systemd/resolve/resolv.conf.\n")
+	d.printf("  node: systemd-resolved 252 with kubespray's drop-in (DNS=%s); dhclient took a lease from the\n", cacheAddr)
+	d.printf("  LAN's dnsmasq with search domain %s; kubelet hands pods resolved's /run/systemd/resolve/resolv.conf.\n", dhcpDomain)
 
 	// The cache may catch its own loop at start (the loop plugin's probe reaches itself through the
 	// first nameserver); kubelet restarts it until it stays up, as in the report.
