@@ -514,8 +514,17 @@ func (n *node) podLookupVia(server, name string) string {
 // podLookups resolves each name as a pod would, one after the other, and returns each first
 // address or the failure.
 func (n *node) podLookups(resolvConf string, names []string) []string {
+	// A container has its own /etc/nsswitch.conf and /etc/hosts: glibc asks DNS, never this
+	// machine's NSS modules (nss-resolve would ask the node's resolved instead of the pod's
+	// resolv.conf) or its hosts file. The node's /etc is an overlay: creating a missing file there
+	// to mount over touches nothing of this machine.
+	nsswitch := filepath.Join(n.sb.Dir(), "pod-nsswitch.conf")
+	hosts := filepath.Join(n.sb.Dir(), "pod-hosts")
+	must(n.d.t, os.WriteFile(nsswitch, []byte("hosts: files dns\n"), 0o644))
+	must(n.d.t, os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"), 0o644))
 	var b strings.Builder
-	fmt.Fprintf(&b, "mount --bind %s /etc/resolv.conf || exit 1\n", shq(resolvConf))
+	fmt.Fprintf(&b, "set -e\ntouch /etc/nsswitch.conf /etc/hosts\nmount --bind %s /etc/resolv.conf\nmount --bind %s /etc/nsswitch.conf\nmount --bind %s /etc/hosts\nset +e\n",
+		shq(resolvConf), shq(nsswitch), shq(hosts))
 	for _, name := range names {
 		fmt.Fprintf(&b, "a=$(getent ahostsv4 %s); rc=$?; echo \"$rc ${a%%%% *}\"\n", shq(name))
 	}
