@@ -21,6 +21,7 @@ type Session struct {
 	Out io.Writer
 
 	mu       sync.Mutex
+	closed   bool // RunCleanups has begun: a later Cleanup runs at once
 	cleanups []func()
 	failed   bool
 	skipped  bool
@@ -43,8 +44,12 @@ func (s *Session) Do(f func(t testing.TB)) (failed, skipped bool, msg string) {
 	return s.failed, s.skipped, s.msg
 }
 
-// RunCleanups runs the registered cleanups, newest first, once each.
+// RunCleanups runs the registered cleanups, newest first, once each. A cleanup registered after it
+// began (by a scenario still running when an interrupt ends the demo) runs at once.
 func (s *Session) RunCleanups() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	for {
 		s.mu.Lock()
 		n := len(s.cleanups)
@@ -70,6 +75,11 @@ func (s *Session) Helper() {}
 
 func (s *Session) Cleanup(f func()) {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		f()
+		return
+	}
 	defer s.mu.Unlock()
 	s.cleanups = append(s.cleanups, f)
 }
