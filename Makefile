@@ -6,7 +6,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 # Seconds each fuzz target runs in `make fuzz`.
 FUZZTIME ?= 10s
 
-.PHONY: all build test test-short fuzz lint bench example clean package
+.PHONY: all build test test-short fuzz lint bench example demo clean package
 
 all: lint build test
 
@@ -54,6 +54,41 @@ example: build
 	@echo
 	@echo '$$ nodedns --root examples/kubespray-host-resolvconf plan'
 	@./$(BIN) --root examples/kubespray-host-resolvconf plan
+
+# The incidents nodedns prevents, happening and then not happening (internal/demo): incidents 002 and
+# 001 of docs/incidents.md replayed with a real CoreDNS, dnsmasq and systemd-resolved in namespaces the
+# demo makes (this machine's /etc and network are never touched), without and then with `nodedns run`.
+# Needs root. The first run installs what is missing (dnsmasq-base and the other tools through apt;
+# systemd-resolved unpacked, never installed; CoreDNS v1.15.0 built into the cache .ci/run uses, about
+# 6 minutes on 2 cores); later runs reuse them and take about 20 seconds.
+DEMO_COREDNS  ?= $(CI_CACHE)/coredns-v1.15.0
+DEMO_RESOLVED ?= $(CI_CACHE)/systemd-resolved
+demo:
+	@set -e; \
+	[ "$$(id -u)" = 0 ] || { echo "make demo needs root for its namespaces: sudo make demo"; exit 2; }; \
+	go=$$(command -v $(GO) || command -v /usr/local/go/bin/go) || { echo "make demo: go not found (sudo resets PATH): sudo env PATH=\"\$$PATH\" make demo"; exit 2; }; \
+	missing=; \
+	for p in dnsmasq:dnsmasq-base dbus-daemon:dbus-daemon dbus-send:dbus-bin nsenter:util-linux ip:iproute2 getent:libc-bin useradd:passwd dhclient:isc-dhcp-client; do \
+	  command -v $${p%%:*} >/dev/null 2>&1 || missing="$$missing $${p#*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "== installing$$missing (apt-get, once)"; \
+	  apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi; \
+	if [ ! -x "$(DEMO_RESOLVED)/root/lib/systemd/systemd-resolved" ]; then \
+	  echo "== unpacking systemd-resolved into $(DEMO_RESOLVED) (once; never installed: it would rewire this machine's DNS)"; \
+	  rm -rf "$(DEMO_RESOLVED)" && mkdir -p "$(DEMO_RESOLVED)/root"; \
+	  apt-get update -qq; \
+	  (cd "$(DEMO_RESOLVED)" && apt-get download -qq systemd-resolved libsystemd-shared); \
+	  for deb in "$(DEMO_RESOLVED)"/*.deb; do dpkg -x "$$deb" "$(DEMO_RESOLVED)/root"; done; \
+	fi; \
+	if [ ! -x "$(DEMO_COREDNS)/bin/coredns" ]; then \
+	  echo "== building CoreDNS v1.15.0 into $(DEMO_COREDNS) (once: about 6 minutes on 2 cores; later runs reuse it)"; \
+	  (cd / && GOFLAGS= GOBIN="$(DEMO_COREDNS)/bin" $$go install github.com/coredns/coredns@v1.15.0); \
+	fi; \
+	$(MAKE) --no-print-directory build GO=$$go >/dev/null; \
+	NODEDNS_COREDNS="$(DEMO_COREDNS)/bin/coredns" NODEDNS_RESOLVED_DIR="$(DEMO_RESOLVED)/root" \
+	  $$go run ./internal/demo/cmd --nodedns $(BIN)
 
 # deb and rpm in dist/ with nfpm v2.45.2 (nfpm.yaml): the binary stamped with the package version, the
 # hardened unit, the commented default config, and the man page and completions `nodedns gen` writes.

@@ -1,0 +1,68 @@
+// Command demo is `make demo`: it replays incidents 001 and 002 (docs/incidents.md) on this machine,
+// in namespaces of its own, without and then with `nodedns run`, and prints the figures side by
+// side. It needs root. It exits 0 when the figures show the incident before and none after, 1 when
+// they do not, 2 when the demo could not run.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nodedns/nodedns/internal/demo"
+)
+
+func main() {
+	bin := flag.String("nodedns", "bin/nodedns", "the nodedns binary to run in the demo's node")
+	verbose := flag.Bool("v", false, "print the components' logs when something fails")
+	flag.Parse()
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "nodedns demo: needs root for its namespaces: sudo make demo")
+		os.Exit(2)
+	}
+	// The harness runs only with this set (internal/testutil/nstest.Require).
+	os.Setenv("NODEDNS_PRIVILEGED", "1")
+
+	start := time.Now()
+	s := &demo.Session{}
+	if *verbose {
+		s.Out = os.Stderr
+	}
+	// Ctrl-C or a kill still removes every namespace and process the demo made.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		fmt.Fprintln(os.Stderr, "\nnodedns demo: interrupted, cleaning up")
+		s.RunCleanups()
+		os.Exit(130)
+	}()
+
+	fmt.Println("nodedns demo: incidents 002 and 001 replayed with real CoreDNS, dnsmasq and systemd-resolved,")
+	fmt.Println("in namespaces of their own (this machine's /etc and network are not touched).")
+	fmt.Println()
+	var incs []demo.Incident
+	failed, skipped, msg := s.Do(func(t testing.TB) {
+		incs = demo.Run(t, demo.Options{Nodedns: *bin, Out: os.Stdout})
+	})
+	switch {
+	case skipped:
+		fmt.Fprintf(os.Stderr, "nodedns demo: cannot run here: %s\n", msg)
+		os.Exit(2)
+	case failed:
+		fmt.Fprintf(os.Stderr, "nodedns demo failed: %s\n(run with -v for the components' logs)\n", msg)
+		os.Exit(2)
+	}
+	bad := demo.Check(incs)
+	fmt.Printf("Done in %.1fs; every namespace and process the demo started is gone.\n", time.Since(start).Seconds())
+	if len(bad) > 0 {
+		for _, b := range bad {
+			fmt.Fprintln(os.Stderr, "nodedns demo: unexpected: "+b)
+		}
+		os.Exit(1)
+	}
+}
