@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
-	"runtime/debug"
 
 	"github.com/aymanbagabas/go-udiff"
 	"github.com/spf13/cobra"
@@ -272,13 +270,7 @@ func newVersionCmd(g *globals) *cobra.Command {
 		Short: "Print the version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := version
-			if v == "dev" {
-				if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-					v = bi.Main.Version
-				}
-			}
-			fmt.Fprintf(g.stdout, "nodedns %s (%s %s/%s)\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintf(g.stdout, "nodedns %s\n", fullVersion())
 			return nil
 		},
 	}
