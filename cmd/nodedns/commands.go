@@ -257,6 +257,7 @@ edited, knowingly; or reinstall those files from their packages' defaults first.
 			if len(res) == 0 {
 				fmt.Fprintln(g.stdout, "nodedns: nothing to restore")
 			}
+			warnRestoredLoops(cmd.Context(), g, e.Node, res)
 			return nil
 		},
 	}

@@ -312,6 +312,9 @@ func FromSettings(settings map[string]any) (Config, error) {
 	if err := validatePaths(c); err != nil {
 		return Config{}, err
 	}
+	if err := validateUpstreams(c); err != nil {
+		return Config{}, err
+	}
 	return c, nil
 }
 
