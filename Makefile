@@ -97,6 +97,7 @@ PKG_ARCH    ?= $(shell $(GO) env GOARCH)
 NFPM        ?= nfpm
 
 package:
+	@command -v $(NFPM) >/dev/null 2>&1 || { echo 'make package needs nfpm v2.45.2: go install github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2 (then put $$(go env GOPATH)/bin on PATH)' >&2; exit 1; }
 	$(MAKE) build VERSION=$(PKG_VERSION)
 	rm -rf dist && mkdir -p dist/gen
 	./$(BIN) gen dist/gen >/dev/null

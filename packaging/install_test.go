@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -155,10 +156,20 @@ func TestRPMContents(t *testing.T) {
 		return string(out)
 	}
 	list := query("-l")
-	for _, f := range []string{"/usr/bin/nodedns", "/usr/lib/systemd/system/nodedns.service", "/etc/nodedns/config.yaml", "/usr/share/man/man1/nodedns.1.gz", "/usr/share/nodedns/npd/nodedns-monitor.json"} {
+	for _, f := range []string{"/usr/bin/nodedns", "/usr/lib/systemd/system/nodedns.service", "/etc/nodedns/config.yaml", "/usr/share/man/man1/nodedns.1.gz", "/usr/share/nodedns/npd/nodedns-monitor.json",
+		"/usr/lib/systemd/system-preset/80-nodedns.preset", "/usr/share/nodedns/prometheus/nodedns.rules.yml", "/usr/share/nodedns/grafana/nodedns.json",
+		// every directory the package creates is its own, so erase leaves none behind
+		"/etc/nodedns", "/usr/share/nodedns", "/usr/share/nodedns/npd", "/usr/share/licenses/nodedns"} {
 		if !strings.Contains(list, f+"\n") {
 			t.Errorf("rpm lacks %s:\n%s", f, list)
 		}
+	}
+	if req := query("--requires"); !regexp.MustCompile(`(?m)^systemd$`).MatchString(req) {
+		t.Errorf("the rpm does not require systemd:\n%s", req)
+	}
+	// %post follows systemd's presets, as %systemd_post does, instead of enabling the unit outright.
+	if scripts := query("--scripts"); !strings.Contains(scripts, "systemctl --no-reload preset nodedns.service") || strings.Contains(scripts, "systemctl --no-reload enable") {
+		t.Errorf("the rpm's %%post does not follow presets:\n%s", scripts)
 	}
 	if got := strings.TrimSpace(query("-c")); got != "/etc/nodedns/config.yaml" {
 		t.Errorf("rpm config files = %q, want /etc/nodedns/config.yaml", got)
@@ -230,6 +241,9 @@ func (c *chroot) read(p string) string {
 
 func (c *chroot) write(p, data string) {
 	c.t.Helper()
+	if err := os.MkdirAll(filepath.Dir(c.path(p)), 0o755); err != nil {
+		c.t.Fatal(err)
+	}
 	if err := os.WriteFile(c.path(p), []byte(data), 0o644); err != nil {
 		c.t.Fatal(err)
 	}
@@ -408,9 +422,16 @@ func TestRPMInstallRoot(t *testing.T) {
 	if got := c.read("/etc/resolv.conf"); got != loopResolvConf {
 		t.Errorf("rpm -e did not restore the original /etc/resolv.conf:\n%s", got)
 	}
-	for _, p := range []string{"/usr/bin/nodedns", "/var/lib/nodedns", "/etc/systemd/system/multi-user.target.wants/nodedns.service"} {
+	for _, p := range []string{"/usr/bin/nodedns", "/var/lib/nodedns", "/etc/systemd/system/multi-user.target.wants/nodedns.service",
+		"/etc/nodedns", "/usr/share/nodedns", "/usr/share/licenses/nodedns"} {
 		c.absent(p)
 	}
+
+	// A site preset that disables nodedns wins over the package's: installed, not enabled.
+	c.write("/etc/systemd/system-preset/10-site.preset", "disable nodedns.service\n")
+	rpm("-i", "--nodeps", p.rpm[v1])
+	c.absent("/etc/systemd/system/multi-user.target.wants/nodedns.service")
+	rpm("-e", "nodedns")
 }
 
 // TestAnsibleRole runs the role for real against the debootstrap chroot over Ansible's
@@ -418,6 +439,22 @@ func TestRPMInstallRoot(t *testing.T) {
 // still enables the unit). The chroot sits in an empty network namespace, so the live checks find no
 // nodelocaldns interface: the preflight must fail the play with the check's own message, after the
 // package is installed and the config templated.
+// TestAnsibleLint: the role and the example playbook pass the ansible-lint Debian ships (6.13), with
+// its production profile.
+func TestAnsibleLint(t *testing.T) {
+	al, err := exec.LookPath("ansible-lint")
+	if err != nil {
+		t.Skip("ansible-lint not installed (.ci/run installs it)")
+	}
+	work := t.TempDir()
+	cmd := exec.Command(al, "--offline", "-p", "--profile", "production", "playbook.yml", "roles/nodedns")
+	cmd.Dir = "ansible"
+	cmd.Env = append(os.Environ(), "HOME="+work, "ANSIBLE_ROLES_PATH=roles", "ANSIBLE_LOCAL_TEMP="+filepath.Join(work, "tmp"), "NO_COLOR=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("ansible-lint: %v\n%s", err, out)
+	}
+}
+
 func TestAnsibleRole(t *testing.T) {
 	c := newChroot(t)
 	ap, err := exec.LookPath("ansible-playbook")
@@ -447,7 +484,8 @@ func TestAnsibleRole(t *testing.T) {
 	if err == nil {
 		t.Fatal("the play passed, but the chroot has no nodelocaldns interface: the preflight must fail it")
 	}
-	for _, want := range []string{"Preflight - nodedns check", "nodedns check: problem:", "nodelocaldns.interface:"} {
+	// The failure reads check by check: one line each, as Ansible prints a list message.
+	for _, want := range []string{"Preflight - nodedns check", `"nodedns check: problem",`, `"PROBLEM nodelocaldns.interface: `, "TASK [nodedns : Apply nodedns once]"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("play output lacks %q", want)
 		}

@@ -101,6 +101,8 @@ func testUnit(t *testing.T) {
 	for _, want := range []struct{ sec, key, val string }{
 		{"Service", "Type", "notify"},
 		{"Service", "ExecStart", "/usr/bin/nodedns run"},
+		// `systemctl reload nodedns` (run --help) sends the SIGHUP that re-reads the config.
+		{"Service", "ExecReload", "/bin/kill -HUP $MAINPID"},
 		{"Service", "Restart", "on-failure"},
 		{"Service", "NotifyAccess", "main"},
 		{"Service", "ProtectSystem", "strict"},

@@ -2,6 +2,8 @@ package probes
 
 import (
 	"fmt"
+	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -16,11 +18,10 @@ func clusterSearchOnHost(env *Env, search []string) string {
 	if f.RouteClusterDomainToCache || s.ResolvConfManagedByResolved() || s.ResolvConf.File == nil {
 		return ""
 	}
-	for _, a := range s.ResolvConf.File.Nameservers() {
-		if f.IsLoop(a, false) {
-			return "" // the cache (or the cluster's DNS) still serves the host: resolvconf.loop's problem
-		}
-	}
+	// While the cache (or the cluster's DNS) still serves the host the names resolve, but the
+	// cluster domains go with it: nodedns takes both out together (docs/contract.md "Cluster search
+	// domains on the host"), and check must flag what plan removes ("Check and plan agree").
+	viaCache := slices.ContainsFunc(s.ResolvConf.File.Nameservers(), func(a netip.Addr) bool { return f.IsLoop(a, false) })
 	var bad []string
 	for _, d := range search {
 		if f.IsClusterDomain(d) {
@@ -29,6 +30,9 @@ func clusterSearchOnHost(env *Env, search []string) string {
 	}
 	if len(bad) == 0 {
 		return ""
+	}
+	if viaCache {
+		return fmt.Sprintf("cluster search domain %s on the host search list: it goes with the cache (resolvconf.loop), since once the host no longer asks the cache no host resolver serves %s and short names would leak to the LAN resolver", strings.Join(bad, ", "), f.ClusterDomain)
 	}
 	return fmt.Sprintf("cluster search domain %s on the host search list, but no host resolver serves %s: short names the host looks up leak to the LAN resolver", strings.Join(bad, ", "), f.ClusterDomain)
 }

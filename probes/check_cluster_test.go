@@ -12,8 +12,9 @@ import (
 )
 
 // TestClusterSearchOnHost: kubespray's cluster search domains on the host are a problem once the
-// cache is no longer among the host's resolvers, and only then (docs/contract.md "Cluster search
-// domains on the host").
+// cache is no longer among the host's resolvers, and while it still is, since they go with it: the
+// plan removes both together (docs/contract.md "Cluster search domains on the host", "Check and plan
+// agree").
 func TestClusterSearchOnHost(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -23,7 +24,7 @@ func TestClusterSearchOnHost(t *testing.T) {
 		say   string
 	}{
 		{"cache gone, cluster domains stay", "domain cluster.local\nsearch default.svc.cluster.local svc.cluster.local.\nnameserver 10.66.0.53\n", false, Problem, "cluster search domain default.svc.cluster.local, svc.cluster.local. on the host search list"},
-		{"the cache still serves the host", "search default.svc.cluster.local svc.cluster.local\nnameserver 169.254.25.10\nnameserver 10.66.0.53\n", false, OK, ""},
+		{"the cache still serves the host: they go with it", "search default.svc.cluster.local svc.cluster.local\nnameserver 169.254.25.10\nnameserver 10.66.0.53\n", false, Problem, "it goes with the cache (resolvconf.loop)"},
 		{"routeClusterDomainToCache keeps them", "search svc.cluster.local\nnameserver 10.66.0.53\n", true, OK, ""},
 		{"no cluster domain", "search corp.example\nnameserver 10.66.0.53\n", false, OK, ""},
 	}

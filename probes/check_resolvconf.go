@@ -18,6 +18,8 @@ func (resolvConfLoop) ID() string { return "resolvconf.loop" }
 func (resolvConfLoop) Run(_ context.Context, env *Env) Result {
 	rc := env.Snapshot.ResolvConf
 	switch {
+	case !rc.Exists && rc.Symlink:
+		return Result{Status: OK, Message: fmt.Sprintf("/etc/resolv.conf is a dangling symlink to %s: it lists no loop address (see resolvconf.nameservers)", rc.LinkTarget)}
 	case !rc.Exists:
 		return Result{Status: OK, Message: "/etc/resolv.conf is missing: it lists no loop address (see resolvconf.nameservers)"}
 	case rc.File == nil:
@@ -110,6 +112,8 @@ func (resolvConfNameservers) Run(_ context.Context, env *Env) Result {
 		problems = append(problems, "no usable upstream DNS server is known (every source lists only loop addresses or none)")
 	}
 	switch {
+	case !rc.Exists && rc.Symlink:
+		problems = append(problems, fmt.Sprintf("/etc/resolv.conf is a dangling symlink to %s (%s does not exist, so glibc asks 127.0.0.1)", rc.LinkTarget, rc.Target))
 	case !rc.Exists:
 		problems = append(problems, "/etc/resolv.conf is missing (glibc then asks 127.0.0.1)")
 	case rc.File == nil:
@@ -118,7 +122,16 @@ func (resolvConfNameservers) Run(_ context.Context, env *Env) Result {
 		problems = append(problems, fmt.Sprintf("/etc/resolv.conf lists %d nameservers: glibc and musl use the first %d, kubelet truncates to %d", len(rc.File.Nameservers()), resolvconf.MaxNameservers, resolvconf.MaxNameservers))
 	}
 	if len(problems) > 0 {
-		return Result{Status: Problem, Message: strings.Join(problems, "; "), Hint: "set `upstreams` in /etc/nodedns/config.yaml to the node's real resolvers"}
+		hint := "set `upstreams` in /etc/nodedns/config.yaml to the node's real resolvers"
+		if !rc.Exists && rc.Symlink {
+			// Upstreams do not bring the link's target back: whoever writes it must run, or the
+			// link must go.
+			hint = fmt.Sprintf("start what writes %s (systemd-resolved for /run/systemd/resolve, NetworkManager for /run/NetworkManager), or replace the symlink with a file", rc.Target)
+			if len(f.Upstreams) == 0 {
+				hint += "; and " + "set `upstreams` in /etc/nodedns/config.yaml to the node's real resolvers"
+			}
+		}
+		return Result{Status: Problem, Message: strings.Join(problems, "; "), Hint: hint}
 	}
 	var ups []string
 	for _, a := range f.Upstreams {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -100,7 +101,7 @@ func runCheck(ctx context.Context, g *globals, o checkOptions) error {
 	case o.output == "json":
 		enc := json.NewEncoder(g.stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if err := enc.Encode(newCheckJSON(rep, time.Now())); err != nil {
 			return &exitError{2, err}
 		}
 	default:
@@ -110,6 +111,24 @@ func runCheck(ctx context.Context, g *globals, o checkOptions) error {
 		return &exitError{code: code}
 	}
 	return nil
+}
+
+// checkSchemaVersion is the version of `check -o json`'s object (docs/contract.md "Check JSON"): it
+// changes only when a field changes meaning or goes away; new fields keep it.
+const checkSchemaVersion = 1
+
+// checkJSON is `check -o json`'s object: the report with what a fleet collector needs to file it
+// (which schema, which machine, when).
+type checkJSON struct {
+	SchemaVersion int    `json:"schemaVersion"`
+	Hostname      string `json:"hostname"`
+	Time          string `json:"time"`
+	probes.Report
+}
+
+func newCheckJSON(rep probes.Report, now time.Time) checkJSON {
+	host, _ := os.Hostname() // "" when the kernel will not say: the report is still worth printing
+	return checkJSON{SchemaVersion: checkSchemaVersion, Hostname: host, Time: now.UTC().Format(time.RFC3339), Report: rep}
 }
 
 func writeCheckText(w io.Writer, rep probes.Report) {

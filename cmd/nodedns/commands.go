@@ -1,12 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
-	"runtime/debug"
 
 	"github.com/aymanbagabas/go-udiff"
 	"github.com/spf13/cobra"
@@ -24,7 +23,45 @@ type planJSON struct {
 	Actions []actionJSON     `json:"actions"`
 	Blocked []policy.Blocked `json:"blocked"`
 	Notes   []string         `json:"notes"`
+	Summary planSummary      `json:"summary"`
 }
+
+// planSummary counts the plan as its text's last line does.
+type planSummary struct {
+	Create  int `json:"create"`
+	Change  int `json:"change"`
+	Remove  int `json:"remove"`
+	Actions int `json:"actions"`
+}
+
+func summarize(p policy.Plan) planSummary {
+	sum := planSummary{Actions: len(p.Actions)}
+	for _, c := range p.Changes {
+		switch {
+		case c.Op == policy.OpRemove:
+			sum.Remove++
+		case c.Before == nil:
+			sum.Create++
+		default:
+			sum.Change++
+		}
+	}
+	return sum
+}
+
+// String is plan's last line: "Plan: 1 to create, 1 to change, 0 to remove, 1 action."
+func (s planSummary) String() string {
+	actions := "actions"
+	if s.Actions == 1 {
+		actions = "action"
+	}
+	return fmt.Sprintf("Plan: %d to create, %d to change, %d to remove, %d %s.", s.Create, s.Change, s.Remove, s.Actions, actions)
+}
+
+// collapseLines is how long a file nodedns creates may be before plan shows it as one line (its
+// size and reason) unless --full: a generated body such as the dhclient hook would otherwise bury
+// the few lines that change the node's behaviour.
+const collapseLines = 12
 
 // actionJSON is one action of the plan, as people read it in the text output.
 type actionJSON struct {
@@ -55,13 +92,15 @@ func unifiedDiff(c policy.Change) string {
 
 func newPlanCmd(g *globals) *cobra.Command {
 	var output string
-	var detailed bool
+	var detailed, full bool
 	cmd := &cobra.Command{
 		Use:   "plan",
 		Short: "Show what apply would change, as unified diffs and pending actions",
 		Long: `Reads the node and prints what ` + "`nodedns apply`" + ` would do: a unified diff per file, the actions
 that are not file writes (restarting systemd-resolved, per-link settings), the targets nodedns cannot
-fix safely (blocked, with the reason) and notes. It changes nothing.
+fix safely (blocked, with the reason) and notes. It changes nothing. A file nodedns generates (the
+dhclient hook) shows as one line with its size unless --full; the last line counts what apply would
+do: "Plan: 1 to create, 1 to change, 0 to remove, 1 action."
 
 Exit codes: 0 (1 if something is blocked). With --detailed-exitcode: 0 nothing to change,
 2 changes planned, 1 error or blocked.`,
@@ -78,7 +117,7 @@ Exit codes: 0 (1 if something is blocked). With --detailed-exitcode: 0 nothing t
 			_, p := e.Node.Observe(cmd.Context())
 			if output == "json" {
 				// Pending steps travel as notes: the JSON's four arrays are a contract (docs/contract.md "Plan JSON").
-				out := planJSON{Changes: []changeJSON{}, Actions: []actionJSON{}, Blocked: p.Blocked, Notes: append(append([]string{}, p.Notes...), pendingNotes(p)...)}
+				out := planJSON{Changes: []changeJSON{}, Actions: []actionJSON{}, Blocked: p.Blocked, Notes: append(append([]string{}, p.Notes...), pendingNotes(p)...), Summary: summarize(p)}
 				for _, a := range p.Actions {
 					out.Actions = append(out.Actions, actionJSON{Kind: a.Kind(), Target: a.Target(), Detail: a.Detail(), Reason: a.Why()})
 				}
@@ -97,7 +136,7 @@ Exit codes: 0 (1 if something is blocked). With --detailed-exitcode: 0 nothing t
 					return err
 				}
 			} else {
-				writePlanText(g.stdout, p)
+				writePlanText(g.stdout, p, full)
 			}
 			switch {
 			case len(p.Blocked) > 0:
@@ -110,10 +149,11 @@ Exit codes: 0 (1 if something is blocked). With --detailed-exitcode: 0 nothing t
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 0 when there is nothing to change, 2 when changes are planned, 1 on error")
+	cmd.Flags().BoolVar(&full, "full", false, "show every file nodedns would create in full, generated ones (the dhclient hook) included")
 	return cmd
 }
 
-func writePlanText(w io.Writer, p policy.Plan) {
+func writePlanText(w io.Writer, p policy.Plan, full bool) {
 	for _, c := range p.Changes {
 		verb := "change"
 		switch {
@@ -127,6 +167,10 @@ func writePlanText(w io.Writer, p policy.Plan) {
 			name += " (-> " + c.Target + ")"
 		}
 		fmt.Fprintf(w, "# %s %s: %s\n", verb, name, c.Reason)
+		if n := bytes.Count(c.After, []byte("\n")); !full && verb == "create" && n > collapseLines {
+			fmt.Fprintf(w, "+ (%d lines, %d bytes; nodedns plan --full shows them)\n", n, len(c.After))
+			continue
+		}
 		fmt.Fprint(w, unifiedDiff(c))
 	}
 	for _, a := range p.Actions {
@@ -153,6 +197,7 @@ func writePlanText(w io.Writer, p policy.Plan) {
 	case p.Empty():
 		fmt.Fprintln(w, "nodedns: nothing to change")
 	}
+	fmt.Fprintln(w, summarize(p))
 }
 
 // pendingNotes renders the plan's pending steps as notes.
@@ -259,6 +304,7 @@ edited, knowingly; or reinstall those files from their packages' defaults first.
 			if len(res) == 0 {
 				fmt.Fprintln(g.stdout, "nodedns: nothing to restore")
 			}
+			warnRestoredLoops(cmd.Context(), g, e.Node, res)
 			return nil
 		},
 	}
@@ -272,13 +318,7 @@ func newVersionCmd(g *globals) *cobra.Command {
 		Short: "Print the version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := version
-			if v == "dev" {
-				if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-					v = bi.Main.Version
-				}
-			}
-			fmt.Fprintf(g.stdout, "nodedns %s (%s %s/%s)\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintf(g.stdout, "nodedns %s\n", fullVersion())
 			return nil
 		},
 	}

@@ -38,8 +38,8 @@ bond or bridge member, or the lease disagrees with the live link. The file is va
 			return runPin(cmd.Context(), g, dryRun, apply)
 		},
 	}
-	pin.Flags().BoolVar(&dryRun, "dry-run", false, "print the file and a diff of `netplan get` instead of writing it")
-	pin.Flags().BoolVar(&apply, "apply", false, "run `netplan apply` after writing (live node only)")
+	pin.Flags().BoolVar(&dryRun, "dry-run", false, "print the file and a diff of 'netplan get' instead of writing it")
+	pin.Flags().BoolVar(&apply, "apply", false, "run 'netplan apply' after writing (live node only)")
 	nc.AddCommand(pin)
 	return nc
 }

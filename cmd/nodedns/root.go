@@ -86,12 +86,13 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&g.configPath, "config", "", "config file (default /etc/nodedns/config.yaml, under --root when given; a missing default file means built-in defaults)")
 	pf.StringVar(&g.root, "root", "", "treat DIR as the node's / : read and write only files under DIR, never D-Bus, netlink or the network (like netplan --root-dir)")
 	pf.StringVar(&g.logLevel, "log-level", "", "debug, info, warn or error (default info; env NODEDNS_LOG_LEVEL)")
-	root.Flags().BoolVar(&checkOpts.topLevel, "check", false, "run the self-check (same as `nodedns check`)")
+	root.Flags().BoolVar(&checkOpts.topLevel, "check", false, "run the self-check (same as 'nodedns check')")
 	addCheckFlags(root, &checkOpts)
 
 	root.AddCommand(newCheckCmd(g), newPlanCmd(g), newApplyCmd(g), newRestoreCmd(g), newVersionCmd(g),
 		newRunCmd(g), newNetplanCmd(g))
 	root.AddCommand(newGenCmd(root)) // hidden: man page and completions for the packages
+	polishCLI(root, g)
 	// check's exit codes are node-problem-detector's: a command line it cannot parse means it could
 	// not check (2), not that the node has a problem (1).
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

@@ -61,7 +61,7 @@ func TestSeeds(t *testing.T) {
 			// cache (docs/contract.md "Cluster search domains on the host"): no host resolver
 			// answers for cluster.local any more.
 			seed:   "002",
-			before: []string{"kubelet.resolvconf", "resolvconf.loop"},
+			before: []string{"kubelet.resolvconf", "resolvconf.loop", "resolvconf.search"},
 			after:  nil,
 			want: map[string][]string{
 				"/etc/resolv.conf":                         {"# Edited by nodedns", "nameserver 192.168.2.1\n"},

@@ -318,6 +318,9 @@ func FromSettings(settings map[string]any, managed ...string) (Config, error) {
 	if err := validatePaths(c, managed); err != nil {
 		return Config{}, err
 	}
+	if err := validateUpstreams(c); err != nil {
+		return Config{}, err
+	}
 	return c, nil
 }
 

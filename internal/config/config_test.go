@@ -155,3 +155,28 @@ func TestKeysCoverEveryDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopUpstreamIsAnError: an upstream the config itself shows to be a loop address is an error
+// naming the key and the value, not a value silently dropped.
+func TestLoopUpstreamIsAnError(t *testing.T) {
+	for _, tt := range []struct {
+		settings map[string]any
+		want     string
+	}{
+		{map[string]any{"upstreams": []any{"169.254.25.10"}}, `config key upstreams: value "169.254.25.10": the node-local cache's address`},
+		{map[string]any{"upstreams": []any{"10.0.0.2", "::ffff:169.254.20.10"}}, `value "169.254.20.10": the node-local cache's address`},
+		{map[string]any{"upstreams": []any{"127.0.0.53"}}, `value "127.0.0.53": a loopback address`},
+		{map[string]any{"upstreams": []any{"::1"}}, `value "::1": a loopback address`},
+		{map[string]any{"upstreams": []any{"169.254.7.7"}, "nodeLocalDNS.addresses": []any{"169.254.7.7"}}, `the node-local cache's address`},
+		{map[string]any{"upstreams": []any{"10.233.0.3"}, "clusterDNS": []any{"10.233.0.3"}}, `value "10.233.0.3": the cluster DNS service`},
+	} {
+		_, err := FromSettings(tt.settings)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: err = %v, want it to contain %q", tt.settings, err, tt.want)
+		}
+	}
+	// A real resolver, including AWS's link-local one, is fine.
+	if _, err := FromSettings(map[string]any{"upstreams": []any{"10.0.0.2", "169.254.169.253", "fd00::53"}}); err != nil {
+		t.Errorf("real resolvers refused: %v", err)
+	}
+}

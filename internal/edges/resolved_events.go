@@ -71,13 +71,13 @@ func (r *Resolved) logEvent(e bus.Event, what string) {
 	log := r.log()
 	switch e.Kind {
 	case bus.EventResolvedStarted:
-		log.Info("systemd-resolved is on the bus: re-reading it and re-applying", "owner", e.Owner)
+		log.Info("systemd-resolved is on the bus", "owner", e.Owner) // what follows (a daemon pass, nothing for restore) is logged by who acts
 	case bus.EventResolvedStopped:
 		log.Info("systemd-resolved left the bus: waiting for it to come back")
 	case bus.EventBusLost:
 		log.Warn("system bus connection lost: reconnecting with backoff", "err", e.Err)
 	case bus.EventBusReconnected:
-		log.Info("system bus reconnected: re-reading systemd-resolved and re-applying")
+		log.Info("system bus reconnected")
 	case bus.EventPropertiesChanged:
 		log.Debug("systemd-resolved PropertiesChanged", "path", e.Path, "properties", strings.Join(e.Properties, ","), "reconcile", what != "")
 	}

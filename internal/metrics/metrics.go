@@ -113,8 +113,10 @@ func (r *Recorder) Families() []Family {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	fams := []Family{{
-		Name: "nodedns_build_info", Help: "nodedns version; always 1.", Type: "gauge",
-		Samples: []Sample{{Labels: [][2]string{{"version", r.version}}, Value: 1}},
+		// source keeps the daemon's and the one-shot check's files apart: node_exporter merges every
+		// textfile into one scrape and rejects a series that two files both carry.
+		Name: "nodedns_build_info", Help: "nodedns version, by who wrote the series (run: the daemon, check: nodedns check); always 1.", Type: "gauge",
+		Samples: []Sample{{Labels: [][2]string{{"source", r.source}, {"version", r.version}}, Value: 1}},
 	}}
 	if len(r.checks) > 0 {
 		f := Family{Name: "nodedns_check_status", Type: "gauge",

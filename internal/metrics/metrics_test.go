@@ -138,7 +138,7 @@ func TestFamilies(t *testing.T) {
 		{"nodedns_changes_applied_total", nil, 3},
 		{"nodedns_writer_backoffs_total", map[string]string{"target": "/etc/resolv.conf"}, 2},
 		{"nodedns_writer_backoffs_total", map[string]string{"target": `/odd "path"\with` + "\nnewline"}, 1},
-		{"nodedns_build_info", map[string]string{"version": "1.2.3"}, 1},
+		{"nodedns_build_info", map[string]string{"source": "run", "version": "1.2.3"}, 1},
 		{"nodedns_last_reconcile_timestamp_seconds", nil, 1700000000.5},
 	}
 	for _, tt := range tests {
@@ -361,5 +361,34 @@ func TestConcurrentRecording(t *testing.T) {
 	fams := parseText(t, text.Bytes())
 	if got := fams["nodedns_changes_applied_total"].Metric[0].Counter.GetValue(); got != 200 {
 		t.Errorf("changes = %v, want 200", got)
+	}
+}
+
+// TestNoSeriesInBothTextfiles: node_exporter's textfile collector reads the daemon's file and the
+// one-shot check's file into one scrape, and fails the scrape ("collected metric ... was collected
+// before with the same name and label values") when a series is in both. The two files, merged as
+// the collector merges them, must name every series once.
+func TestNoSeriesInBothTextfiles(t *testing.T) {
+	seen := map[string]string{}
+	for _, source := range []string{SourceRun, SourceCheck} {
+		var text bytes.Buffer
+		if err := fixedRecorder(source).WriteText(&text); err != nil {
+			t.Fatal(err)
+		}
+		for name, f := range parseText(t, text.Bytes()) {
+			for _, m := range f.GetMetric() {
+				key := name + "{"
+				for _, l := range m.GetLabel() {
+					key += l.GetName() + "=" + l.GetValue() + ","
+				}
+				if prev, ok := seen[key]; ok {
+					t.Errorf("series %s} is in both the %s and the %s textfile", key, prev, source)
+				}
+				seen[key] = source
+			}
+		}
+	}
+	if len(seen) == 0 {
+		t.Fatal("no series at all")
 	}
 }

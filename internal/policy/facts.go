@@ -17,8 +17,8 @@ import (
 
 // Well-known NodeLocal DNSCache listen addresses: kubespray's default and the Kubernetes docs' one.
 var (
-	KubesprayCache = netip.MustParseAddr("169.254.25.10")
-	DocsCache      = netip.MustParseAddr("169.254.20.10")
+	KubesprayCache = config.KubesprayCache
+	DocsCache      = config.DocsCache
 )
 
 // Facts is what the snapshot and the config say about the node, before any decision.
