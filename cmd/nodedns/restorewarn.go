@@ -6,18 +6,18 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/reconcile"
+	"github.com/nodedns/nodedns/internal/store"
 )
 
 // warnRestoredLoops looks at the node as restore left it and warns (stderr and the log) when a file
 // it gave back lists a loop address: a purge on a kubespray host_resolvconf node puts back
 // `nameserver 169.254.25.10`, and the operator must hear that the loop is back (docs/incidents.md,
 // incident 002), not find out at the next reboot.
-func warnRestoredLoops(ctx context.Context, g *globals, n *reconcile.Node, res []nodefs.RestoreResult) {
+func warnRestoredLoops(ctx context.Context, g *globals, n *reconcile.Node, res []store.RestoreResult) {
 	restored := map[string]bool{}
 	for _, r := range res {
-		if r.Action == nodefs.ActionRestored {
+		if r.Action == store.ActionRestored {
 			restored[r.Path] = true
 		}
 	}
