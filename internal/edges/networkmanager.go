@@ -100,6 +100,19 @@ func (n *NetworkManager) api(ctx context.Context) (NMBus, error) {
 	return n.Client(ctx)
 }
 
+// running returns the bus and whether NetworkManager is on it (someone owns its name).
+func (n *NetworkManager) running(ctx context.Context) (NMBus, bool, error) {
+	c, err := n.api(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	owner, err := c.NameOwner(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	return c, owner != "", nil
+}
+
 // Close closes the client if one was made.
 func (n *NetworkManager) Close() error { return n.conn.close() }
 
@@ -114,15 +127,11 @@ func (n *NetworkManager) Observe(ctx context.Context, s *node.Snapshot) error {
 	if !nm.OwnsResolvConf && !nm.RunDir {
 		return nil
 	}
-	c, err := n.api(ctx)
+	c, running, err := n.running(ctx)
 	if err != nil {
 		return err
 	}
-	owner, err := c.NameOwner(ctx)
-	if err != nil {
-		return err
-	}
-	if owner == "" {
+	if !running {
 		n.logDecision(s, "not on the bus")
 		return nil
 	}
@@ -259,15 +268,11 @@ func (n *NetworkManager) Do(ctx context.Context, a policy.Action) error {
 			return fmt.Errorf("back up %s before reloading NetworkManager: %w", p, err)
 		}
 	}
-	c, err := n.api(ctx)
+	c, running, err := n.running(ctx)
 	if err != nil {
 		return err
 	}
-	owner, err := c.NameOwner(ctx)
-	if err != nil {
-		return err
-	}
-	if owner == "" {
+	if !running {
 		n.log().Info("NetworkManager is not running: it reads its new configuration when it starts")
 		return nil
 	}
@@ -512,15 +517,11 @@ func (n *NetworkManager) AfterRestore(ctx context.Context, restored []store.Rest
 		return nil, nil
 	}
 	kind := policy.ReloadNetworkManager{}.Kind()
-	c, err := n.api(ctx)
+	c, running, err := n.running(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reload NetworkManager after restoring its configuration: %w", err)
 	}
-	owner, err := c.NameOwner(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reload NetworkManager after restoring its configuration: %w", err)
-	}
-	if owner == "" {
+	if !running {
 		return []store.RestoreResult{{Path: "NetworkManager", Action: store.ActionKept, Reason: "not running: it reads the restored configuration when it starts"}}, nil
 	}
 	if err := c.Reload(ctx, bus.ReloadAll); err != nil {
