@@ -105,6 +105,7 @@ func runDaemon(cmd *cobra.Command, g *globals) error {
 		// systemd.service(5): ping at least every WatchdogSec; half of it leaves room for a slow pass.
 		d.Watchdog = iv / 2
 	}
+	defer startStandby(ctx, g)()
 	if err := d.Run(ctx); err != nil {
 		return &exitError{1, err}
 	}
