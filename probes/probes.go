@@ -82,7 +82,7 @@ var IDs = []string{
 	"resolvconf.loop", "resolvconf.search", "resolvconf.nameservers", "kubelet.resolvconf",
 	"resolved.dns", "resolved.domains", "dhcp.search", "addressing.static",
 	"nodelocaldns.interface", "nodelocaldns.routes", "nodelocaldns.iptables", "nodelocaldns.dns",
-	"nodelocaldns.pods", "dns.loop", "dns.search-nxdomain", "boot.persistence",
+	"nodelocaldns.pods", "nodelocaldns.standby", "dns.loop", "dns.search-nxdomain", "boot.persistence",
 }
 
 // All returns the checks in IDs order.
@@ -91,7 +91,7 @@ func All() []Check {
 		resolvConfLoop{}, resolvConfSearch{}, resolvConfNameservers{}, kubeletResolvConf{},
 		resolvedDNS{}, resolvedDomains{}, dhcpSearch{}, addressingStatic{},
 		nodelocalInterface{}, nodelocalRoutes{}, nodelocalIptables{}, nodelocalDNS{},
-		nodelocalPods{}, dnsLoop{}, searchNXDomain{}, bootPersistence{},
+		nodelocalPods{}, nodelocalStandby{}, dnsLoop{}, searchNXDomain{}, bootPersistence{},
 	}
 }
 

@@ -32,6 +32,11 @@ than writers.backoffAfter times within writers.window), nodedns stops fighting o
 in the log, in STATUS= and in ` + "`nodedns check`" + `, and resumes once the other writer has left the file
 alone for one window.
 
+With nodeLocalDNS.standby: on, it also stands in for the node-local cache while no cache listens on
+a cache address (crashed, OOM-killed, between restarts): it answers there, forwarding the cluster
+domain and reverse zones to the cluster DNS and everything else to the node's upstreams, and gives
+the address back as soon as the cache listens again (nodedns check: nodelocaldns.standby).
+
 Signals: SIGTERM or SIGINT finish the write in progress and exit 0; SIGHUP reloads the config (an
 invalid config is reported and the old one kept). WATCHDOG=1 is sent at half of WatchdogSec.
 With --root DIR it watches and writes only files under DIR (how tests and benchmarks drive it).`,
