@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -92,6 +94,11 @@ type standbyNode struct {
 }
 
 func newStandbyNode(t *testing.T) *standbyNode {
+	return newStandbyNodeWith(t, kubesprayCacheCorefile, standbyLANResolver)
+}
+
+// newStandbyNodeWith makes the node with the cache's Corefile and the node's nameserver given.
+func newStandbyNodeWith(t *testing.T, corefile, nameserver string) *standbyNode {
 	t.Helper()
 	sb := nstest.NewWith(t, nstest.Options{PIDNamespace: true})
 	nstest.NeedTools(t, "apt-get install dnsmasq-base iproute2", "dnsmasq", "ss")
@@ -101,8 +108,8 @@ func newStandbyNode(t *testing.T) *standbyNode {
 	sb.Run(t, fmt.Sprintf(`set -e
 ip link add lan0 type bridge && ip addr add %[1]s/24 dev lan0 && ip link set lan0 up
 ip link add kubedns0 type bridge && ip addr add %[2]s/32 dev kubedns0 && ip link set kubedns0 up
-printf 'nameserver %[1]s\n' > /etc/resolv.conf
-`, standbyLANResolver, standbyClusterDNS))
+printf 'nameserver %[3]s\n' > /etc/resolv.conf
+`, standbyLANResolver, standbyClusterDNS, nameserver))
 	sb.Start(t, "dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv", "--no-hosts", "--pid-file=",
 		"--listen-address="+standbyLANResolver, "--bind-interfaces", "--address=/ext.example/"+standbyExtAddr, "--log-facility=-")
 	// The cluster DNS service: a second CoreDNS answering cluster.local and its reverse zone.
@@ -120,7 +127,7 @@ printf 'nameserver %[1]s\n' > /etc/resolv.conf
 		b, err2 := sb.Try(fmt.Sprintf("dig +tries=1 +time=1 @%s %s A", standbyLANResolver, standbyExtName))
 		return err1 == nil && err2 == nil && strings.Contains(a, nstest.ClusterNameAddr) && strings.Contains(b, standbyExtAddr)
 	})
-	n.cache = sb.StartCache(t, nstest.CacheOptions{Addrs: []netip.Addr{netip.MustParseAddr(standbyCacheAddr)}, Corefile: kubesprayCacheCorefile})
+	n.cache = sb.StartCache(t, nstest.CacheOptions{Addrs: []netip.Addr{netip.MustParseAddr(standbyCacheAddr)}, Corefile: corefile})
 	n.pod = sb.AddPod(t, nstest.PodOptions{Name: "resolver"})
 	return n
 }
@@ -182,6 +189,23 @@ func (n *standbyNode) udpListeners(t *testing.T) int {
 	var c int
 	fmt.Sscan(strings.TrimSpace(out), &c)
 	return c
+}
+
+// check runs `nodedns check -o json` in the node and returns each check's status and message.
+func (n *standbyNode) check(t *testing.T) map[string]string {
+	t.Helper()
+	out, _ := n.sb.Cmd(context.Background(), n.bin, "--config", "/etc/nodedns/config.yaml", "check", "-o", "json").Output()
+	var rep struct {
+		Checks []struct{ ID, Status, Message string }
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("nodedns check -o json: %v\n%s", err, out)
+	}
+	got := map[string]string{}
+	for _, c := range rep.Checks {
+		got[c.ID] = c.Status + ": " + c.Message
+	}
+	return got
 }
 
 // lookup is one pod lookup: when it was asked, when it ended, whether the right answer came.
@@ -405,6 +429,14 @@ func TestStandbyCoversACacheKilled(t *testing.T) {
 	}
 	st = n.waitState(t, standby.Active)
 	t.Logf("standby: %s since %s, %d queries, takeover delay %v", st.State, st.Since.Format(time.RFC3339Nano), st.Queries, st.LastTakeoverDelay)
+	c := n.check(t)
+	t.Logf("check while standing in:\n  nodelocaldns.standby %s\n  nodelocaldns.dns %s", c["nodelocaldns.standby"], c["nodelocaldns.dns"])
+	if !strings.HasPrefix(c["nodelocaldns.standby"], "problem: ") || !strings.Contains(c["nodelocaldns.standby"], "stands in on "+standbyCacheAddr) {
+		t.Errorf("nodelocaldns.standby while standing in: %s", c["nodelocaldns.standby"])
+	}
+	if !strings.HasPrefix(c["nodelocaldns.dns"], "problem: ") {
+		t.Errorf("nodelocaldns.dns while the cache is down: %s, want a problem", c["nodelocaldns.dns"])
+	}
 
 	// The cache restarted: it binds beside the standby; the standby gives the address back.
 	restart := time.Now()
@@ -484,8 +516,58 @@ func TestStandbyStaysOffForAHungCache(t *testing.T) {
 	if c := n.udpListeners(t); c != 1 {
 		t.Errorf("hung cache: %d UDP sockets on the cache address, want the cache's one", c)
 	}
+	c := n.check(t)
+	t.Logf("check with a hung cache:\n  nodelocaldns.standby %s\n  nodelocaldns.dns %s", c["nodelocaldns.standby"], c["nodelocaldns.dns"])
+	if !strings.HasPrefix(c["nodelocaldns.dns"], "problem: ") || !strings.Contains(c["nodelocaldns.dns"], "a hung cache") {
+		t.Errorf("nodelocaldns.dns with a hung cache: %s", c["nodelocaldns.dns"])
+	}
+	if !strings.HasPrefix(c["nodelocaldns.standby"], "ok: ") {
+		t.Errorf("nodelocaldns.standby with a hung cache: %s, want ok (ready, not standing in)", c["nodelocaldns.standby"])
+	}
 	out, _ := n.sb.Try(fmt.Sprintf("dig +tries=1 +time=1 @%s %s A", standbyCacheAddr, nstest.ClusterName))
 	if strings.Contains(out, "status: NOERROR") {
 		t.Errorf("a SIGSTOPped cache answered: the test proves nothing\n%s", out)
+	}
+}
+
+// TestStandbyRefusesALoop: the node's /etc/resolv.conf names only the cache address and the cache's
+// Corefile forwards the cluster domain back to the cache address. With the cache killed the standby
+// has nowhere to forward that is not itself: it does not bind, says why, and a pod's query gets no
+// answer from it.
+func TestStandbyRefusesALoop(t *testing.T) {
+	// No `loop` plugin: CoreDNS would find its own loop and exit, which is not what is under test.
+	loopy := fmt.Sprintf(`cluster.local:53 {
+    bind %[1]s
+    hosts {
+        %[2]s %[3]s
+        fallthrough
+    }
+    forward . %[1]s
+}
+.:53 {
+    bind %[1]s
+    forward . /etc/resolv.conf
+}
+`, standbyCacheAddr, nstest.ClusterNameAddr, strings.TrimSuffix(nstest.ClusterName, "."))
+	n := newStandbyNodeWith(t, loopy, standbyCacheAddr)
+	n.startNodedns(t, "nodeLocalDNS:\n  standby: on\n")
+	st := n.waitState(t, standby.Unknown)
+	t.Logf("standby with the cache up: %s: %s", st.State, st.Why)
+	n.cache.Stop()
+	time.Sleep(2 * time.Second)
+	st, err := n.standbyState(t)
+	if err != nil || st.State != standby.Unknown || !strings.Contains(st.Why, "nowhere to forward that is not a loop") {
+		t.Fatalf("standby with only loop targets: %+v (%v)", st, err)
+	}
+	t.Logf("standby with the cache down: %s", st.Why)
+	if c := n.udpListeners(t); c != 0 {
+		t.Errorf("%d sockets on the cache address with the cache down: the standby bound with only loop targets", c)
+	}
+	if !strings.Contains(st.Why, "refused "+standbyCacheAddr) {
+		t.Errorf("the standby does not name the loop address it refused: %s", st.Why)
+	}
+	c := n.check(t)
+	if !strings.HasPrefix(c["nodelocaldns.standby"], "unknown: ") {
+		t.Errorf("nodelocaldns.standby: %s, want unknown", c["nodelocaldns.standby"])
 	}
 }

@@ -289,6 +289,10 @@ func (s *Standby) check(exitAt time.Time) {
 		s.log().Warn("no node-local cache listens; standby answers in its place", "addr", a, "delay", delay, "targets", t.Describe())
 	}
 	s.mu.Lock()
+	if len(why) == 0 && len(s.fwd) == 0 && !s.targets.Usable() {
+		// Ready only when it could stand in: say now that it could not.
+		why = append(why, "nowhere to forward that is not a loop: "+s.targets.Describe())
+	}
 	prev := s.status.State
 	switch {
 	case len(s.fwd) > 0:
