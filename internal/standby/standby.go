@@ -52,6 +52,8 @@ type Standby struct {
 	Metrics Metrics
 	// Port is 53 but for tests.
 	Port int
+	// Proc is /proc but for tests.
+	Proc string
 
 	mu       sync.Mutex
 	status   Status
@@ -162,7 +164,7 @@ func (s *Standby) Run(ctx context.Context, pid int) {
 			return
 		case <-exited:
 			at := time.Now()
-			s.log().Warn("the node-local cache exited", "pid", s.watch.PID)
+			s.log().Info("a node-local cache process exited; checking its address", "pids", s.watch.PIDs)
 			s.watch.Close()
 			s.watch = nil
 			s.check(at)
@@ -229,18 +231,27 @@ func (s *Standby) check(exitAt time.Time) {
 		}
 	}
 	// Watch the cache while it listens.
-	if len(others) > 0 && s.watch == nil && s.FindCache != nil {
-		if c := s.FindCache(s.Addrs); c != nil {
+	if len(others) > 0 && s.watch == nil {
+		var pids []int
+		if c := s.findCache(); c != nil {
 			if dns := ClusterDNSFromCorefile(c.Forwards, s.clusterDomain()); len(dns) > 0 && !slices.Equal(dns, s.status.CorefileClusterDNS) {
 				s.mu.Lock()
 				s.status.CorefileClusterDNS = dns
 				s.mu.Unlock()
 				s.refresh()
 			}
-			if w, err := watchExit(c.PID); err == nil {
+			pids = []int{c.PID}
+		} else {
+			// The listener's process is not readable here (a unit without CAP_SYS_PTRACE cannot read
+			// /proc/PID/fd of the cache's container): every process named as a cache is watched, and
+			// any one's exit makes a re-check.
+			pids = pidsByComm(s.proc(), CacheComms)
+		}
+		if len(pids) > 0 {
+			if w, err := watchExit(pids...); err == nil {
 				s.watch = w
 			} else {
-				s.log().Warn("cannot watch the node-local cache for exit; checking every second", "pid", c.PID, "err", err)
+				s.log().Warn("cannot watch the node-local cache for exit; checking every second", "pids", pids, "err", err)
 			}
 		}
 	}
@@ -329,6 +340,20 @@ func (s *Standby) setUnknown(why string) {
 	s.status.State, s.status.Why = Unknown, why
 	s.mu.Unlock()
 	s.save()
+}
+
+func (s *Standby) findCache() *Cache {
+	if s.FindCache == nil {
+		return nil
+	}
+	return s.FindCache(s.Addrs)
+}
+
+func (s *Standby) proc() string {
+	if s.Proc != "" {
+		return s.Proc
+	}
+	return "/proc"
 }
 
 func (s *Standby) clusterDomain() string {

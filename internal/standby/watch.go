@@ -3,7 +3,11 @@ package standby
 import (
 	"errors"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/vishvananda/netlink"
@@ -61,25 +65,36 @@ func appendListener(out []Listener, addrs []netip.Addr, s *netlink.Socket, proto
 	return append(out, Listener{Addr: a, Proto: proto, Inode: uint64(s.INode)})
 }
 
-// exitWatch tells when one process exits, through a pidfd polled in a goroutine: nothing wakes until
-// the process exits or the watch is closed.
+// exitWatch tells when one of some processes exits, through pidfds polled in a goroutine: nothing
+// wakes until a process exits or the watch is closed.
 type exitWatch struct {
-	PID    int
-	pidfd  int
+	PIDs   []int
+	pidfds []int
 	stop   [2]int // a pipe: writing to it ends the poll
 	once   sync.Once
 	Exited chan struct{}
 }
 
-// watchExit opens a pidfd for pid and starts waiting for its exit.
-func watchExit(pid int) (*exitWatch, error) {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return nil, err
+// watchExit opens a pidfd for each pid (those already gone are left out) and starts waiting for
+// the first exit.
+func watchExit(pids ...int) (*exitWatch, error) {
+	w := &exitWatch{Exited: make(chan struct{})}
+	var errs []error
+	for _, pid := range pids {
+		fd, err := unix.PidfdOpen(pid, 0) // a pidfd is close-on-exec
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		w.PIDs, w.pidfds = append(w.PIDs, pid), append(w.pidfds, fd)
 	}
-	w := &exitWatch{PID: pid, pidfd: fd, Exited: make(chan struct{})}
+	if len(w.pidfds) == 0 {
+		return nil, errors.Join(append(errs, errors.New("no process to watch"))...)
+	}
 	if err := unix.Pipe2(w.stop[:], unix.O_CLOEXEC); err != nil {
-		unix.Close(fd)
+		for _, fd := range w.pidfds {
+			unix.Close(fd)
+		}
 		return nil, err
 	}
 	go w.wait()
@@ -88,21 +103,51 @@ func watchExit(pid int) (*exitWatch, error) {
 
 func (w *exitWatch) wait() {
 	defer unix.Close(w.stop[0])
-	defer unix.Close(w.pidfd)
-	fds := []unix.PollFd{{Fd: int32(w.pidfd), Events: unix.POLLIN}, {Fd: int32(w.stop[0]), Events: unix.POLLIN}}
+	defer func() {
+		for _, fd := range w.pidfds {
+			unix.Close(fd)
+		}
+	}()
+	fds := []unix.PollFd{{Fd: int32(w.stop[0]), Events: unix.POLLIN}}
+	for _, fd := range w.pidfds {
+		fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	}
 	for {
 		_, err := unix.Poll(fds, -1)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
-		if err != nil || fds[1].Revents != 0 {
+		if err != nil || fds[0].Revents != 0 {
 			return
 		}
-		if fds[0].Revents != 0 {
-			close(w.Exited)
-			return
+		for _, f := range fds[1:] {
+			if f.Revents != 0 {
+				close(w.Exited)
+				return
+			}
 		}
 	}
+}
+
+// CacheComms are the process names of a node-local cache (node-cache, or CoreDNS run as one).
+var CacheComms = []string{"node-cache", "coredns"}
+
+// pidsByComm lists the processes under proc named one of comms (from /proc/PID/comm, which needs
+// no ptrace access, unlike /proc/PID/fd).
+func pidsByComm(proc string, comms []string) []int {
+	dirs, _ := os.ReadDir(proc)
+	var out []int
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(proc, d.Name(), "comm"))
+		if err == nil && slices.Contains(comms, strings.TrimSpace(string(data))) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // Close ends the watch.
