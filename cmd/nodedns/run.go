@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/metrics"
 	"github.com/nodedns/nodedns/internal/reconcile"
 )
 
@@ -103,14 +104,15 @@ func runDaemon(cmd *cobra.Command, g *globals) error {
 			return err
 		},
 	}
-	d.AfterPass = daemonMetrics(ctx, g)
+	var rec *metrics.Recorder
+	d.AfterPass, rec = daemonMetrics(ctx, g)
 	if iv, err := sddaemon.SdWatchdogEnabled(false); err != nil {
 		g.log.Warn("watchdog settings unreadable; not sending WATCHDOG=1", "err", err)
 	} else if iv > 0 {
 		// systemd.service(5): ping at least every WatchdogSec; half of it leaves room for a slow pass.
 		d.Watchdog = iv / 2
 	}
-	defer startStandby(ctx, g)()
+	defer startStandby(ctx, g, rec)()
 	if err := d.Run(ctx); err != nil {
 		return &exitError{1, err}
 	}

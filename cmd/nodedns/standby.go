@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/metrics"
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
@@ -21,7 +22,7 @@ import (
 // (docs/contract.md "Standby"); the returned function stops it and waits for its sockets to close.
 // It reads the node's files on its own (node.Observe, no live source), so it never shares the
 // daemon's D-Bus clients.
-func startStandby(ctx context.Context, g *globals) func() {
+func startStandby(ctx context.Context, g *globals, rec *metrics.Recorder) func() {
 	cfg := g.cfg
 	if !cfg.NodeLocalDNS.Standby || (g.root != "" && g.root != "/") {
 		return func() {}
@@ -56,6 +57,10 @@ func startStandby(ctx context.Context, g *globals) func() {
 		LoadState: func() ([]byte, error) { return r.ReadFile(standby.StatePath, nodefs.State) },
 		SaveState: func(data []byte) error { _, err := st.Write(standby.StatePath, data, 0o644); return err },
 		Log:       g.log.With("component", "standby"),
+	}
+	if rec != nil {
+		rec.StandbyEnabled()
+		sb.Metrics = rec
 	}
 	if !mode.Interface() {
 		g.log.Warn("nodeLocalDNS.standby is on, but the cache does not run on an interface of its own; standby off", "mode", mode.String())
