@@ -357,11 +357,12 @@ func (s *Standby) proc() string {
 }
 
 func (s *Standby) clusterDomain() string {
-	in, err := s.Inputs()
-	if err != nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.targets.Zones) == 0 {
 		return ""
 	}
-	return in.ClusterDomain
+	return s.targets.Zones[0] // Choose puts the cluster domain first
 }
 
 func (s *Standby) save() {
