@@ -475,7 +475,8 @@ func TestAnsibleRole(t *testing.T) {
 		// The playbook passes no nodedns_config: on a Kubernetes node kubelet's config names the
 		// cache. This chroot has no kubelet, so the cache address is given here, with upstreams: they
 		// exercise the role's config template.
-		"-e", `{"nodedns_config": {"upstreams": ["10.0.0.2"], "nodeLocalDNS": {"addresses": ["169.254.25.10"]}}}`)
+		// standby on: the role installs the standby's unit drop-in.
+		"-e", `{"nodedns_config": {"upstreams": ["10.0.0.2"], "nodeLocalDNS": {"addresses": ["169.254.25.10"], "standby": "on"}}}`)
 	cmd.Dir = "ansible"
 	cmd.Env = append(os.Environ(), "ANSIBLE_ROLES_PATH=roles", "ANSIBLE_LOCAL_TEMP="+filepath.Join(work, "tmp"), "HOME="+work,
 		"ANSIBLE_NOCOLOR=1", "ANSIBLE_HOST_KEY_CHECKING=False")
@@ -500,6 +501,9 @@ func TestAnsibleRole(t *testing.T) {
 		}
 	}
 	c.sh("nodedns --config /etc/nodedns/config.yaml version >/dev/null")
+	if got, want := c.read("/etc/systemd/system/nodedns.service.d/standby.conf"), string(readRepo(t, "packaging/systemd/standby.conf")); got != want {
+		t.Errorf("standby on: the role installed the standby drop-in as %q, want the package's", got)
+	}
 	if _, err := os.Readlink(c.path("/etc/systemd/system/multi-user.target.wants/nodedns.service")); err != nil {
 		t.Errorf("the unit is not enabled for the next boot: %v", err)
 	}

@@ -50,6 +50,7 @@ func exported(t *testing.T) []string {
 	r.ObserveChecks([]metrics.Check{{ID: "dns.loop", Status: "ok"}})
 	r.Reconciled(1, false)
 	r.WriterBackoff("/etc/resolv.conf")
+	r.StandbyEnabled()
 	var names []string
 	for _, f := range r.Families() {
 		names = append(names, f.Name)

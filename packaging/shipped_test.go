@@ -481,3 +481,42 @@ func TestSecurityScore(t *testing.T) {
 		t.Errorf("exposure %s is over 2.0 (%v):\n%s", score[1], err, out)
 	}
 }
+
+// TestStandbyDropIn: the standby's drop-in grants exactly what the standby needs (the capability to
+// bind port 53 and IP traffic to and from pods and upstreams) and nothing else; the base unit keeps
+// its 2.0 (TestSecurityScore). The exposure with the drop-in is logged: it is the price of the
+// opt-in, shown to whoever turns it on.
+func TestStandbyDropIn(t *testing.T) {
+	data := readRepo(t, "packaging/systemd/standby.conf")
+	var keys []string
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") || line == "[Service]" {
+			continue
+		}
+		keys = append(keys, line)
+	}
+	want := []string{"CapabilityBoundingSet=CAP_NET_BIND_SERVICE", "IPAddressAllow=any"}
+	if strings.Join(keys, "\n") != strings.Join(want, "\n") {
+		t.Errorf("standby.conf sets %q, want exactly %q", keys, want)
+	}
+	nfpm := string(readRepo(t, "nfpm.yaml"))
+	if !strings.Contains(nfpm, "src: packaging/systemd/standby.conf\n    dst: /usr/share/nodedns/systemd/standby.conf") {
+		t.Errorf("nfpm.yaml does not ship standby.conf inactive under /usr/share/nodedns/systemd")
+	}
+	sa, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze not installed")
+	}
+	dir := t.TempDir()
+	unit := append(readRepo(t, "packaging/systemd/nodedns.service"), append([]byte("\n"), data...)...)
+	if err := os.WriteFile(filepath.Join(dir, "nodedns.service"), unit, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := exec.Command(sa, "security", "--offline=true", "--threshold=100", filepath.Join(dir, "nodedns.service")).CombinedOutput()
+	score := regexp.MustCompile(`Overall exposure level for nodedns.service: ([0-9.]+)`).FindSubmatch(out)
+	if score == nil {
+		t.Fatalf("systemd-analyze printed no score:\n%s", out)
+	}
+	t.Logf("exposure with the standby drop-in: %s (the base unit's is at most 2.0)", score[1])
+}

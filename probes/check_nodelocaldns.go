@@ -451,6 +451,11 @@ func (nodelocalDNS) Run(ctx context.Context, env *Env) Result {
 	if env.Host == nil {
 		return liveSkipped()
 	}
+	if st, ok := env.standbyActive(); ok {
+		// docs/contract.md "Standby": what answers is nodedns, not the cache; the node stays degraded.
+		return Result{Status: Problem, Message: fmt.Sprintf("no cache listens on %s: nodedns's standby answers in its place since %s", addrList(st.Covering), st.Since.Local().Format(time.RFC3339)),
+			Hint: "the cache is not running: check the node-local-dns pod on this node (kubectl -n kube-system logs ds/nodelocaldns)"}
+	}
 	p := env.probeCache(ctx)
 	ifname := env.Config.NodeLocalDNS.Interface
 	if len(p.probed) == 0 {
@@ -493,7 +498,13 @@ func (nodelocalDNS) Run(ctx context.Context, env *Env) Result {
 	case len(failed)+len(refused) > 0:
 		// Incident 000 (docs/incidents.md): the interface, address and route are fine, yet packets to the link-local address
 		// vanish (Cilium 1.16 with BPF host routing and bpf.masquerade).
-		return Result{Status: Problem, Message: fmt.Sprintf("the cache does not answer within %s although %s carries %s: %s", timeout, ifname, addrList(p.probed), strings.Join(append(failed, refused...), "; ")),
+		hung := ""
+		if env.Config.NodeLocalDNS.Standby {
+			// A hung cache (stopped, deadlocked) keeps its sockets: a second socket beside it gets only
+			// part of the queries, so the standby does not claim to cover it.
+			hung = "; the cache still holds its address, so nodedns's standby does not stand in (a hung cache: restart its pod)"
+		}
+		return Result{Status: Problem, Message: fmt.Sprintf("the cache does not answer within %s although %s carries %s: %s%s", timeout, ifname, addrList(p.probed), strings.Join(append(failed, refused...), "; "), hung),
 			Hint: "packets to the link-local address are dropped or diverted before the cache: with Cilium, set bpf.hostLegacyRouting=true or use a LocalRedirectPolicy for node-local-dns; check the cache pod's logs and `nodedns check` on a healthy node"}
 	}
 	msg := "the cache answers on " + addrList(p.probed) + " over udp and tcp (" + strings.Join(ok, "; ")

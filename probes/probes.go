@@ -99,7 +99,7 @@ func All() []Check {
 		resolvConfLoop{}, resolvConfSearch{}, resolvConfNameservers{}, kubeletResolvConf{},
 		resolvedDNS{}, resolvedDomains{}, dhcpSearch{}, addressingStatic{},
 		nodelocalInterface{}, nodelocalRoutes{}, nodelocalIptables{}, nodelocalDNS{},
-		nodelocalPods{}, dnsLoop{}, searchNXDomain{}, bootPersistence{},
+		nodelocalPods{}, nodelocalStandby{}, dnsLoop{}, searchNXDomain{}, bootPersistence{},
 	}
 }
 

@@ -51,8 +51,9 @@ func versionString() string {
 
 // daemonMetrics sets up the daemon's reporting: one Recorder for the run, the optional /metrics
 // listener (only when metrics.listen is set: no socket otherwise), and a textfile rewritten after
-// every pass through st, the run's node store. It returns the hook the daemon calls after each pass.
-func daemonMetrics(ctx context.Context, g *globals, st *store.Store) func(reconcile.Outcome, []string) {
+// every pass through st, the run's node store. It returns the hook the daemon calls after each pass,
+// and the Recorder (the standby reports into it).
+func daemonMetrics(ctx context.Context, g *globals, st *store.Store) (func(reconcile.Outcome, []string), *metrics.Recorder) {
 	rec := metrics.NewRecorder(metrics.SourceRun, versionString())
 	if addr, err := metrics.Serve(ctx, g.cfg.Metrics.Listen, rec, g.log); err != nil {
 		g.log.Warn("metrics listener not started", "listen", g.cfg.Metrics.Listen, "err", err)
@@ -69,5 +70,5 @@ func daemonMetrics(ctx context.Context, g *globals, st *store.Store) func(reconc
 				g.log.Warn("metrics textfile not written", "path", path, "err", err)
 			}
 		}
-	}
+	}, rec
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/metrics"
 	"github.com/nodedns/nodedns/internal/reconcile"
 )
 
@@ -31,6 +32,11 @@ Another writer's content is new input. If another writer keeps replacing what no
 than writers.backoffAfter times within writers.window), nodedns stops fighting over that file, says so
 in the log, in STATUS= and in ` + "`nodedns check`" + `, and resumes once the other writer has left the file
 alone for one window.
+
+With nodeLocalDNS.standby: on, it also stands in for the node-local cache while no cache listens on
+a cache address (crashed, OOM-killed, between restarts): it answers there, forwarding the cluster
+domain and reverse zones to the cluster DNS and everything else to the node's upstreams, and gives
+the address back as soon as the cache listens again (nodedns check: nodelocaldns.standby).
 
 Signals: SIGTERM or SIGINT finish the write in progress and exit 0 (a pass still waiting for the
 state lock is dropped); SIGHUP reloads the config (an invalid config is reported and the old one kept). WATCHDOG=1 is sent at half of WatchdogSec.
@@ -98,13 +104,15 @@ func runDaemon(cmd *cobra.Command, g *globals) error {
 			return err
 		},
 	}
-	d.AfterPass = daemonMetrics(ctx, g, e.Store)
+	var rec *metrics.Recorder
+	d.AfterPass, rec = daemonMetrics(ctx, g, e.Store)
 	if iv, err := sddaemon.SdWatchdogEnabled(false); err != nil {
 		g.log.Warn("watchdog settings unreadable; not sending WATCHDOG=1", "err", err)
 	} else if iv > 0 {
 		// systemd.service(5): ping at least every WatchdogSec; half of it leaves room for a slow pass.
 		d.Watchdog = iv / 2
 	}
+	defer startStandby(ctx, g, rec, e.Store)()
 	if err := d.Run(ctx); err != nil {
 		return &exitError{1, err}
 	}

@@ -66,6 +66,9 @@ type NodeLocalDNS struct {
 	Mode      string
 	Interface string
 	Addresses []netip.Addr
+	// Standby makes `nodedns run` answer on the cache addresses while no cache listens there
+	// (docs/contract.md "Standby"); only in interface mode.
+	Standby bool
 }
 
 // KubeletConfigAuto is kubelet.config's default: find the file kubelet really reads
@@ -189,6 +192,15 @@ var coreKeys = []key{
 				err = fmt.Errorf("%s is an IPv6 link-local address (fe80::/10), which the kernel gives every interface: never a cache address", a)
 			}
 		}
+		return
+	}},
+	{"nodeLocalDNS.standby", false, func(c *Config, v any) (err error) {
+		// YAML `standby: on` is a bool to the YAML reader and "on" from env: both mean true.
+		if s, ok := v.(string); ok && (s == "on" || s == "off") {
+			c.NodeLocalDNS.Standby = s == "on"
+			return nil
+		}
+		c.NodeLocalDNS.Standby, err = boolean(v)
 		return
 	}},
 	{"kubelet.config", DefaultKubeletConfig, func(c *Config, v any) (err error) {
@@ -320,6 +332,10 @@ func FromSettings(settings map[string]any, managed ...string) (Config, error) {
 	}
 	if err := validateUpstreams(c); err != nil {
 		return Config{}, err
+	}
+	if c.NodeLocalDNS.Standby && c.NodeLocalDNS.Mode != CacheAuto && c.NodeLocalDNS.Mode != CacheInterface {
+		// docs/contract.md "Standby": only a cache on its own interface leaves an address to hold.
+		return Config{}, &Error{Key: "nodeLocalDNS.standby", Value: true, Err: fmt.Errorf("needs nodeLocalDNS.mode interface or auto, not %s", c.NodeLocalDNS.Mode)}
 	}
 	return c, nil
 }

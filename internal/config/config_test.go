@@ -52,6 +52,34 @@ func TestFromSettings(t *testing.T) {
 			},
 		},
 		{
+			name:     "standby on from YAML 1.2 (a string) and from env",
+			settings: map[string]any{"nodelocaldns.standby": "on"},
+			check: func(t *testing.T, c Config) {
+				if !c.NodeLocalDNS.Standby {
+					t.Errorf("standby: on gave %+v", c.NodeLocalDNS)
+				}
+			},
+		},
+		{
+			name:     "standby true",
+			settings: map[string]any{"nodelocaldns.standby": true, "nodelocaldns.mode": "interface"},
+			check: func(t *testing.T, c Config) {
+				if !c.NodeLocalDNS.Standby {
+					t.Errorf("standby: true gave %+v", c.NodeLocalDNS)
+				}
+			},
+		},
+		{
+			name:     "standby needs the interface mode",
+			settings: map[string]any{"nodelocaldns.standby": "on", "nodelocaldns.mode": "lrp"},
+			wantErr:  "needs nodeLocalDNS.mode interface or auto",
+		},
+		{
+			name:     "standby rejects nonsense",
+			settings: map[string]any{"nodelocaldns.standby": "sometimes"},
+			wantErr:  "not true or false",
+		},
+		{
 			name:     "env string lists",
 			settings: map[string]any{"upstreams": "10.0.0.2, 10.0.0.3"},
 			check: func(t *testing.T, c Config) {

@@ -51,6 +51,7 @@ type Recorder struct {
 	changes         uint64
 	backoffs        map[string]uint64 // by target node path
 	lastReconcileAt time.Time
+	sb              standbyState // standby.go
 }
 
 // NewRecorder returns an empty Recorder for source (SourceCheck or SourceRun) of nodedns version.
@@ -151,6 +152,7 @@ func (r *Recorder) Families() []Family {
 			bo.Samples = append(bo.Samples, Sample{Labels: [][2]string{{"target", t}}, Value: float64(r.backoffs[t])})
 		}
 		fams = append(fams, bo)
+		fams = append(fams, r.standbyFamilies()...)
 		if !r.lastReconcileAt.IsZero() {
 			fams = append(fams, Family{
 				Name: "nodedns_last_reconcile_timestamp_seconds", Type: "gauge", Help: "When the last reconcile pass ended, in seconds since the epoch.",

@@ -67,6 +67,9 @@ type CacheOptions struct {
 	// kubespray's `loop` plugin to every block.
 	ClusterDNS netip.Addr
 	Loop       bool
+	// Corefile, when set, is the cache's whole Corefile instead of the one StartCache writes (it must
+	// still answer ClusterName on every address: Start waits for that).
+	Corefile string
 }
 
 // Cache is a real CoreDNS as the node-local cache of a sandbox node: bound to every cache address,
@@ -83,6 +86,7 @@ type Cache struct {
 	forward    string
 	clusterDNS netip.Addr
 	loop       bool
+	corefile   string
 }
 
 // StartCache makes a healthy node-local cache in the sandbox: the interface up with the cache
@@ -93,7 +97,7 @@ type Cache struct {
 func (sb *Sandbox) StartCache(t testing.TB, o CacheOptions) *Cache {
 	t.Helper()
 	NeedTools(t, "apt-get install iptables bind9-dnsutils", "iptables", "ip6tables", "dig")
-	c := &Cache{Interface: o.Interface, Addrs: o.Addrs, sb: sb, bin: CoreDNS(t), forward: o.Forward, clusterDNS: o.ClusterDNS, loop: o.Loop}
+	c := &Cache{Interface: o.Interface, Addrs: o.Addrs, sb: sb, bin: CoreDNS(t), forward: o.Forward, clusterDNS: o.ClusterDNS, loop: o.Loop, corefile: o.Corefile}
 	if c.Interface == "" {
 		c.Interface = "nodelocaldns"
 	}
@@ -125,6 +129,12 @@ func (sb *Sandbox) StartCache(t testing.TB, o CacheOptions) *Cache {
 // forward file everything else forwarded to it.
 func (c *Cache) writeCorefile(t testing.TB) {
 	t.Helper()
+	if c.corefile != "" {
+		if err := os.WriteFile(c.Corefile, []byte(c.corefile), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	var bind []string
 	for _, a := range c.Addrs {
 		bind = append(bind, a.String())
@@ -205,4 +215,32 @@ func (c *Cache) Stop() {
 		_ = c.Cmd.Wait()
 		c.Cmd = nil
 	}
+}
+
+// PID is the running CoreDNS's process ID as this machine numbers it (not nsenter's, in a sandbox
+// with its own PID namespace), or 0 when none runs.
+func (c *Cache) PID() int {
+	if c.Cmd == nil || c.Cmd.Process == nil {
+		return 0
+	}
+	if c.sb.Opts.PIDNamespace {
+		if pid, err := childPID(c.Cmd.Process.Pid); err == nil {
+			return pid
+		}
+		return 0
+	}
+	return c.Cmd.Process.Pid
+}
+
+// Log is CoreDNS's output so far (its log plugin's lines, when the Corefile has one).
+func (c *Cache) Log() string {
+	if c.Cmd == nil {
+		return ""
+	}
+	f, ok := c.Cmd.Stdout.(*os.File)
+	if !ok {
+		return ""
+	}
+	data, _ := os.ReadFile(f.Name())
+	return string(data)
 }

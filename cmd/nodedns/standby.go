@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/metrics"
+	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/internal/standby"
+	"github.com/nodedns/nodedns/internal/store"
+	"github.com/nodedns/nodedns/probes"
+)
+
+// startStandby runs the standby beside the daemon when nodeLocalDNS.standby is on, on a live node
+// (docs/contract.md "Standby"); the returned function stops it and waits for its sockets to close.
+// It reads the node's files on its own (node.Observe through the run's store, no live source), so it
+// never shares the daemon's D-Bus clients.
+func startStandby(ctx context.Context, g *globals, rec *metrics.Recorder, st *store.Store) func() {
+	cfg := g.cfg
+	if !cfg.NodeLocalDNS.Standby || (g.root != "" && g.root != "/") {
+		return func() {}
+	}
+	r := st // the run's node store (edges.New): reads for the facts, writes for the state
+	facts := func() (*node.Snapshot, policy.Facts) {
+		s := node.Observe(r, cfg, time.Now())
+		return s, policy.Derive(s, cfg)
+	}
+	s, f := facts()
+	_, ifaceErr := net.InterfaceByName(cfg.NodeLocalDNS.Interface)
+	mode := policy.ResolveCacheMode(cfg, s, ifaceErr == nil)
+	sb := &standby.Standby{
+		Addrs: cacheAddrs(cfg, f),
+		Inputs: func() (standby.Inputs, error) {
+			_, f := facts()
+			return standby.Inputs{CacheAddrs: f.CacheAddrs, ClusterDomain: f.ClusterDomain, ClusterDNS: cfg.ClusterDNS, Upstreams: f.Upstreams}, nil
+		},
+		FindCache: func(addrs []netip.Addr) *standby.Cache {
+			cp := probes.FindCacheProcess("/proc", addrs)
+			if cp == nil {
+				return nil
+			}
+			c := &standby.Cache{PID: cp.PID}
+			for _, fw := range cp.Forwards {
+				c.Forwards = append(c.Forwards, standby.Forward{Zones: fw.Zones, From: fw.From, To: fw.To})
+			}
+			return c
+		},
+		Resync:    cfg.Daemon.ResyncInterval,
+		LoadState: func() ([]byte, error) { return r.ReadFile(standby.StatePath, nodefs.State) },
+		SaveState: func(data []byte) error { _, err := st.Write(standby.StatePath, data, 0o644); return err },
+		Log:       g.log.With("component", "standby"),
+	}
+	if rec != nil {
+		rec.StandbyEnabled()
+		sb.Metrics = rec
+	}
+	if !mode.Interface() {
+		g.log.Warn("nodeLocalDNS.standby is on, but the cache does not run on an interface of its own; standby off", "mode", mode.String())
+		sb.NotInterfaceMode(mode.String())
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { sb.Run(ctx, os.Getpid()) })
+	g.log.Info("standby watching the node-local cache", "addrs", sb.Addrs)
+	return func() { cancel(); wg.Wait() }
+}
+
+// cacheAddrs are the addresses the standby covers: config nodeLocalDNS.addresses, else the cache
+// interface's own (IPv6 link-local left out: docs/contract.md "Cache addresses"), else what policy
+// derived.
+func cacheAddrs(cfg config.Config, f policy.Facts) []netip.Addr {
+	if len(cfg.NodeLocalDNS.Addresses) > 0 {
+		return cfg.NodeLocalDNS.Addresses
+	}
+	var out []netip.Addr
+	if ifc, err := net.InterfaceByName(cfg.NodeLocalDNS.Interface); err == nil {
+		as, _ := ifc.Addrs()
+		for _, a := range as {
+			if n, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(n.IP); ok && !policy.KernelMade(ip.Unmap()) && !slices.Contains(out, ip.Unmap()) {
+					out = append(out, ip.Unmap())
+				}
+			}
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	return f.CacheAddrs
+}

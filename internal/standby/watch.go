@@ -1,0 +1,159 @@
+package standby
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Listener is one socket bound to port 53 of a cache address.
+type Listener struct {
+	Addr  netip.Addr
+	Proto string // "udp" or "tcp"
+	Inode uint64
+}
+
+// Listeners lists the UDP sockets and listening TCP sockets bound to port 53 of any of addrs, in
+// this network namespace, over sock_diag netlink (inet_diag): no /proc table is read or parsed.
+func Listeners(addrs []netip.Addr) ([]Listener, error) {
+	var out []Listener
+	var errs []error
+	for _, fam := range []uint8{unix.AF_INET, unix.AF_INET6} {
+		if !slices.ContainsFunc(addrs, func(a netip.Addr) bool { return a.Is4() == (fam == unix.AF_INET) }) {
+			continue
+		}
+		udp, err := netlink.SocketDiagUDP(fam)
+		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+			errs = append(errs, err)
+		}
+		tcp, err := netlink.SocketDiagTCP(fam)
+		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+			errs = append(errs, err)
+		}
+		for _, s := range udp {
+			out = appendListener(out, addrs, s, "udp")
+		}
+		for _, s := range tcp {
+			if s.State == 10 { // TCP_LISTEN
+				out = appendListener(out, addrs, s, "tcp")
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func appendListener(out []Listener, addrs []netip.Addr, s *netlink.Socket, proto string) []Listener {
+	if s.ID.SourcePort != 53 {
+		return out
+	}
+	a, ok := netip.AddrFromSlice(s.ID.Source)
+	if !ok {
+		return out
+	}
+	a = a.Unmap()
+	if !slices.Contains(addrs, a) {
+		return out
+	}
+	return append(out, Listener{Addr: a, Proto: proto, Inode: uint64(s.INode)})
+}
+
+// exitWatch tells when one of some processes exits, through pidfds polled in a goroutine: nothing
+// wakes until a process exits or the watch is closed.
+type exitWatch struct {
+	PIDs   []int
+	pidfds []int
+	stop   [2]int // a pipe: writing to it ends the poll
+	once   sync.Once
+	Exited chan struct{}
+}
+
+// watchExit opens a pidfd for each pid (those already gone are left out) and starts waiting for
+// the first exit.
+func watchExit(pids ...int) (*exitWatch, error) {
+	w := &exitWatch{Exited: make(chan struct{})}
+	var errs []error
+	for _, pid := range pids {
+		fd, err := unix.PidfdOpen(pid, 0) // a pidfd is close-on-exec
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		w.PIDs, w.pidfds = append(w.PIDs, pid), append(w.pidfds, fd)
+	}
+	if len(w.pidfds) == 0 {
+		return nil, errors.Join(append(errs, errors.New("no process to watch"))...)
+	}
+	if err := unix.Pipe2(w.stop[:], unix.O_CLOEXEC); err != nil {
+		for _, fd := range w.pidfds {
+			unix.Close(fd)
+		}
+		return nil, err
+	}
+	go w.wait()
+	return w, nil
+}
+
+func (w *exitWatch) wait() {
+	defer unix.Close(w.stop[0])
+	defer func() {
+		for _, fd := range w.pidfds {
+			unix.Close(fd)
+		}
+	}()
+	fds := []unix.PollFd{{Fd: int32(w.stop[0]), Events: unix.POLLIN}}
+	for _, fd := range w.pidfds {
+		fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	}
+	for {
+		_, err := unix.Poll(fds, -1)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || fds[0].Revents != 0 {
+			return
+		}
+		for _, f := range fds[1:] {
+			if f.Revents != 0 {
+				close(w.Exited)
+				return
+			}
+		}
+	}
+}
+
+// CacheComms are the process names of a node-local cache (node-cache, or CoreDNS run as one).
+var CacheComms = []string{"node-cache", "coredns"}
+
+// pidsByComm lists the processes under proc named one of comms (from /proc/PID/comm, which needs
+// no ptrace access, unlike /proc/PID/fd).
+func pidsByComm(proc string, comms []string) []int {
+	dirs, _ := os.ReadDir(proc)
+	var out []int
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(proc, d.Name(), "comm"))
+		if err == nil && slices.Contains(comms, strings.TrimSpace(string(data))) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// Close ends the watch.
+func (w *exitWatch) Close() {
+	w.once.Do(func() {
+		_, _ = unix.Write(w.stop[1], []byte{0})
+		unix.Close(w.stop[1])
+	})
+}

@@ -1,0 +1,75 @@
+package standby
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestWatchExitWakesOnTheFirstExit: the pidfd watch stays asleep while the processes run and wakes
+// when one of them exits; Close ends a watch that never fired.
+func TestWatchExitWakesOnTheFirstExit(t *testing.T) {
+	var cmds []*exec.Cmd
+	for range 2 {
+		c := exec.Command("sleep", "30")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+		cmds = append(cmds, c)
+	}
+	w, err := watchExit(cmds[0].Process.Pid, cmds[1].Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	select {
+	case <-w.Exited:
+		t.Fatal("the watch fired while both processes run")
+	case <-time.After(200 * time.Millisecond):
+	}
+	killed := time.Now()
+	_ = cmds[1].Process.Kill()
+	_ = cmds[1].Wait()
+	select {
+	case <-w.Exited:
+		t.Logf("exit seen %v after the kill", time.Since(killed))
+	case <-time.After(2 * time.Second):
+		t.Fatal("the watch did not see the exit")
+	}
+
+	w2, err := watchExit(cmds[0].Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2.Close()
+	w2.Close() // twice is harmless
+	if _, err := watchExit(99999999); err == nil {
+		t.Error("a watch of no live process succeeded")
+	}
+}
+
+func TestPidsByComm(t *testing.T) {
+	proc := t.TempDir()
+	for pid, comm := range map[int]string{10: "node-cache\n", 11: "coredns\n", 12: "kubelet\n", 13: "node-cache-x\n"} {
+		d := filepath.Join(proc, strconv.Itoa(pid))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "comm"), []byte(comm), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(proc, "self"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got := pidsByComm(proc, CacheComms)
+	slices.Sort(got)
+	if !slices.Equal(got, []int{10, 11}) {
+		t.Errorf("pidsByComm = %v, want [10 11]", got)
+	}
+}

@@ -1,0 +1,82 @@
+package probes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/standby"
+)
+
+// readStandby reads the daemon's standby state (standby.StatePath). ok is false when there is none
+// or its daemon is gone: the daemon marks it unknown when it stops, so only a crash leaves one
+// that claims more.
+func (env *Env) readStandby() (st standby.Status, ok bool, err error) {
+	if env.Files == nil {
+		return st, false, nil
+	}
+	data, err := env.Files.ReadFile(standby.StatePath, nodefs.State)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, false, nil
+	}
+	if err != nil {
+		return st, false, err
+	}
+	st, err = standby.ParseStatus(standby.StatePath, data)
+	if err != nil {
+		return st, false, err
+	}
+	if st.PID > 0 {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", st.PID)); err != nil {
+			return st, false, nil
+		}
+	}
+	return st, true, nil
+}
+
+type nodelocalStandby struct{}
+
+func (nodelocalStandby) ID() string { return "nodelocaldns.standby" }
+
+// Run reports the standby (docs/contract.md "Standby"): ok while ready, a problem while it stands in
+// for the cache (the node is degraded, and says so), unknown when it cannot stand in.
+func (nodelocalStandby) Run(_ context.Context, env *Env) Result {
+	if !env.Config.NodeLocalDNS.Standby {
+		return Result{Status: Skipped, Message: "nodeLocalDNS.standby is off"}
+	}
+	if env.Host == nil {
+		return liveSkipped()
+	}
+	st, ok, err := env.readStandby()
+	switch {
+	case err != nil:
+		return Result{Status: Unknown, Message: "the standby's state is unreadable: " + err.Error()}
+	case !ok:
+		return Result{Status: Unknown, Message: "nodeLocalDNS.standby is on, but `nodedns run` is not running: nothing stands in for the cache",
+			Hint: "systemctl status nodedns"}
+	}
+	switch st.State {
+	case standby.Active:
+		return Result{Status: Problem,
+			Message: fmt.Sprintf("the node-local cache is down: nodedns stands in on %s since %s, %d queries (%s)",
+				addrList(st.Covering), st.Since.Local().Format(time.RFC3339), st.Queries, st.Targets),
+			Hint: "pods keep resolving through nodedns, without the cache's caching: check the node-local-dns pod on this node (kubectl -n kube-system logs ds/nodelocaldns)"}
+	case standby.Ready:
+		return Result{Status: OK, Message: "ready to stand in for the cache: " + st.Targets}
+	}
+	return Result{Status: Unknown, Message: "cannot stand in for the cache: " + st.Why}
+}
+
+// standbyActive reports the standby state when it stands in: what nodelocaldns.dns adds while the standby answers on the cache's addresses: its
+// answers are not the cache's, and the node condition must stay visible.
+func (env *Env) standbyActive() (standby.Status, bool) {
+	if !env.Config.NodeLocalDNS.Standby {
+		return standby.Status{}, false
+	}
+	st, ok, err := env.readStandby()
+	return st, ok && err == nil && st.State == standby.Active
+}
