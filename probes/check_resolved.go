@@ -50,6 +50,7 @@ func (resolvedDNS) Run(_ context.Context, env *Env) Result {
 			problems = append(problems, fmt.Sprintf("link %s lists %s", linkName(l.IfName, l.IfIndex), strings.Join(bad, ", ")))
 		}
 	}
+	problems = append(problems, delegateLoops(env)...)
 	if ps := env.Plan.PendingFor(policy.PendingDNS, systemd.ResolvedUnit); len(problems) == 0 && len(ps) > 0 {
 		// Files only (--root, or no bus): its configuration is clean, its own resolv.conf is not.
 		problems = append(problems, "runs with the configuration it started with: "+ps[0].Why)
@@ -71,6 +72,33 @@ func (resolvedDNS) Run(_ context.Context, env *Env) Result {
 		msg += "; confirmed over D-Bus"
 	}
 	return Result{Status: OK, Message: msg}
+}
+
+// delegateLoops names each DNS delegate (systemd 258+) whose DNS= lists a loop address, with the
+// file and line that set it (docs/contract.md "systemd-resolved 258 and later: DNS delegates").
+func delegateLoops(env *Env) []string {
+	s := env.Snapshot
+	if s.DNSDelegates == nil {
+		return nil
+	}
+	var out []string
+	for _, d := range s.DNSDelegates.Delegates {
+		var bad, where []string
+		for i, sv := range d.DNS {
+			l := loopAddrs(env, []netip.Addr{sv.Addr}, false)
+			if len(l) == 0 {
+				continue
+			}
+			bad = append(bad, l...)
+			if w := d.DNSSources[i].String(); !contains(where, w) {
+				where = append(where, w)
+			}
+		}
+		if len(bad) > 0 {
+			out = append(out, fmt.Sprintf("DNS delegate %q lists %s (DNS= at %s)", d.ID, strings.Join(bad, ", "), strings.Join(where, ", ")))
+		}
+	}
+	return out
 }
 
 func linkName(name string, index int) string {

@@ -147,6 +147,10 @@ type Snapshot struct {
 	// resolved could not be asked). The live source also folds its per-link DNS and domains into
 	// Links, so readers of Links see what resolved really uses.
 	ResolvedLive *systemd.ResolvedState
+	// DNSDelegates are resolved's DNS delegates (systemd 258+; nil on an older systemd), and
+	// SystemdVersion the installed systemd's major version (0: unknown). See delegates.go.
+	DNSDelegates   *systemd.DNSDelegates
+	SystemdVersion int
 
 	Kubelet       Kubelet
 	kubeletInputs kubeletDiscovery // what finding Kubelet.Path read (KubeletSources)
@@ -200,6 +204,7 @@ func Observe(r nodefs.Reader, cfg config.Config, now time.Time) *Snapshot {
 	s.ResolvedStub = s.readResolv(r, ResolvedStubConf)
 
 	s.readResolved(r)
+	s.readDelegates(r)
 	var warns []systemd.Warning
 	s.Links, warns = systemd.LoadLinkStates(r)
 	for _, w := range warns {

@@ -49,6 +49,7 @@ func Watches(cfg config.Config, s *Snapshot) []nodefs.Watch {
 		nodefs.Watch{Dir: path.Dir(DhclientHook), Match: nodefs.Names(path.Base(DhclientHook))},
 	)
 	ws = append(ws, kubeletWatches(cfg, s)...)
+	ws = append(ws, delegateWatches(s)...)
 	for _, d := range networkDirs {
 		ws = append(ws, nodefs.Watch{Dir: d, Match: nodefs.Suffix(".network"), Complete: nodefs.NewlineTerminated})
 	}

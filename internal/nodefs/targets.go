@@ -17,6 +17,8 @@ import (
 var ManagedPaths = []string{
 	"/etc/resolv.conf",
 	"/etc/systemd/resolved.conf.d/zz-nodedns.conf",
+	"/etc/systemd/dns-delegate.d/*.dns-delegate",
+	"/etc/systemd/dns-delegate.d/*.dns-delegate.d/*.conf",
 	"/etc/netplan/90-nodedns.yaml",
 	"/etc/systemd/network/*.network.d/nodedns.conf",
 	"/etc/dhcp/dhclient-enter-hooks.d/nodedns",
