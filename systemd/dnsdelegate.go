@@ -313,6 +313,8 @@ func (p *delegateParser) parseLine(line int, l string) bool {
 			return true
 		}
 		p.d.DefaultRoute = value
+	case "FirewallMark":
+		// Known to resolved 262 (the mark its queries to the delegate's servers carry); not needed.
 	default:
 		if !strings.HasPrefix(key, "X-") {
 			p.warn(line, fmt.Sprintf("unknown key %q in section [Delegate], ignoring", key))
@@ -323,8 +325,9 @@ func (p *delegateParser) parseLine(line int, l string) bool {
 
 // dns is config_parse_delegate_dns_servers: an empty value clears the list; otherwise each word
 // is a server as for resolved.conf's DNS=, 0.0.0.0, :: and resolved's own stubs are dropped
-// silently, and a word naming a server already listed ends the line (the function returns there:
-// later words on that line are not read).
+// silently, and a server already listed keeps its place. (Early 258 sources returned at a duplicate,
+// dropping the rest of the line; resolved 262 reads on: measured, "DNS=192.0.2.1 192.0.2.1:53
+// 169.254.25.10" serves 192.0.2.1 and 169.254.25.10.)
 func (p *delegateParser) dns(line int, value string) {
 	if value == "" {
 		p.d.DNS, p.d.DNSSources = nil, nil
@@ -345,7 +348,7 @@ func (p *delegateParser) dns(line int, value string) {
 			continue
 		}
 		if !p.dnsIdx.add(s) {
-			return
+			continue
 		}
 		p.d.DNS = append(p.d.DNS, s)
 		p.d.DNSSources = append(p.d.DNSSources, Setting{Path: p.path, Line: line})

@@ -100,12 +100,14 @@ func TestLoadDNSDelegates(t *testing.T) {
 				domains: []string{"example.org", "~cluster.local"}}},
 		},
 		{
-			name: "stubs and unspecified addresses are dropped; a duplicate ends the line; bad words are skipped",
+			// Measured with resolved 262: "DNS=192.0.2.1 192.0.2.1:53 169.254.25.10" serves 192.0.2.1
+			// and 169.254.25.10.
+			name: "stubs and unspecified addresses are dropped; a duplicate keeps its place and the line goes on; bad words are skipped",
 			files: map[string]string{etcDelegates + "/x.dns-delegate": "[Delegate]\n" +
 				"DNS=127.0.0.53 0.0.0.0 bogus 192.0.2.1 192.0.2.1:53 169.254.25.10\n" +
-				"DNS=169.254.20.10\n"},
-			want: []want{{id: "x", path: etcDelegates + "/x.dns-delegate", dns: []string{"192.0.2.1", "169.254.20.10"},
-				sources: []string{etcDelegates + "/x.dns-delegate:2", etcDelegates + "/x.dns-delegate:3"}}},
+				"DNS=169.254.20.10\nFirewallMark=7\n"},
+			want: []want{{id: "x", path: etcDelegates + "/x.dns-delegate", dns: []string{"192.0.2.1", "169.254.25.10", "169.254.20.10"},
+				sources: []string{etcDelegates + "/x.dns-delegate:2", etcDelegates + "/x.dns-delegate:2", etcDelegates + "/x.dns-delegate:3"}}},
 			warnings: []string{etcDelegates + "/x.dns-delegate:2: failed to parse DNS server string \"bogus\""},
 		},
 		{
