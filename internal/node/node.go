@@ -157,8 +157,11 @@ type Snapshot struct {
 	KubeletResolv ResolvFile       // the file kubelet's resolvConf names ("" when disabled)
 	NodednsResolv ResolvFile       // the kubelet resolv.conf nodedns writes (config kubelet.resolvConf)
 
-	Leases  []leases.Lease
-	Netplan *netplan.Config // nil when netplan's files could not be read
+	Leases []leases.Lease
+	// LiveLeases is set when the live node's lease sources were asked too (networkd's leases over
+	// varlink, which networkd 262 keeps in no file); under --root only lease files are read.
+	LiveLeases bool
+	Netplan    *netplan.Config // nil when netplan's files could not be read
 	// NetplanOthers is netplan's configuration without nodedns's own file (what the node asks for; nil
 	// when unreadable), NetplanOwn that file; Networkd the networkd .network files that turn DHCP
 	// on; Uplink the default-route interface (live only). See networking.go.

@@ -347,6 +347,9 @@ func (p *Plan) PinFor(s *node.Snapshot, others *netplan.Config) (*netplan.Pin, e
 		if expired != nil {
 			return nil, fmt.Errorf("the DHCP lease of %s (%s) expired at %s: renew it before pinning", ifname, expired.Path, expired.Expire.Format("2006-01-02 15:04:05 MST"))
 		}
+		if !s.LiveLeases {
+			return nil, fmt.Errorf("no DHCP lease file found for %s: nothing to pin (under --root nodedns reads lease files only; systemd-networkd 262 keeps its lease in no file but on its varlink interface, io.systemd.Network, which only the live node answers: run `nodedns netplan pin` on the node itself)", ifname)
+		}
 		return nil, fmt.Errorf("no DHCP lease found for %s: nothing to pin", ifname)
 	}
 	if len(lease.Routers) == 0 {
