@@ -1,0 +1,151 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodedns/nodedns/internal/testutil/nstest"
+)
+
+// The newer components (systemd 262, Debian testing "forky"), chrooted in a sandbox: every program
+// of these tests (resolved, networkd, netplan, dnsmasq, dbus and the nodedns binary) runs in the
+// tree, whose tar .ci/run builds with .ci/suite-tree and names in NODEDNS_FORKY_TAR.
+
+// forkyNode is a sandbox with the forky tree mounted and nodedns installed in it, with a config
+// whose resolved.restartCommand is restart.
+type forkyNode struct {
+	sb *nstest.Sandbox
+	c  *nstest.Chroot
+}
+
+func newForkyNode(t *testing.T) *forkyNode {
+	t.Helper()
+	nstest.Require(t)
+	tree := nstest.SuiteTree(t, nstest.ForkyTarEnv)
+	bin := nstest.Build(t)
+	sb := nstest.NewWith(t, nstest.Options{PIDNamespace: true, UTSNamespace: true})
+	c := sb.NewChroot(t, tree)
+	c.Install(t, bin, "/usr/local/bin/nodedns")
+	return &forkyNode{sb: sb, c: c}
+}
+
+// nodedns runs the nodedns binary in the tree and returns its output and exit code.
+func (n *forkyNode) nodedns(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	out, err := n.c.Try("nodedns " + strings.Join(q, " "))
+	code := 0
+	if err != nil {
+		code = -1
+		if ee, ok := err.(interface{ ExitCode() int }); ok {
+			code = ee.ExitCode()
+		}
+	}
+	t.Logf("nodedns %s -> %d\n%s", strings.Join(args, " "), code, out)
+	return out, code
+}
+
+// checkStatus runs `nodedns check -o json` and returns the exit code and the status and message of
+// check id.
+func (n *forkyNode) checkStatus(t *testing.T, id string) (code int, status, msg string) {
+	t.Helper()
+	out, code := n.nodedns(t, "check", "-o", "json")
+	var rep struct {
+		Checks []struct{ ID, Status, Message string }
+	}
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &rep); err != nil {
+		t.Fatalf("check -o json: %v\n%s", err, out)
+	}
+	for _, c := range rep.Checks {
+		if c.ID == id {
+			return code, c.Status, c.Message
+		}
+	}
+	t.Fatalf("check -o json has no %s:\n%s", id, out)
+	return
+}
+
+// TestForkyResolvedDelegateLoop: on systemd-resolved 262, kubespray's node-local cache as a DNS
+// delegate (/etc/systemd/dns-delegate.d/kubespray.dns-delegate, DNS=169.254.25.10 Domains=~.
+// DefaultRoute=yes) takes every host lookup, whatever resolved.conf says. The cache is a dnsmasq
+// with --log-queries on 169.254.25.10; the upstream a dnsmasq on 10.0.0.1. check must exit 1
+// naming the delegate file and line; after apply no host lookup reaches the cache (counted in its
+// log); restore puts the file back byte for byte.
+func TestForkyResolvedDelegateLoop(t *testing.T) {
+	n := newForkyNode(t)
+	n.sb.Run(t, `set -e
+ip link add nodelocaldns type bridge; ip addr add 169.254.25.10/32 dev nodelocaldns; ip link set nodelocaldns up
+ip link add up0 type bridge; ip addr add 10.0.0.1/24 dev up0; ip link set up0 up`)
+	n.c.Run(t, `set -e
+dnsmasq --no-resolv --no-hosts --listen-address=169.254.25.10 --bind-interfaces --log-queries --log-facility=/run/cache.log --address=/example.test/192.0.2.77 -x /run/cache.pid
+dnsmasq --no-resolv --no-hosts --listen-address=10.0.0.1 --bind-interfaces --log-queries --log-facility=/run/upstream.log --address=/example.test/192.0.2.1 -x /run/upstream.pid
+ln -sf /run/systemd/resolve/stub-resolv.conf /etc/resolv.conf`)
+	n.c.Write(t, "/etc/systemd/resolved.conf", "[Resolve]\nDNS=10.0.0.1\n", 0o644)
+	const delegate = "/etc/systemd/dns-delegate.d/kubespray.dns-delegate"
+	const original = "# kubespray: host lookups through the node-local cache\n[Delegate]\nDNS=169.254.25.10\nDomains=~.\nDefaultRoute=yes\n"
+	n.c.Write(t, delegate, original, 0o644)
+	restart := n.c.StartDaemon(t, "resolved", "/usr/lib/systemd/systemd-resolved")
+	waitResolved := func() {
+		nstest.WaitFor(t, 15*time.Second, "systemd-resolved 262 answering", func() bool {
+			_, err := n.c.Try("resolvectl status >/dev/null 2>&1")
+			return err == nil
+		})
+	}
+	waitResolved()
+	n.c.Write(t, "/etc/nodedns/config.yaml", "resolved:\n  restartCommand: ["+strconv.Quote(restart)+"]\nnetplan:\n  mode: \"off\"\n", 0o644)
+
+	cacheQueries := func(name string) int {
+		data, _ := os.ReadFile(n.c.Path("/run/cache.log"))
+		return strings.Count(string(data), "] "+name+" from ")
+	}
+	lookup := func(name string) string {
+		out, _ := n.c.Try("resolvectl query --cache=no " + name)
+		return out
+	}
+	// The defect, reproduced: resolved sends host lookups to the cache through the delegate.
+	if out := lookup("before.example.test"); !strings.Contains(out, "192.0.2.77") || cacheQueries("before.example.test") == 0 {
+		t.Fatalf("the delegate does not send lookups to the cache here (cache saw %d): %s", cacheQueries("before.example.test"), out)
+	}
+
+	code, status, msg := n.checkStatus(t, "resolved.dns")
+	if code != 1 || status != "problem" || !strings.Contains(msg, delegate+":3") {
+		t.Fatalf("check: exit %d, resolved.dns %s %q; want exit 1 and a problem naming %s:3", code, status, msg, delegate)
+	}
+
+	if out, code := n.nodedns(t, "apply"); code != 0 || !strings.Contains(out, delegate) {
+		t.Fatalf("apply exited %d without writing %s", code, delegate)
+	}
+	waitResolved()
+	for i := range 5 {
+		name := fmt.Sprintf("after%d.example.test", i)
+		if out := lookup(name); !strings.Contains(out, "192.0.2.1") {
+			t.Errorf("%s after apply: %s", name, out)
+		}
+		if q := cacheQueries(name); q != 0 {
+			t.Errorf("%s after apply reached the cache %d times", name, q)
+		}
+	}
+	if _, status, msg := n.checkStatus(t, "resolved.dns"); status != "ok" {
+		t.Errorf("resolved.dns after apply: %s %q", status, msg)
+	}
+
+	if _, code := n.nodedns(t, "restore"); code != 0 {
+		t.Fatalf("restore exited %d", code)
+	}
+	data, err := os.ReadFile(n.c.Path(delegate))
+	if err != nil || string(data) != original {
+		t.Fatalf("after restore %s = %q (%v), want the original bytes", delegate, data, err)
+	}
+	waitResolved()
+	if out := lookup("restored.example.test"); !strings.Contains(out, "192.0.2.77") {
+		t.Errorf("after restore resolved does not run with the restored delegate: %s", out)
+	}
+}
