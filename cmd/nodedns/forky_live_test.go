@@ -149,3 +149,48 @@ ln -sf /run/systemd/resolve/stub-resolv.conf /etc/resolv.conf`)
 		t.Errorf("after restore resolved does not run with the restored delegate: %s", out)
 	}
 }
+
+// TestForkyNetworkdVarlinkLease: networkd 262 keeps its DHCP lease in no file (/run/systemd/netif/
+// leases/ stays empty, the link state has no DHCP_LEASE=): the lease dnsmasq hands veth0 (address,
+// router, DNS, domain corp.example) is only on networkd's varlink interface. `netplan pin --dry-run`
+// must pin that lease, and dhcp.search must see its domain; under --root pin must say that lease
+// files are the only source there.
+func TestForkyNetworkdVarlinkLease(t *testing.T) {
+	n := newForkyNode(t)
+	n.sb.Run(t, `set -e
+ip link add veth0 type veth peer name veth1
+ip addr add 10.9.0.1/24 dev veth1; ip link set veth1 up`)
+	// netplan's generate asks systemctl for a daemon-reload; PID 1 is not systemd here.
+	n.c.Write(t, "/usr/local/bin/systemctl", "#!/bin/sh\nexit 0\n", 0o755)
+	n.c.Run(t, `dnsmasq --no-resolv --no-hosts --interface=veth1 --bind-interfaces --dhcp-range=10.9.0.50,10.9.0.60,255.255.255.0,1h \
+--dhcp-option=option:router,10.9.0.1 --dhcp-option=option:dns-server,10.9.0.1 --domain=corp.example \
+--dhcp-option=option:domain-search,corp.example -x /run/dhcp.pid --log-facility=/run/dhcp.log --log-dhcp`)
+	n.c.Write(t, "/etc/netplan/50-cloud-init.yaml", "network:\n  version: 2\n  ethernets:\n    veth0:\n      dhcp4: true\n", 0o600)
+	n.c.Run(t, "netplan generate")
+	n.c.StartDaemon(t, "networkd", "/usr/lib/systemd/systemd-networkd")
+	nstest.WaitFor(t, 30*time.Second, "a DHCP address on veth0", func() bool {
+		out, _ := n.sb.Try("ip -4 -o addr show dev veth0")
+		return strings.Contains(out, "10.9.0.")
+	})
+	leased := strings.Fields(n.sb.Run(t, "ip -4 -o addr show dev veth0 | awk '{print $4}'"))[0]
+
+	// The premise: networkd 262 wrote no lease file.
+	if out := n.c.Run(t, "ls -A /run/systemd/netif/leases/; grep -h DHCP_LEASE= /run/systemd/netif/links/* || true"); strings.TrimSpace(out) != "" {
+		t.Fatalf("networkd 262 wrote a lease file here:\n%s", out)
+	}
+
+	out, code := n.nodedns(t, "netplan", "pin", "--dry-run")
+	if code != 0 || !strings.Contains(out, leased) || !strings.Contains(out, "via: 10.9.0.1") {
+		t.Fatalf("pin --dry-run exited %d without pinning %s via 10.9.0.1", code, leased)
+	}
+	if _, status, msg := n.checkStatus(t, "dhcp.search"); !strings.Contains(msg, "corp.example") {
+		t.Errorf("dhcp.search does not see the lease's domain: %s %q", status, msg)
+	}
+
+	// Under --root (the same node bound at /mnt/node) nothing answers varlink: the message says so.
+	n.sb.Run(t, "mkdir -p "+n.c.Root+"/mnt/node && mount --rbind "+n.c.Root+" "+n.c.Root+"/mnt/node")
+	rootOut, rootCode := n.nodedns(t, "--root", "/mnt/node", "netplan", "pin", "--dry-run")
+	if rootCode == 0 || !strings.Contains(rootOut, "under --root nodedns reads lease files only") {
+		t.Errorf("pin under --root: exit %d, want a refusal that names lease files as the only source", rootCode)
+	}
+}

@@ -84,7 +84,9 @@ func TestVarlinkCallErrors(t *testing.T) {
 		t.Errorf("the call outlived its deadline")
 	}
 
-	huge := serveVarlink(t, func(string) []byte { return []byte(`{"parameters":{"x":"` + strings.Repeat("a", varlinkMaxReply) + `"}}`) })
+	huge := serveVarlink(t, func(string) []byte {
+		return []byte(`{"parameters":{"x":"` + strings.Repeat("a", varlinkMaxReply) + `"}}`)
+	})
 	if _, err := varlinkCall(context.Background(), huge, "x", nil); !errors.Is(err, errVarlinkTooLarge) {
 		t.Errorf("an endless reply: err = %v", err)
 	}
