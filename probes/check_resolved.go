@@ -50,7 +50,21 @@ func (resolvedDNS) Run(_ context.Context, env *Env) Result {
 			problems = append(problems, fmt.Sprintf("link %s lists %s", linkName(l.IfName, l.IfIndex), strings.Join(bad, ", ")))
 		}
 	}
-	problems = append(problems, delegateLoops(env)...)
+	if dl := delegateLoops(env); len(dl) > 0 {
+		problems = append(problems, dl...)
+	} else if live := s.ResolvedLive; live != nil {
+		// The files are clean but resolved still runs with a delegate that lists a loop address: it
+		// reads dns-delegate.d only at start.
+		for _, d := range live.Delegates {
+			var addrs []netip.Addr
+			for _, sv := range d.DNS {
+				addrs = append(addrs, sv.Addr)
+			}
+			if bad := loopAddrs(env, addrs, false); len(bad) > 0 {
+				problems = append(problems, fmt.Sprintf("runs with DNS delegate %q listing %s (live over D-Bus; restart it to load its delegates)", d.ID, strings.Join(bad, ", ")))
+			}
+		}
+	}
 	if ps := env.Plan.PendingFor(policy.PendingDNS, systemd.ResolvedUnit); len(problems) == 0 && len(ps) > 0 {
 		// Files only (--root, or no bus): its configuration is clean, its own resolv.conf is not.
 		problems = append(problems, "runs with the configuration it started with: "+ps[0].Why)

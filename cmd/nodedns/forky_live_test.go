@@ -148,6 +148,22 @@ ln -sf /run/systemd/resolve/stub-resolv.conf /etc/resolv.conf`)
 	if out := lookup("restored.example.test"); !strings.Contains(out, "192.0.2.77") {
 		t.Errorf("after restore resolved does not run with the restored delegate: %s", out)
 	}
+
+	// An operator removes the delegate without restarting resolved: the files are clean, resolved
+	// still runs with the delegate (read back over D-Bus, ListDelegates and the DnsDelegate object),
+	// so check says so and apply restarts it.
+	n.c.Run(t, "rm "+delegate)
+	code, status, msg = n.checkStatus(t, "resolved.dns")
+	if status != "problem" || !strings.Contains(msg, `runs with DNS delegate "kubespray" listing 169.254.25.10`) {
+		t.Fatalf("check with a stale live delegate: exit %d, resolved.dns %s %q", code, status, msg)
+	}
+	if out, code := n.nodedns(t, "apply"); code != 0 || !strings.Contains(out, "restart-resolved") {
+		t.Fatalf("apply exited %d without restarting resolved", code)
+	}
+	waitResolved()
+	if out := lookup("stale.example.test"); !strings.Contains(out, "192.0.2.1") || cacheQueries("stale.example.test") != 0 {
+		t.Errorf("after the restart the cache still saw stale.example.test %d times: %s", cacheQueries("stale.example.test"), out)
+	}
 }
 
 // TestForkyNetworkdVarlinkLease: networkd 262 keeps its DHCP lease in no file (/run/systemd/netif/

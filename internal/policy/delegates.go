@@ -72,6 +72,37 @@ func (p *Plan) dnsDelegates(s *node.Snapshot) {
 	if changed && !p.HasAction(RestartResolved{}.Kind()) {
 		p.Actions = append(p.Actions, RestartResolved{Reason: "reload the DNS delegates (resolved reads dns-delegate.d only at start)"})
 	}
+	if !changed {
+		p.delegatesStale(s)
+	}
+}
+
+// delegatesStale restarts resolved when a delegate it runs with (over D-Bus) lists a loop address
+// that no delegate file does any more: a fix written while a restart failed, or an edit nobody
+// restarted resolved for.
+func (p *Plan) delegatesStale(s *node.Snapshot) {
+	if s.ResolvedLive == nil || p.HasAction(RestartResolved{}.Kind()) {
+		return
+	}
+	for _, d := range s.DNSDelegates.Delegates {
+		for _, sv := range d.DNS {
+			if p.Facts.IsLoop(sv.Addr, false) {
+				return // the files still ask for it: blocked above
+			}
+		}
+	}
+	var stale []string
+	for _, d := range s.ResolvedLive.Delegates {
+		for _, sv := range d.DNS {
+			if p.Facts.IsLoop(sv.Addr, false) {
+				stale = append(stale, fmt.Sprintf("%s (delegate %q)", sv.Addr, d.ID))
+			}
+		}
+	}
+	if len(stale) > 0 {
+		p.Actions = append(p.Actions, RestartResolved{
+			Reason: fmt.Sprintf("resolved still runs with %s, which its dns-delegate.d no longer lists: restart it to reload", strings.Join(stale, " "))})
+	}
 }
 
 // DelegateTargets are the files through which nodedns fixes the delegates of s: each delegate
