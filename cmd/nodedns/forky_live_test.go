@@ -80,6 +80,14 @@ func (n *forkyNode) checkStatus(t *testing.T, id string) (code int, status, msg 
 // naming the delegate file and line; after apply no host lookup reaches the cache (counted in its
 // log); restore puts the file back byte for byte.
 func TestForkyResolvedDelegateLoop(t *testing.T) {
+	// In /etc the file is edited in place; in /usr/lib (a package's) a same-named copy in /etc
+	// without the loop masks it, and restore removes the copy.
+	for _, dir := range []string{"/etc/systemd/dns-delegate.d", "/usr/lib/systemd/dns-delegate.d"} {
+		t.Run(dir, func(t *testing.T) { testForkyDelegateLoop(t, dir) })
+	}
+}
+
+func testForkyDelegateLoop(t *testing.T, dir string) {
 	n := newForkyNode(t)
 	n.sb.Run(t, `set -e
 ip link add nodelocaldns type bridge; ip addr add 169.254.25.10/32 dev nodelocaldns; ip link set nodelocaldns up
@@ -89,7 +97,8 @@ dnsmasq --no-resolv --no-hosts --listen-address=169.254.25.10 --bind-interfaces 
 dnsmasq --no-resolv --no-hosts --listen-address=10.0.0.1 --bind-interfaces --log-queries --log-facility=/run/upstream.log --address=/example.test/192.0.2.1 -x /run/upstream.pid
 ln -sf /run/systemd/resolve/stub-resolv.conf /etc/resolv.conf`)
 	n.c.Write(t, "/etc/systemd/resolved.conf", "[Resolve]\nDNS=10.0.0.1\n", 0o644)
-	const delegate = "/etc/systemd/dns-delegate.d/kubespray.dns-delegate"
+	delegate := dir + "/kubespray.dns-delegate"
+	const fixed = "/etc/systemd/dns-delegate.d/kubespray.dns-delegate" // what apply writes
 	const original = "# kubespray: host lookups through the node-local cache\n[Delegate]\nDNS=169.254.25.10\nDomains=~.\nDefaultRoute=yes\n"
 	n.c.Write(t, delegate, original, 0o644)
 	restart := n.c.StartDaemon(t, "resolved", "/usr/lib/systemd/systemd-resolved")
@@ -120,8 +129,8 @@ ln -sf /run/systemd/resolve/stub-resolv.conf /etc/resolv.conf`)
 		t.Fatalf("check: exit %d, resolved.dns %s %q; want exit 1 and a problem naming %s:3", code, status, msg, delegate)
 	}
 
-	if out, code := n.nodedns(t, "apply"); code != 0 || !strings.Contains(out, delegate) {
-		t.Fatalf("apply exited %d without writing %s", code, delegate)
+	if out, code := n.nodedns(t, "apply"); code != 0 || !strings.Contains(out, "wrote "+fixed) {
+		t.Fatalf("apply exited %d without writing %s", code, fixed)
 	}
 	waitResolved()
 	for i := range 5 {
@@ -143,6 +152,11 @@ ln -sf /run/systemd/resolve/stub-resolv.conf /etc/resolv.conf`)
 	data, err := os.ReadFile(n.c.Path(delegate))
 	if err != nil || string(data) != original {
 		t.Fatalf("after restore %s = %q (%v), want the original bytes", delegate, data, err)
+	}
+	if fixed != delegate {
+		if _, err := os.Lstat(n.c.Path(fixed)); err == nil {
+			t.Errorf("after restore the masking copy %s is still there", fixed)
+		}
 	}
 	waitResolved()
 	if out := lookup("restored.example.test"); !strings.Contains(out, "192.0.2.77") {
