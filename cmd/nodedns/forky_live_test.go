@@ -224,3 +224,61 @@ ip addr add 10.9.0.1/24 dev veth1; ip link set veth1 up`)
 		t.Errorf("pin under --root: exit %d, want a refusal that names lease files as the only source", rootCode)
 	}
 }
+
+// TestForkyDaemonWatchesDelegates: `nodedns run` on systemd-resolved 262 watches dns-delegate.d.
+// A delegate that sends every host lookup to the cache, written while the daemon runs, is fixed
+// and resolved restarted without a resync: no later host lookup reaches the cache.
+func TestForkyDaemonWatchesDelegates(t *testing.T) {
+	n := newForkyNode(t)
+	n.sb.Run(t, `set -e
+ip link add nodelocaldns type bridge; ip addr add 169.254.25.10/32 dev nodelocaldns; ip link set nodelocaldns up
+ip link add up0 type bridge; ip addr add 10.0.0.1/24 dev up0; ip link set up0 up`)
+	n.c.Run(t, `set -e
+dnsmasq --no-resolv --no-hosts --listen-address=169.254.25.10 --bind-interfaces --log-queries --log-facility=/run/cache.log --address=/example.test/192.0.2.77 -x /run/cache.pid
+dnsmasq --no-resolv --no-hosts --listen-address=10.0.0.1 --bind-interfaces --address=/example.test/192.0.2.1 -x /run/upstream.pid
+ln -sf /run/systemd/resolve/stub-resolv.conf /etc/resolv.conf`)
+	n.c.Write(t, "/etc/systemd/resolved.conf", "[Resolve]\nDNS=10.0.0.1\n", 0o644)
+	restart := n.c.StartDaemon(t, "resolved", "/usr/lib/systemd/systemd-resolved")
+	waitResolved := func() {
+		nstest.WaitFor(t, 15*time.Second, "systemd-resolved 262 answering", func() bool {
+			_, err := n.c.Try("resolvectl status >/dev/null 2>&1")
+			return err == nil
+		})
+	}
+	waitResolved()
+	n.c.Write(t, "/etc/nodedns/config.yaml", "resolved:\n  restartCommand: ["+strconv.Quote(restart)+"]\nnetplan:\n  mode: \"off\"\n", 0o644)
+	n.c.StartDaemon(t, "nodedns", "/usr/local/bin/nodedns", "--log-level", "debug", "run")
+	nstest.WaitFor(t, 30*time.Second, "the daemon's first pass", func() bool {
+		data, _ := os.ReadFile(n.c.Path("/run/nodedns.log"))
+		return strings.Contains(string(data), "daemon ready")
+	})
+
+	const delegate = "/etc/systemd/dns-delegate.d/kubespray.dns-delegate"
+	n.c.Run(t, "mkdir -p /etc/systemd/dns-delegate.d && printf '[Delegate]\\nDNS=169.254.25.10\\nDomains=~.\\nDefaultRoute=yes\\n' > "+delegate+".tmp && mv "+delegate+".tmp "+delegate)
+	start := time.Now()
+	nstest.WaitFor(t, 30*time.Second, "the daemon to fix the delegate", func() bool {
+		data, _ := os.ReadFile(n.c.Path(delegate))
+		return strings.Contains(string(data), "nodedns") && !strings.Contains(string(data), "\nDNS=169.254.25.10")
+	})
+	t.Logf("fixed %v after the write", time.Since(start).Round(time.Millisecond))
+	waitResolved()
+	nstest.WaitFor(t, 15*time.Second, "resolved without the delegate's cache", func() bool {
+		out, _ := n.c.Try("resolvectl status")
+		return strings.Contains(out, "Delegate kubespray") && !strings.Contains(out, "169.254.25.10")
+	})
+	before := strings.Count(readTree(n, "/run/cache.log"), "query[")
+	for i := range 5 {
+		out, _ := n.c.Try(fmt.Sprintf("resolvectl query --cache=no d%d.example.test", i))
+		if !strings.Contains(out, "192.0.2.1") {
+			t.Errorf("d%d.example.test: %s", i, out)
+		}
+	}
+	if after := strings.Count(readTree(n, "/run/cache.log"), "query["); after != before {
+		t.Errorf("the cache saw %d host lookups after the daemon's fix", after-before)
+	}
+}
+
+func readTree(n *forkyNode, p string) string {
+	data, _ := os.ReadFile(n.c.Path(p))
+	return string(data)
+}
