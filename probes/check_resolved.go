@@ -80,6 +80,20 @@ func (resolvedDNS) Run(_ context.Context, env *Env) Result {
 	if len(g) > 0 {
 		msg += " (global: " + strings.Join(g, " ") + ")"
 	}
+	if s.DNSDelegates != nil && len(s.DNSDelegates.Delegates) > 0 {
+		var ds []string
+		for _, d := range s.DNSDelegates.Delegates {
+			var sv []string
+			for _, x := range d.DNS {
+				sv = append(sv, x.String())
+			}
+			if len(sv) == 0 {
+				sv = []string{"no server"}
+			}
+			ds = append(ds, d.ID+": "+strings.Join(sv, " "))
+		}
+		msg += " (DNS delegates: " + strings.Join(ds, "; ") + ")"
+	}
 	if !env.Live {
 		msg += "; read from files"
 	} else if s.ResolvedLive != nil {
