@@ -97,7 +97,11 @@ func LoadDNSDelegates(r nodefs.Reader) *DNSDelegates {
 			}
 			if err != nil {
 				// config_parse_many fails on an unreadable file: the delegate is not loaded.
-				ws = append(ws, Warning{Path: p, Msg: fmt.Sprintf("%v; systemd-resolved does not load delegate %q", errors.Unwrap(err), id)})
+				cause := errors.Unwrap(err)
+				if cause == nil {
+					cause = err
+				}
+				ws = append(ws, Warning{Path: p, Msg: fmt.Sprintf("%v; systemd-resolved does not load delegate %q", cause, id)})
 				ok = false
 				break
 			}
