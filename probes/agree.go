@@ -53,7 +53,7 @@ func resolvedTargets(s *node.Snapshot) []string {
 	for _, n := range s.Networkd {
 		ts = append(ts, node.NetworkdDropIn(n.Path))
 	}
-	return ts
+	return append(ts, policy.DelegateTargets(s)...)
 }
 
 // applyHint is planHint with the check's own words for what apply does (applied) when the plan

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/nodedns/nodedns/internal/policy"
@@ -50,6 +51,21 @@ func (resolvedDNS) Run(_ context.Context, env *Env) Result {
 			problems = append(problems, fmt.Sprintf("link %s lists %s", linkName(l.IfName, l.IfIndex), strings.Join(bad, ", ")))
 		}
 	}
+	if dl := delegateLoops(env); len(dl) > 0 {
+		problems = append(problems, dl...)
+	} else if live := s.ResolvedLive; live != nil {
+		// The files are clean but resolved still runs with a delegate that lists a loop address: it
+		// reads dns-delegate.d only at start.
+		for _, d := range live.Delegates {
+			var addrs []netip.Addr
+			for _, sv := range d.DNS {
+				addrs = append(addrs, sv.Addr)
+			}
+			if bad := loopAddrs(env, addrs, false); len(bad) > 0 {
+				problems = append(problems, fmt.Sprintf("runs with DNS delegate %q listing %s (live over D-Bus; restart it to load its delegates)", d.ID, strings.Join(bad, ", ")))
+			}
+		}
+	}
 	if ps := env.Plan.PendingFor(policy.PendingDNS, systemd.ResolvedUnit); len(problems) == 0 && len(ps) > 0 {
 		// Files only (--root, or no bus): its configuration is clean, its own resolv.conf is not.
 		problems = append(problems, "runs with the configuration it started with: "+ps[0].Why)
@@ -65,12 +81,53 @@ func (resolvedDNS) Run(_ context.Context, env *Env) Result {
 	if len(g) > 0 {
 		msg += " (global: " + strings.Join(g, " ") + ")"
 	}
+	if s.DNSDelegates != nil && len(s.DNSDelegates.Delegates) > 0 {
+		var ds []string
+		for _, d := range s.DNSDelegates.Delegates {
+			var sv []string
+			for _, x := range d.DNS {
+				sv = append(sv, x.String())
+			}
+			if len(sv) == 0 {
+				sv = []string{"no server"}
+			}
+			ds = append(ds, d.ID+": "+strings.Join(sv, " "))
+		}
+		msg += " (DNS delegates: " + strings.Join(ds, "; ") + ")"
+	}
 	if !env.Live {
 		msg += "; read from files"
 	} else if s.ResolvedLive != nil {
 		msg += "; confirmed over D-Bus"
 	}
 	return Result{Status: OK, Message: msg}
+}
+
+// delegateLoops names each DNS delegate (systemd 258+) whose DNS= lists a loop address, with the
+// file and line that set it (docs/contract.md "systemd-resolved 258 and later: DNS delegates").
+func delegateLoops(env *Env) []string {
+	s := env.Snapshot
+	if s.DNSDelegates == nil {
+		return nil
+	}
+	var out []string
+	for _, d := range s.DNSDelegates.Delegates {
+		var bad, where []string
+		for i, sv := range d.DNS {
+			l := loopAddrs(env, []netip.Addr{sv.Addr}, false)
+			if len(l) == 0 {
+				continue
+			}
+			bad = append(bad, l...)
+			if w := d.DNSSources[i].String(); !slices.Contains(where, w) {
+				where = append(where, w)
+			}
+		}
+		if len(bad) > 0 {
+			out = append(out, fmt.Sprintf("DNS delegate %q lists %s (DNS= at %s)", d.ID, strings.Join(bad, ", "), strings.Join(where, ", ")))
+		}
+	}
+	return out
 }
 
 func linkName(name string, index int) string {

@@ -68,6 +68,17 @@ type ResolvedState struct {
 	ResolvConfMode string
 	Current        *DNSServer
 	Links          []LinkInfo // by ifindex
+	// Delegates are the DNS delegates resolved runs with (systemd 258+; none before).
+	Delegates []DelegateInfo
+}
+
+// DelegateInfo is what one of resolved's DnsDelegate objects says (resolved 258+:
+// /org/freedesktop/resolve1/dns_delegate/ID, listed by Manager.ListDelegates).
+type DelegateInfo struct {
+	ID           string
+	DNS          []DNSServer
+	Domains      []Domain
+	DefaultRoute bool
 }
 
 // Link returns the live link with ifindex i.

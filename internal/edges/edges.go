@@ -41,7 +41,8 @@ type Edges struct {
 //
 //   - sources (live only): the running kubelet's --config (/proc), systemd-resolved's live view over
 //     D-Bus (when resolved is in use), NetworkManager's over D-Bus (where NM writes /etc/resolv.conf
-//     or runs), the nodelocaldns interface's addresses and the default-route uplink over netlink;
+//     or runs), the nodelocaldns interface's addresses and the default-route uplink over netlink,
+//     networkd's DHCP leases over varlink (for links without a lease file: networkd 262 writes none);
 //   - validators (everywhere): `netplan generate` on every planned netplan file; nodedns's
 //     NetworkManager loader on zz-nodedns.conf, and (live) `NetworkManager --print-config`;
 //   - actors (live only): systemd-resolved (restart, per-link DNS and domains; also the reverter
@@ -70,6 +71,7 @@ func New(root string, cfg config.Config, log *slog.Logger) *Edges {
 		nm,
 		cacheInterface{ifname: cfg.NodeLocalDNS.Interface, net: netlink},
 		uplink{net: netlink},
+		networkdLeases{root: "/"},
 	}
 	n.Validators = []reconcile.Validator{netplanValidator{store: st}, nm}
 	n.Actors = []reconcile.Actor{resolved, nm, commands{}}

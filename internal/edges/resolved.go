@@ -530,6 +530,10 @@ func isResolvedConfig(p string) bool {
 		if p == d+"/resolved.conf" || path.Dir(p) == d+"/resolved.conf.d" {
 			return true
 		}
+		// DNS delegates (systemd 258+), and their drop-ins: resolved reads them only at start too.
+		if dir := d + "/dns-delegate.d"; path.Dir(p) == dir || path.Dir(path.Dir(p)) == dir {
+			return true
+		}
 	}
 	return p == node.ResolvedDropIn
 }

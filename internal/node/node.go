@@ -144,14 +144,21 @@ type Snapshot struct {
 	// resolved could not be asked). The live source also folds its per-link DNS and domains into
 	// Links, so readers of Links see what resolved really uses.
 	ResolvedLive *systemd.ResolvedState
+	// DNSDelegates are resolved's DNS delegates (systemd 258+; nil on an older systemd), and
+	// SystemdVersion the installed systemd's major version (0: unknown). See delegates.go.
+	DNSDelegates   *systemd.DNSDelegates
+	SystemdVersion int
 
 	Kubelet       kubelet.Config
 	kubeletInputs kubelet.Inputs // what finding Kubelet.Path read (KubeletSources)
 	KubeletResolv ResolvFile     // the file kubelet's resolvConf names ("" when disabled)
 	NodednsResolv ResolvFile     // the kubelet resolv.conf nodedns writes (config kubelet.resolvConf)
 
-	Leases  []leases.Lease
-	Netplan *netplan.Config // nil when netplan's files could not be read
+	Leases []leases.Lease
+	// LiveLeases is set when the live node's lease sources were asked too (networkd's leases over
+	// varlink, which networkd 262 keeps in no file); under --root only lease files are read.
+	LiveLeases bool
+	Netplan    *netplan.Config // nil when netplan's files could not be read
 	// NetplanOthers is netplan's configuration without nodedns's own file (what the node asks for; nil
 	// when unreadable), NetplanOwn that file; Networkd the networkd .network files that turn DHCP
 	// on; Uplink the default-route interface (live only). See networking.go.
@@ -193,6 +200,7 @@ func Observe(r nodefs.Reader, cfg config.Config, now time.Time) *Snapshot {
 	s.ResolvedStub = s.readResolv(r, ResolvedStubConf)
 
 	s.readResolved(r)
+	s.readDelegates(r)
 	var warns []systemd.Warning
 	s.Links, warns = systemd.LoadLinkStates(r)
 	for _, w := range warns {

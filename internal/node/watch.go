@@ -53,6 +53,7 @@ func Watches(cfg config.Config, s *Snapshot) []nodefs.Watch {
 		kpaths, kdirs = s.KubeletSources()
 	}
 	ws = append(ws, kubelet.Watches(cfg, kpaths, kdirs)...)
+	ws = append(ws, delegateWatches(s)...)
 	for _, d := range networkDirs {
 		ws = append(ws, nodefs.Watch{Dir: d, Match: nodefs.Suffix(".network"), Complete: nodefs.NewlineTerminated})
 	}
@@ -92,6 +93,10 @@ func Writes() []string {
 		ResolvedDropIn,
 		NetworkdDropIn("*.network"),
 		DhclientHook,
+		// resolved 258+'s DNS delegates: an /etc file edited, or a same-named copy masking one in
+		// /run or /usr/lib (docs/contract.md "DNS delegates").
+		"/etc/systemd/dns-delegate.d/*.dns-delegate",
+		"/etc/systemd/dns-delegate.d/*.dns-delegate.d/*.conf",
 	}
 	ws = append(ws, netplan.Writes()...)
 	return append(ws, networkmanager.Writes()...)

@@ -100,6 +100,7 @@ func testRoots(t *testing.T) map[string]string {
 		// NetworkManager's configuration, profiles, intern file and device state (issue 12).
 		"kubespray networkmanager": "../../cmd/nodedns/testdata/kubespray/networkmanager",
 		"networkd":                 networkdNode(t),
+		"resolved 262 delegates":   delegatesNode(t),
 	}
 }
 
@@ -224,6 +225,25 @@ func networkdNode(t *testing.T) string {
 		"/etc/systemd/resolved.conf.d/kubespray.conf":         "[Resolve]\nDNS=169.254.25.10\n",
 		"/sys/class/net/eth0/ifindex":                         "2\n",
 		"/var/lib/kubelet/config.yaml":                        "kind: KubeletConfiguration\nclusterDNS: [169.254.25.10]\nresolvConf: /run/systemd/resolve/resolv.conf\n",
+	})
+	if err := os.Symlink("../run/systemd/resolve/stub-resolv.conf", filepath.Join(root, "etc/resolv.conf")); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// delegatesNode is a systemd 262 node whose resolved has DNS delegates in /etc, /run and /usr/lib,
+// with drop-ins, one of them pointing at the cache: the plan edits one and masks another.
+func delegatesNode(t *testing.T) string {
+	root := node.WriteTree(t, map[string]string{
+		"/usr/lib/x86_64-linux-gnu/systemd/libsystemd-shared-262.so":                   "",
+		"/etc/systemd/dns-delegate.d/kubespray.dns-delegate":                           "[Delegate]\nDNS=169.254.25.10\nDomains=~.\nDefaultRoute=yes\n",
+		"/usr/lib/systemd/dns-delegate.d/lab.dns-delegate":                             "[Delegate]\nDNS=10.0.0.9\nDomains=~lab\n",
+		"/run/systemd/dns-delegate.d/lab.dns-delegate.d/10-cache.conf":                 "[Delegate]\nDNS=169.254.25.10\n",
+		"/usr/local/lib/systemd/dns-delegate.d/kubespray.dns-delegate.d/20-extra.conf": "[Delegate]\nDomains=example.org\n",
+		"/run/systemd/resolve/resolv.conf":                                             "nameserver 10.0.0.2\nnameserver 169.254.25.10\n",
+		"/run/systemd/resolve/stub-resolv.conf":                                        "nameserver 127.0.0.53\n",
+		"/etc/systemd/resolved.conf":                                                   "[Resolve]\nDNS=10.0.0.2\n",
 	})
 	if err := os.Symlink("../run/systemd/resolve/stub-resolv.conf", filepath.Join(root, "etc/resolv.conf")); err != nil {
 		t.Fatal(err)

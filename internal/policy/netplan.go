@@ -318,6 +318,9 @@ func pinIDs(ps []netplan.Pin) string {
 	return strings.Join(ids, ", ")
 }
 
+// rootLeasesOnly says why a lease can be missing under --root (docs/contract.md "DHCP search domains").
+const rootLeasesOnly = "under --root nodedns reads lease files only; systemd-networkd 262 keeps its lease in no file but on its varlink interface, io.systemd.Network, which only the live node answers: run `nodedns netplan pin` on the node itself"
+
 // PinFor computes the pin of the node's default-route interface from its current DHCP lease (and,
 // on the live node, the addresses netlink shows). It returns nil without error when that interface
 // is not addressed by DHCP, and an error saying why when a pin would not be safe: no or an expired
@@ -362,6 +365,9 @@ func (p *Plan) PinFor(s *node.Snapshot, others *netplan.Config) (*netplan.Pin, e
 	if lease == nil {
 		if expired != nil {
 			return nil, fmt.Errorf("the DHCP lease of %s (%s) expired at %s: renew it before pinning", ifname, expired.Path, expired.Expire.Format("2006-01-02 15:04:05 MST"))
+		}
+		if !s.LiveLeases {
+			return nil, fmt.Errorf("no DHCP lease file found for %s: nothing to pin (%s)", ifname, rootLeasesOnly)
 		}
 		return nil, fmt.Errorf("no DHCP lease found for %s: nothing to pin", ifname)
 	}
@@ -417,6 +423,9 @@ func uplinkName(s *node.Snapshot, others *netplan.Config) (string, error) {
 			if !l.V6 && len(l.Routers) > 0 && l.Interface != "" {
 				return l.Interface, nil // its lease expired: PinFor says so
 			}
+		}
+		if !s.LiveLeases {
+			return "", fmt.Errorf("no interface has a current DHCP lease with a router: no default route to pin (%s)", rootLeasesOnly)
 		}
 		return "", fmt.Errorf("no interface has a current DHCP lease with a router: no default route to pin")
 	case 1:

@@ -80,6 +80,7 @@ func Compute(s *node.Snapshot, cfg config.Config) Plan {
 	p.kubeletResolvConf(s, cfg)
 	p.etcResolvConf(s)
 	p.resolved(s)
+	p.dnsDelegates(s)
 	p.networkManager(s)
 	p.dhclientHook(s)
 	p.offeredState(s)

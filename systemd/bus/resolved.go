@@ -580,7 +580,8 @@ func (c *Resolved) State(ctx context.Context) (systemd.ResolvedState, error) {
 		}
 		st.Links = append(st.Links, li)
 	}
-	return st, nil
+	st.Delegates, err = c.Delegates(ctx)
+	return st, err
 }
 
 // SetLinkDNS sets a link's DNS servers (SetLinkDNSEx, keeping ports and server names; on a resolved
