@@ -205,6 +205,10 @@ func (p *Pod) Run(t testing.TB, script string) string {
 // prints them, for proving that something left the pod unchanged.
 func (p *Pod) NetState(t testing.TB) string {
 	t.Helper()
+	// An address still in IPv6 duplicate address detection (the kernel's fe80:: on the pod's eth0,
+	// about a second after it came up) changes by itself: the state is taken once none is left, so
+	// a before/after comparison sees only what the code under test did.
+	p.sb.Run(t, fmt.Sprintf("for i in $(seq 100); do [ -z \"$(%s ip -6 addr show tentative)\" ] && exit 0; sleep 0.05; done; exit 0", p.in()))
 	var b strings.Builder
 	for _, c := range []string{"-d link show", "addr show", "route show table all", "-6 route show table all", "rule show", "-6 rule show", "netns list-id"} {
 		fmt.Fprintf(&b, "echo '== ip %[1]s'; %[2]s ip %[1]s\n", c, p.in())
