@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodedns/nodedns/internal/testutil/golden"
 )
 
 // hostileDomains are DHCP domain values a rogue server can make dhclient write to its lease (dhclient
@@ -179,5 +181,28 @@ func TestValidDomain(t *testing.T) {
 		if got := ValidDomain(d); got != want {
 			t.Errorf("ValidDomain(%q) = %v, want %v", d, got, want)
 		}
+	}
+}
+
+// TestDhclientHookGolden pins the rendered hook's bytes for a kubespray node (the cache, CoreDNS's
+// service, upstreams, the cluster domain); go test -update rewrites it after a deliberate change to
+// dhclienthook.sh. Values that need quoting or checking (zones, a cluster domain that is no domain
+// name) are written as the lines below say.
+func TestDhclientHookGolden(t *testing.T) {
+	kubespray := Facts{CacheAddrs: []netip.Addr{KubesprayCache, netip.MustParseAddr("fd00:25::10")}, ClusterDNS: []netip.Addr{clusterIP},
+		ClusterDomain: "cluster.local", Upstreams: []netip.Addr{netip.MustParseAddr("10.66.0.53"), netip.MustParseAddr("2001:db8::53")}}
+	golden.Check(t, filepath.Join("testdata", "dhclienthook.golden"), DhclientHook(kubespray))
+
+	odd := Facts{CacheAddrs: []netip.Addr{netip.MustParseAddr("fe80::10").WithZone("x'$(echo>p)")}, ClusterDomain: "it's.$(bad)",
+		RouteClusterDomainToCache: true, Upstreams: []netip.Addr{netip.MustParseAddr("fe80::1").WithZone("eth0'")}}
+	got := DhclientHook(odd)
+	for _, line := range []string{"nodedns_loop=' fe80::10 169.254.25.10 169.254.20.10 '\n", "nodedns_upstreams='fe80::1'\n",
+		"nodedns_cluster=''\n", "nodedns_keep_cluster='1'\n"} {
+		if !bytes.Contains(got, []byte(line)) {
+			t.Errorf("the hook lacks %q", line)
+		}
+	}
+	if q := shellQuote("a'b"); q != `'a'\''b'` {
+		t.Errorf("shellQuote(a'b) = %s", q)
 	}
 }
