@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/leases"
+	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/testutil/golden"
 )
 
@@ -204,5 +207,43 @@ func TestDhclientHookGolden(t *testing.T) {
 	}
 	if q := shellQuote("a'b"); q != `'a'\''b'` {
 		t.Errorf("shellQuote(a'b) = %s", q)
+	}
+}
+
+// TestHostileDHCPOffer: a lease's domain value that is no domain name is a hostile offer, kept whole
+// with its lease; it is not listed as a DHCP search domain, yet its words still leave the search
+// list apply writes, and the hook's bytes are the same as with no lease at all.
+func TestHostileDHCPOffer(t *testing.T) {
+	const lease = "/var/lib/dhcp/dhclient.eth0.leases"
+	hostile := "x.example$(echo>pwned) corp.example"
+	s := &node.Snapshot{Now: now, DhclientConf: true,
+		Leases:     []leases.Lease{{Path: lease, Client: leases.Dhclient, Interface: "eth0", DomainName: hostile, SearchDomains: []string{"ok.example."}, DNS: []netip.Addr{netip.MustParseAddr("10.0.0.2")}}},
+		ResolvConf: resolvFile(t, node.EtcResolvConf, "nameserver 10.0.0.2\nsearch x.example$(echo>pwned) corp.example ok.example host.example\n")}
+	p := Compute(s, config.Default())
+	f := p.Facts
+	if len(f.HostileDHCP) != 1 || f.HostileDHCP[0].Value != hostile || f.HostileDHCP[0].Source != lease {
+		t.Errorf("HostileDHCP = %+v, want %q from %s", f.HostileDHCP, hostile, lease)
+	}
+	if got := f.SortedDHCPDomains(); len(got) != 1 || got[0] != "ok.example" {
+		t.Errorf("DHCP domains %v, want only ok.example", got)
+	}
+	for _, d := range []string{"x.example$(echo>pwned)", "CORP.example.", "ok.example"} {
+		if !f.IsDHCPDomain(d) {
+			t.Errorf("IsDHCPDomain(%q) = false", d)
+		}
+	}
+	var rc string
+	for _, c := range p.Changes {
+		if c.Path == node.EtcResolvConf {
+			rc = string(c.After)
+		}
+	}
+	if !strings.Contains(rc, "search host.example\n") || strings.Contains(rc, "pwned") {
+		t.Errorf("/etc/resolv.conf after apply:\n%s", rc)
+	}
+	clean := *s
+	clean.Leases = []leases.Lease{{Path: lease, Client: leases.Dhclient, Interface: "eth0", DNS: []netip.Addr{netip.MustParseAddr("10.0.0.2")}}}
+	if !bytes.Equal(DhclientHook(f), DhclientHook(Compute(&clean, config.Default()).Facts)) {
+		t.Error("the hook's bytes depend on the lease's domains")
 	}
 }

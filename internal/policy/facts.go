@@ -132,8 +132,8 @@ type HostileOffer struct {
 	Value string
 	// Source is where it was seen: a lease file, a link's state.
 	Source string
-	// words are its whitespace-separated words, canonical, for IsDHCPDomain.
-	words []string
+	// Words are its space-separated words, canonical, as IsDHCPDomain matches them.
+	Words []string
 }
 
 // addDHCPDomain adds what a DHCP source handed out as a domain: one name, or (option 15 as
@@ -147,7 +147,7 @@ func (f *Facts) addDHCPDomain(v, source string) {
 		}
 		v = strings.TrimSpace(v)
 		if !slices.ContainsFunc(f.HostileDHCP, func(h HostileOffer) bool { return h.Value == v && h.Source == source }) {
-			f.HostileDHCP = append(f.HostileDHCP, HostileOffer{Value: v, Source: source, words: words})
+			f.HostileDHCP = append(f.HostileDHCP, HostileOffer{Value: v, Source: source, Words: words})
 		}
 		return
 	}
@@ -269,7 +269,7 @@ func (f Facts) IsDHCPDomain(d string) bool {
 	if _, ok := f.DHCPDomains[d]; ok {
 		return true
 	}
-	return slices.ContainsFunc(f.HostileDHCP, func(h HostileOffer) bool { return slices.Contains(h.words, d) })
+	return slices.ContainsFunc(f.HostileDHCP, func(h HostileOffer) bool { return slices.Contains(h.Words, d) })
 }
 
 // IsClusterDomain reports whether d is the cluster domain or under it (svc.cluster.local,
