@@ -31,10 +31,11 @@ import (
 //     from the host's options and search domains, would then have to change back.
 //
 // The hook takes the DHCP search domains from dhclient-script's own variables at run time, as data
-// (docs/contract.md "The dhclient hook"): it embeds no value read from a lease, so its bytes depend
-// only on the configuration and the node's static files, and a domain name that is shell code stays
-// a string. What it embeds is checked here and single-quoted: the loop and upstream addresses
-// (printed by netip, without a zone) and the cluster domain, left out when it is not a domain name.
+// (docs/contract.md "The dhclient hook"): it embeds no domain name read from a lease, so the lease
+// history never changes its bytes, and a domain name that is shell code stays a string. What it
+// embeds is checked here and single-quoted: the loop and upstream addresses (printed by netip,
+// without a zone; the upstreams change it only when they change, docs/contract.md "Upstreams") and
+// the cluster domain, left out when it is not a domain name.
 //
 // The file it edits is $nodedns_resolv_conf when set (tests), else /etc/resolv.conf followed to its
 // target, as Debian's dhclient-script does.
