@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/nodedns/nodedns/internal/node"
@@ -15,7 +16,34 @@ type dhcpSearch struct{}
 
 func (dhcpSearch) ID() string { return "dhcp.search" }
 
-func (dhcpSearch) Run(_ context.Context, env *Env) Result {
+func (dhcpSearch) Run(ctx context.Context, env *Env) Result {
+	r := dhcpSearchRun(ctx, env)
+	if msg, hint := hostileOffers(env.Plan.Facts); msg != "" {
+		if r.Hint != "" {
+			hint += "; " + r.Hint
+		}
+		r = Result{Status: Problem, Message: msg + "; " + r.Message, Hint: hint}
+	}
+	return r
+}
+
+// hostileOffers names the DHCP domain values that are no domain name, each with the lease or link
+// that holds it, quoted and escaped (docs/contract.md "The dhclient hook": nodedns's hook takes them
+// as data and drops them, but a DHCP server that sends shell code is hostile, and other hooks on the
+// node may not be as careful).
+func hostileOffers(f policy.Facts) (msg, hint string) {
+	if len(f.HostileDHCP) == 0 {
+		return "", ""
+	}
+	var parts []string
+	for _, h := range f.HostileDHCP {
+		parts = append(parts, fmt.Sprintf("%s holds the domain %s", h.Source, strconv.Quote(h.Value)))
+	}
+	return "hostile DHCP offer: " + strings.Join(parts, ", ") + " (no domain name: nodedns never searches or runs it, but a dhclient hook that evaluates it runs it as root)",
+		"find the DHCP server that sent it (dhcp-server-identifier in the lease) and take it off the network; audit the other dhclient hooks"
+}
+
+func dhcpSearchRun(_ context.Context, env *Env) Result {
 	s := env.Snapshot
 	f := env.Plan.Facts
 	doms := f.SortedDHCPDomains()

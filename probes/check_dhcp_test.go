@@ -92,6 +92,28 @@ func TestDHCPSearch(t *testing.T) {
 			want: OK, msg: []string{"DHCP hands out corp.example; every DHCP client drops it"},
 		},
 		{
+			// A rogue server's domain name as dhclient writes it to its lease: named, quoted and
+			// escaped, never taken for a search domain, a problem even with the current hook.
+			name: "a hostile domain name in the lease",
+			snap: func(s *node.Snapshot) {
+				s.Leases = []leases.Lease{corp, {Path: "/var/lib/dhcp/dhclient.eth1.leases", Interface: "eth1", DomainName: "x.example$(echo>pwned)\n`id`",
+					SearchDomains: []string{"ok.example.", "a'b."}}}
+				s.DhclientConf = true
+				s.DhclientHook = node.Managed{Path: node.DhclientHook, Exists: true, Data: policy.DhclientHook(policy.Derive(s, config.Default()))}
+			},
+			want: Problem,
+			msg: []string{"hostile DHCP offer: /var/lib/dhcp/dhclient.eth1.leases holds the domain \"x.example$(echo>pwned)\\n`id`\", /var/lib/dhcp/dhclient.eth1.leases holds the domain \"a'b.\" (no domain name",
+				"; DHCP hands out corp.example, ok.example; every DHCP client drops it"},
+			hint: []string{"find the DHCP server that sent it"},
+		},
+		{
+			name: "a hostile domain name and nothing else",
+			snap: func(s *node.Snapshot) {
+				s.Leases = []leases.Lease{{Path: leasePath, Interface: "eth0", SearchDomains: []string{"x\ny"}}}
+			},
+			want: Problem, msg: []string{"hostile DHCP offer: " + leasePath + " holds the domain \"x\\ny\"", "; no DHCP lease hands out a search domain"},
+		},
+		{
 			name: "a lease without dhclient.conf needs no hook",
 			snap: func(s *node.Snapshot) { s.Leases = []leases.Lease{corp} },
 			want: OK, msg: []string{"DHCP hands out corp.example; every DHCP client drops it"},

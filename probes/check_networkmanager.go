@@ -128,6 +128,9 @@ func nmDHCPSearch(env *Env) (problems, hints []string) {
 			}
 		}
 		if len(doms) > 0 {
+			for i, dom := range doms {
+				doms[i] = domainText(dom)
+			}
 			problems = append(problems, fmt.Sprintf("NetworkManager passes %s from DHCP on %s (%s) on to /etc/resolv.conf (no global DNS override)", strings.Join(doms, ", "), nmDevice(d), d.Source))
 		}
 	}

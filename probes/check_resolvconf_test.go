@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/leases"
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/resolvconf"
@@ -38,5 +39,20 @@ func TestSearchLimits(t *testing.T) {
 		if r.Status != tc.want || !strings.Contains(r.Message, tc.say) {
 			t.Errorf("%s: %s %q", tc.name, r.Status, r.Message)
 		}
+	}
+}
+
+// TestSearchHostileWord: a word of a hostile DHCP offer that reached /etc/resolv.conf's search line
+// is shown quoted and escaped, as dhcp.search shows the offer.
+func TestSearchHostileWord(t *testing.T) {
+	f, err := resolvconf.Parse([]byte("nameserver 10.0.0.2\nsearch x.example$(id)`id` corp.example\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &node.Snapshot{ResolvConf: node.ResolvFile{Path: node.EtcResolvConf, Target: node.EtcResolvConf, Exists: true, File: f},
+		Leases: []leases.Lease{{Path: "/var/lib/dhcp/dhclient.eth0.leases", Interface: "eth0", DomainName: "x.example$(id)`id`"}}}
+	r := resolvConfSearch{}.Run(context.Background(), &Env{Snapshot: s, Config: config.Default(), Plan: policy.Compute(s, config.Default())})
+	if want := "DHCP search domain \"x.example$(id)`id`\" reaches the host search list"; r.Status != Problem || !strings.Contains(r.Message, want) {
+		t.Errorf("%s %q, want a problem saying %q", r.Status, r.Message, want)
 	}
 }

@@ -152,7 +152,7 @@ func (resolvedDomains) Run(_ context.Context, env *Env) Result {
 		var bad []string
 		for _, d := range l.Domains {
 			if !d.RoutingOnly && env.Plan.Facts.IsDHCPDomain(d.Name) {
-				bad = append(bad, d.Name)
+				bad = append(bad, domainText(d.Name))
 			}
 		}
 		if len(bad) == 0 {

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/nodedns/nodedns/internal/config"
@@ -199,15 +200,24 @@ func loopAddrs(env *Env, addrs []netip.Addr, withLoopback bool) []string {
 	return out
 }
 
-// dhcpDomains are the domains some DHCP lease handed out.
+// dhcpDomains are the domains some DHCP lease handed out, as messages show them (domainText).
 func dhcpDomains(env *Env, domains []string) []string {
 	var out []string
 	for _, d := range domains {
 		if env.Plan.Facts.IsDHCPDomain(d) {
-			out = append(out, d)
+			out = append(out, domainText(d))
 		}
 	}
 	return out
+}
+
+// domainText shows a domain in a message: as it is when it is a domain name, else quoted and
+// escaped (a hostile DHCP offer's word, docs/contract.md "The dhclient hook").
+func domainText(d string) string {
+	if policy.ValidDomain(d) {
+		return d
+	}
+	return strconv.Quote(d)
 }
 
 // unreadable is the answer of a check whose resolv.conf exists but cannot be read.

@@ -39,7 +39,7 @@ func TestKubesprayTrees(t *testing.T) {
 			want: map[string][]string{
 				"/etc/resolv.conf":                         {"# Edited by nodedns", "# Ansible entries BEGIN\nnameserver 10.66.0.53\noptions ndots:2 timeout:2 attempts:2\n# Ansible entries END\n"},
 				"/var/lib/nodedns/resolv.conf":             {"nameserver 10.66.0.53\n", "options ndots:2 timeout:2 attempts:2\n"},
-				"/etc/dhcp/dhclient-enter-hooks.d/nodedns": {`nodedns_loop=" 169.254.25.10 169.254.20.10 "`, `nodedns_upstreams="10.66.0.53"`, `nodedns_cluster="cluster.local"`},
+				"/etc/dhcp/dhclient-enter-hooks.d/nodedns": {`nodedns_loop=' 169.254.25.10 169.254.20.10 '`, `nodedns_upstreams='10.66.0.53'`, `nodedns_cluster='cluster.local'`},
 				"/var/lib/nodedns/dhcp-offered.json":       {`"enp1s0"`, `"10.66.0.53"`},
 			},
 			notWant: map[string][]string{
@@ -52,7 +52,7 @@ func TestKubesprayTrees(t *testing.T) {
 			want: map[string][]string{
 				"/etc/resolv.conf":                         {"# Ansible entries BEGIN\nnameserver 10.66.0.53\noptions ndots:2 timeout:2 attempts:2\n"},
 				"/var/lib/nodedns/resolv.conf":             {"nameserver 10.66.0.53\n"},
-				"/etc/dhcp/dhclient-enter-hooks.d/nodedns": {`nodedns_upstreams="10.66.0.53"`},
+				"/etc/dhcp/dhclient-enter-hooks.d/nodedns": {`nodedns_upstreams='10.66.0.53'`},
 				"/var/lib/nodedns/dhcp-offered.json":       {`"10.66.0.53"`, `"leaseFile": "/var/lib/dhcp/dhclient.enp1s0.leases"`},
 			},
 			notWant: map[string][]string{

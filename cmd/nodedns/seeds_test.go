@@ -66,7 +66,7 @@ func TestSeeds(t *testing.T) {
 			want: map[string][]string{
 				"/etc/resolv.conf":                         {"# Edited by nodedns", "nameserver 192.168.2.1\n"},
 				"/var/lib/nodedns/resolv.conf":             {"nameserver 192.168.2.1\n"},
-				"/etc/dhcp/dhclient-enter-hooks.d/nodedns": {"# Managed by nodedns", "169.254.25.10", `nodedns_cluster="cluster.local"`},
+				"/etc/dhcp/dhclient-enter-hooks.d/nodedns": {"# Managed by nodedns", "169.254.25.10", `nodedns_cluster='cluster.local'`},
 			},
 			notWant: map[string][]string{
 				"/etc/resolv.conf":             {"nameserver 169.254.25.10", "cluster.local", "domain "},

@@ -39,6 +39,11 @@ type Facts struct {
 	// RouteClusterDomainToCache is config host.routeClusterDomainToCache: the cluster search domains
 	// may stay on the host's search list (docs/contract.md "Cluster search domains on the host").
 	RouteClusterDomainToCache bool
+	// HostileDHCP are the domain values some DHCP source handed out that are no domain name
+	// (ValidDomain): shell code, quotes, spaces. They are kept out of DHCPDomains (and so out of every
+	// message that lists those) and named by check as hostile offers; IsDHCPDomain still matches
+	// them, so nodedns drops them from every search list it edits.
+	HostileDHCP []HostileOffer
 	// DHCPOffers are the dhclient interfaces whose dhclient.conf changes the servers DHCP offers,
 	// with what DHCP really offered there (offered.go).
 	DHCPOffers []DHCPOffer
@@ -98,8 +103,8 @@ func Derive(s *node.Snapshot, cfg config.Config) Facts {
 	// DHCP search domains: every lease file, expired or not (a server that handed a domain out once
 	// will again), plus resolved's per-link search domains on DHCP links.
 	for _, l := range s.Leases {
-		for _, d := range l.Domains() {
-			f.addDHCPDomain(d, l.Path)
+		for _, v := range append([]string{l.DomainName}, l.SearchDomains...) {
+			f.addDHCPDomain(v, l.Path)
 		}
 	}
 	for _, ls := range s.Links {
@@ -113,17 +118,45 @@ func Derive(s *node.Snapshot, cfg config.Config) Facts {
 		}
 	}
 
-	// Only the newest block's domains count as DHCP's here: an older block's (the offer behind a
-	// domain-search supersede) would vanish from the facts when dhclient trims its history, and the
-	// hook that lists them would then change with no change on the node. The hook blanks the DHCP
-	// domain options whatever they are.
+	// No lease value reaches the dhclient hook (it reads the DHCP domains from dhclient-script at each
+	// run), so dhclient trimming its lease history changes nothing nodedns writes for it.
 	f.DHCPOffers = f.dhclientOffers(s)
 
 	f.Upstreams, f.UpstreamSource = f.upstreams(s, cfg)
 	return f
 }
 
-func (f *Facts) addDHCPDomain(d, source string) {
+// HostileOffer is a domain value a DHCP source handed out that is no domain name.
+type HostileOffer struct {
+	// Value is the value as read; quote it before printing.
+	Value string
+	// Source is where it was seen: a lease file, a link's state.
+	Source string
+	// Words are its space-separated words, canonical, as IsDHCPDomain matches them.
+	Words []string
+}
+
+// addDHCPDomain adds what a DHCP source handed out as a domain: one name, or (option 15 as
+// dhclient records it) several separated by spaces, which Debian's dhclient-script searches all.
+// A value with any word that is no domain name is a hostile offer, kept whole.
+func (f *Facts) addDHCPDomain(v, source string) {
+	words := strings.FieldsFunc(v, func(r rune) bool { return r == ' ' }) // a tab or a newline is hostile
+	if slices.ContainsFunc(words, func(w string) bool { return !ValidDomain(w) }) {
+		for i, w := range words {
+			words[i] = resolvconf.CanonicalDomain(w)
+		}
+		v = strings.TrimSpace(v)
+		if !slices.ContainsFunc(f.HostileDHCP, func(h HostileOffer) bool { return h.Value == v && h.Source == source }) {
+			f.HostileDHCP = append(f.HostileDHCP, HostileOffer{Value: v, Source: source, Words: words})
+		}
+		return
+	}
+	for _, w := range words {
+		f.addDomain(w, source)
+	}
+}
+
+func (f *Facts) addDomain(d, source string) {
 	d = resolvconf.CanonicalDomain(d)
 	if d == "" || f.IsClusterDomain(d) {
 		// A DHCP server handing out the cluster domain is odd, but stripping it would break the
@@ -232,8 +265,11 @@ func (f Facts) LoopKind(a netip.Addr) string {
 
 // IsDHCPDomain reports whether d (any case, trailing dot or not) is a DHCP search domain.
 func (f Facts) IsDHCPDomain(d string) bool {
-	_, ok := f.DHCPDomains[resolvconf.CanonicalDomain(d)]
-	return ok
+	d = resolvconf.CanonicalDomain(d)
+	if _, ok := f.DHCPDomains[d]; ok {
+		return true
+	}
+	return slices.ContainsFunc(f.HostileDHCP, func(h HostileOffer) bool { return slices.Contains(h.Words, d) })
 }
 
 // IsClusterDomain reports whether d is the cluster domain or under it (svc.cluster.local,
