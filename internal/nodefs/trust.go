@@ -213,8 +213,25 @@ func (s *Store) stateHost() (string, error) {
 	return hp, nil
 }
 
-// CheckConfigFile judges the config file nodedns is about to read (fi from stat, name for the
-// message): refused when anyone but its owner's group can write it, or when it is owned by a user
+// ReadConfigFile reads the config file at the host path p once, from the descriptor its owner and
+// mode were judged on (CheckConfigFile on fstat of the open file): judging a stat of the path and
+// then opening the path again lets a symlink flipped in between hand nodedns another user's config.
+// Bounded by Config; a FIFO, socket or device is refused without a blocking open.
+func ReadConfigFile(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := readOpen(f, Config, func(fi fs.FileInfo) error { return CheckConfigFile(p, fi) })
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	return data, nil
+}
+
+// CheckConfigFile judges the config file nodedns is about to read (fi from fstat of the open file,
+// name for the message): refused when anyone but its owner's group can write it, or when it is owned by a user
 // other than root and the one running nodedns. The config decides what nodedns writes as root, so
 // it must not be someone else's to edit.
 func CheckConfigFile(name string, fi fs.FileInfo) error {
