@@ -76,7 +76,8 @@ type Config struct {
 	InternError error
 
 	groups        []*mergedGroup
-	lib, run, etc []string // conf.d names NM read from each directory, for Description
+	groupIdx      map[string]*mergedGroup // name -> group, so that many files stay linear to merge
+	lib, run, etc []string                // conf.d names NM read from each directory, for Description
 }
 
 // Description is the first line of `NetworkManager --print-config` without "# NetworkManager
@@ -123,8 +124,9 @@ func LoadConfig(fsys NodeFS) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	inEtc, inRun := nameSet(etc), nameSet(run)
 	for _, n := range lib {
-		if contains(etc, n) || contains(run, n) {
+		if inEtc[n] || inRun[n] {
 			continue
 		}
 		if err := c.readSnippet(fsys, path.Join(SystemConfDir, n)); err != nil {
@@ -133,7 +135,7 @@ func LoadConfig(fsys NodeFS) (*Config, error) {
 		c.lib = append(c.lib, n)
 	}
 	for _, n := range run {
-		if contains(etc, n) {
+		if inEtc[n] {
 			continue
 		}
 		if err := c.readSnippet(fsys, path.Join(RunConfDir, n)); err != nil {
@@ -287,17 +289,27 @@ func (c *Config) snippetEnabled(kf *KeyFile) bool {
 }
 
 func (c *Config) group(name string, create bool) *mergedGroup {
-	for _, g := range c.groups {
-		if g.name == name {
-			return g
-		}
+	if g, ok := c.groupIdx[name]; ok {
+		return g
 	}
 	if !create {
 		return nil
 	}
 	g := &mergedGroup{name: name, vals: map[string]Value{}}
 	c.groups = append(c.groups, g)
+	if c.groupIdx == nil {
+		c.groupIdx = map[string]*mergedGroup{}
+	}
+	c.groupIdx[name] = g
 	return g
+}
+
+func nameSet(names []string) map[string]bool {
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return set
 }
 
 func (c *Config) set(group, key string, v Value) {
