@@ -223,7 +223,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	log := d.Node.log()
 	w, err := fsnotify.NewBufferedWatcher(1024)
 	if err != nil {
-		return fmt.Errorf("start watching: %w", err)
+		return fmt.Errorf("start watching: %w", inotifyLimit(err))
 	}
 	defer w.Close()
 	d.fights = newFights(d.writersConfig())

@@ -1,8 +1,11 @@
 package reconcile
 
 import (
+	"fmt"
 	"os"
 	"regexp"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -25,5 +28,25 @@ func TestPassFitsTheWatchdog(t *testing.T) {
 	}
 	if half := wd / 2; passTimeout >= half || passLockWait >= half {
 		t.Errorf("a pass may run %v (and wait %v for the lock), but the watchdog (WatchdogSec=%v) is pinged only every %v between passes", passTimeout, passLockWait, wd, half)
+	}
+}
+
+// TestInotifyLimitNamed: the inotify errors name the kernel limit and its current value, not
+// "no space left on device".
+func TestInotifyLimitNamed(t *testing.T) {
+	watches, err := os.ReadFile("/proc/sys/fs/inotify/max_user_watches")
+	if err != nil {
+		t.Skip("no /proc/sys/fs/inotify on this machine")
+	}
+	got := inotifyLimit(fmt.Errorf("add /etc/netplan: %w", syscall.ENOSPC)).Error()
+	want := "fs.inotify.max_user_watches (now " + strings.TrimSpace(string(watches)) + ")"
+	if !strings.Contains(got, want) {
+		t.Errorf("ENOSPC: %q does not name %q", got, want)
+	}
+	if got := inotifyLimit(syscall.EMFILE).Error(); !strings.Contains(got, "fs.inotify.max_user_instances") {
+		t.Errorf("EMFILE: %q does not name fs.inotify.max_user_instances", got)
+	}
+	if err := inotifyLimit(syscall.ENOENT); err != syscall.ENOENT {
+		t.Errorf("ENOENT changed: %v", err)
 	}
 }
