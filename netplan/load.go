@@ -97,7 +97,7 @@ func find(r nodefs.Reader) (found, shadowed []string, err error) {
 func ReadFile(r nodefs.Reader, nodePath string) ([]byte, error) {
 	data, err := r.ReadFile(nodePath, fileKind)
 	if errors.Is(err, nodefs.ErrTooLarge) {
-		return nil, &Error{Path: nodePath, Reason: fmt.Sprintf("file is larger than %d bytes", MaxFileSize)}
+		return nil, &Error{Path: nodePath, Reason: fmt.Sprintf("file is larger than %d bytes", MaxFileSize), limit: true}
 	}
 	if err != nil {
 		return nil, &Error{Path: nodePath, Reason: "cannot read it: " + errors.Unwrap(err).Error()}

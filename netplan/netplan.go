@@ -107,7 +107,11 @@ type Error struct {
 	Line   int
 	Column int
 	Reason string
+	limit  bool // over one of nodedns's bounds: errors.Is(err, ErrLimit)
 }
+
+// Is reports a file over nodedns's bounds as ErrLimit.
+func (e *Error) Is(target error) bool { return e.limit && target == ErrLimit }
 
 // Error formats the error as path:line:col: reason, leaving out what is
 // unknown.
@@ -141,6 +145,7 @@ func Bool(s string) (value, ok bool) {
 // path:line:col; nothing partial is returned then.
 func Parse(docs []Doc) (*Config, error) {
 	st := newState()
+	var m merger
 	root := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
 	cfg := &Config{Files: []string{}, Shadowed: []string{}}
 	for _, d := range docs {
@@ -155,7 +160,7 @@ func Parse(docs []Doc) (*Config, error) {
 		if err := st.loadFile(d.Path, top); err != nil {
 			return nil, err
 		}
-		if err := mergeMapping(d.Path, root, top); err != nil {
+		if err := m.merge(d.Path, root, top); err != nil {
 			return nil, err
 		}
 	}

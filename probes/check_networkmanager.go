@@ -24,7 +24,7 @@ func nmPlanned(p policy.Plan) (change, reload bool, blocked string) {
 			change = true
 		}
 	}
-	reload = p.HasAction(policy.ReloadNetworkManager{}.Kind())
+	reload = p.HasAction(policy.ReloadNetworkManager{}.Kind()) || len(p.PendingFor("", policy.ReloadNetworkManager{}.Target())) > 0
 	for _, b := range p.Blocked {
 		if b.Target == networkmanager.NodeDNSConfPath {
 			blocked = b.Reason

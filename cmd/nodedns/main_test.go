@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -14,9 +16,16 @@ import (
 // a child of this small, freshly exec'ed wrapper reports only its own.
 const rusageWrapperEnv = "NODEDNS_TEST_RUSAGE_WRAPPER"
 
+// mainEnv makes the test binary run nodedns's main with its arguments (the real process: signals,
+// exit code, stdio).
+const mainEnv = "NODEDNS_TEST_MAIN"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(rusageWrapperEnv) == "1" {
 		os.Exit(rusageWrapper(os.Args[1:]))
+	}
+	if os.Getenv(mainEnv) == "1" {
+		main()
 	}
 	os.Exit(m.Run())
 }
@@ -42,4 +51,40 @@ func rusageWrapper(argv []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "maxrss-kib %d\n", ru.Maxrss)
 	return code
+}
+
+// TestApplyIntoClosedPipe: `nodedns apply | head -1`: the reader is gone before nodedns writes its
+// first line. apply still does its work and exits 0, not 141 (killed by SIGPIPE).
+func TestApplyIntoClosedPipe(t *testing.T) {
+	root := copyTree(t, "testdata/kubespray/networkmanager")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close() // the reader left: every write to w fails with EPIPE
+	defer w.Close()
+	for _, args := range [][]string{{"--root", root, "apply"}, {"--root", root, "plan"}, {"--root", root, "check"}} {
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), mainEnv+"=1")
+		cmd.Stdout = w
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				t.Fatalf("%v into a closed pipe: killed by %v\n%s", args, ws.Signal(), stderr.String())
+			}
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		// check exits 1 on this node (its problems); apply and plan 0.
+		if want := map[string]int{"apply": 0, "plan": 0, "check": 1}[args[2]]; code != want {
+			t.Errorf("%v into a closed pipe: exit %d, want %d\n%s", args, code, want, stderr.String())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "etc/NetworkManager/conf.d/zz-nodedns.conf")); err != nil {
+		t.Errorf("apply did not do its work: %v", err)
+	}
 }

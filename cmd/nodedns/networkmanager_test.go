@@ -81,6 +81,14 @@ func TestKubesprayNetworkManagerRoot(t *testing.T) {
 	contains(t, "resolvconf.loop after apply", byID(rep, "resolvconf.loop").Hint, "pending a NetworkManager reload: run `nmcli general reload`")
 	again := nodedns(t, "--root", root, "plan")
 	golden.Check(t, "testdata/kubespray/networkmanager.plan-pending.golden", []byte(again.stdout))
+	// Under --root apply cannot reload NetworkManager: the reload is a pending step, as resolved's
+	// restart is, and plan settles (exit 0) instead of asking for an apply that changes nothing.
+	if d := nodedns(t, "--root", root, "plan", "--detailed-exitcode"); d.code != 0 {
+		t.Errorf("plan --detailed-exitcode after apply, reload pending: exit %d, want 0:\n%s%s", d.code, d.stdout, d.stderr)
+	}
+	if ap := nodedns(t, "--root", root, "apply"); ap.code != 0 || strings.Contains(ap.stdout, "wrote") {
+		t.Errorf("a second apply: exit %d, want 0 and nothing written:\n%s%s", ap.code, ap.stdout, ap.stderr)
+	}
 
 	// NetworkManager reloads (as `nmcli general reload` does): the node is right.
 	must(t, os.WriteFile(filepath.Join(root, "etc/resolv.conf"), []byte(nmFixedResolv), 0o644))

@@ -159,24 +159,16 @@ func (g *globals) load(cmd *cobra.Command) error {
 	return nil
 }
 
-// readConfigFile reads a config file through the node reader: bounded (1 MiB), and a FIFO, socket
-// or device is refused without a blocking open. A file others can write, or one owned by a user
-// other than root and the one running nodedns, is refused: the config decides what nodedns, as
-// root, writes and restores.
+// readConfigFile reads a config file once, bounded (1 MiB), a FIFO, socket or device refused
+// without a blocking open. A file others can write, or one owned by a user other than root and the
+// one running nodedns, is refused, judged on the open file that is then read
+// (nodefs.ReadConfigFile): the config decides what nodedns, as root, writes and restores.
 func readConfigFile(p string) ([]byte, error) {
 	abs, err := filepath.Abs(p)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", p, err)
 	}
-	r := nodefs.NewReader("/")
-	fi, err := r.Stat(abs)
-	if err != nil {
-		return nil, err
-	}
-	if err := nodefs.CheckConfigFile(p, fi); err != nil {
-		return nil, err
-	}
-	return r.ReadFile(abs, nodefs.Config)
+	return nodefs.ReadConfigFile(abs)
 }
 
 // edges builds this run's node with its integrations (edges.New); the caller closes it.

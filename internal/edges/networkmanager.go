@@ -394,7 +394,7 @@ func (n *NetworkManager) binary() string {
 }
 
 // printConfigTimeout bounds `NetworkManager --print-config` (it only reads files: milliseconds).
-const printConfigTimeout = 20 * time.Second
+const printConfigTimeout = 10 * time.Second
 
 // printConfig runs `NetworkManager --print-config` with /etc/NetworkManager/conf.d replaced by a
 // copy in which changes (node path: content, nil for removed) are made, and the intern file by a

@@ -82,7 +82,8 @@ type Config struct {
 	InternError error
 
 	groups        []*mergedGroup
-	lib, run, etc []string // conf.d names NM read from each directory, for Description
+	groupIdx      map[string]*mergedGroup // name -> group, so that many files stay linear to merge
+	lib, run, etc []string                // conf.d names NM read from each directory, for Description
 }
 
 // Description is the first line of `NetworkManager --print-config` without "# NetworkManager
@@ -129,8 +130,13 @@ func LoadConfig(fsys NodeFS) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	inEtc, inRun := nameSet(etc), nameSet(run)
 	for _, n := range lib {
+<<<<<<< HEAD
 		if slices.Contains(etc, n) || slices.Contains(run, n) {
+=======
+		if inEtc[n] || inRun[n] {
+>>>>>>> inputs
 			continue
 		}
 		if err := c.readSnippet(fsys, path.Join(SystemConfDir, n)); err != nil {
@@ -139,7 +145,11 @@ func LoadConfig(fsys NodeFS) (*Config, error) {
 		c.lib = append(c.lib, n)
 	}
 	for _, n := range run {
+<<<<<<< HEAD
 		if slices.Contains(etc, n) {
+=======
+		if inEtc[n] {
+>>>>>>> inputs
 			continue
 		}
 		if err := c.readSnippet(fsys, path.Join(RunConfDir, n)); err != nil {
@@ -293,17 +303,27 @@ func (c *Config) snippetEnabled(kf *KeyFile) bool {
 }
 
 func (c *Config) group(name string, create bool) *mergedGroup {
-	for _, g := range c.groups {
-		if g.name == name {
-			return g
-		}
+	if g, ok := c.groupIdx[name]; ok {
+		return g
 	}
 	if !create {
 		return nil
 	}
 	g := &mergedGroup{name: name, vals: map[string]Value{}}
 	c.groups = append(c.groups, g)
+	if c.groupIdx == nil {
+		c.groupIdx = map[string]*mergedGroup{}
+	}
+	c.groupIdx[name] = g
 	return g
+}
+
+func nameSet(names []string) map[string]bool {
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return set
 }
 
 func (c *Config) set(group, key string, v Value) {

@@ -266,8 +266,8 @@ func (p *Plan) networkManager(s *node.Snapshot) {
 
 // nmStale plans a reload when NetworkManager still runs with (or still wrote) a global DNS that its
 // files no longer ask for: zz-nodedns.conf written while the reload failed, or NM restarted with an
-// older file. Live, NM's GlobalDnsConfiguration over D-Bus tells; under --root, a loop address in
-// NM's resolv.conf that the files' "*" servers no longer list (the reload is then pending, and
+// older file. Live, NM's GlobalDnsConfiguration over D-Bus tells (a reload action); under --root, a
+// loop address in NM's resolv.conf that the files' "*" servers no longer list (a pending step, and
 // `check` says so).
 func (p *Plan) nmStale(s *node.Snapshot) {
 	nm := &s.NetworkManager
@@ -301,8 +301,13 @@ func (p *Plan) nmStale(s *node.Snapshot) {
 	if !g.Overrides() || s.ResolvConf.File == nil {
 		return
 	}
+	// Without NM's live view (--root, or NM not on the bus) nodedns cannot reload it: the reload is
+	// a pending step, as resolved's restart is (pendingResolvedRestart). One rule for both: an
+	// action apply cannot carry out is listed as pending, never planned, so that `plan
+	// --detailed-exitcode` settles once the files are right (docs/contract.md "Check and plan agree").
 	if stale := hasLoop(s.ResolvConf.File.Nameservers()); len(stale) > 0 {
-		p.Actions = append(p.Actions, nmReload(s, want, ours, fmt.Sprintf("NetworkManager's /etc/resolv.conf still lists %s, which its configuration no longer does: reload it", strings.Join(stale, " "))))
+		p.Pending = append(p.Pending, Pending{Target: ReloadNetworkManager{}.Target(), Step: "reload it: `nmcli general reload`", About: []string{PendingDNS, PendingSearch},
+			Why: fmt.Sprintf("NetworkManager's /etc/resolv.conf still lists %s, which its configuration no longer does: NetworkManager reads conf.d only on Reload or restart", strings.Join(stale, " "))})
 	}
 }
 

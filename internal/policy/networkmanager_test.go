@@ -89,11 +89,13 @@ func TestPlanNetworkManager(t *testing.T) {
 		cfg  func(*config.Config)
 		// write is zz-nodedns.conf's new content ("" none, "-" removed); actions the reloads (their
 		// Expect and BackUp); blocked the blocked targets.
-		write    string
-		reloads  []ReloadNetworkManager
-		blocked  []string
-		reason   string // in the change's or the blocked target's reason
-		upstream string // the upstream source
+		write   string
+		reloads []ReloadNetworkManager
+		// pendingReload: the reload is a pending step (no live view: apply cannot carry it out).
+		pendingReload bool
+		blocked       []string
+		reason        string // in the change's or the blocked target's reason
+		upstream      string // the upstream source
 	}{
 		{
 			name: "kubespray dns.conf",
@@ -142,7 +144,7 @@ func TestPlanNetworkManager(t *testing.T) {
 			name: "override in place, NM not reloaded (--root)",
 			node: nmNode{files: networkmanager.MapFS{"/etc/NetworkManager/conf.d/dns.conf": kubesprayDNSConf, networkmanager.NodeDNSConfPath: ours([]netip.Addr{upstream53})},
 				resolv: loopResolv, servers: []netip.Addr{upstream53}, domains: []string{"example.org"}},
-			reloads: []ReloadNetworkManager{{Expect: []netip.Addr{upstream53}}}, upstream: NMUpstreamSource,
+			pendingReload: true, upstream: NMUpstreamSource,
 		},
 		{
 			name: "override in place, NM runs with the old global DNS (live)",
@@ -236,6 +238,9 @@ func TestPlanNetworkManager(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.reloads, reloads, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 				t.Errorf("reloads (-want +got):\n%s", diff)
+			}
+			if got := len(p.PendingFor(PendingDNS, ReloadNetworkManager{}.Target())) > 0; got != tt.pendingReload {
+				t.Errorf("reload pending = %v, want %v (pending: %v)", got, tt.pendingReload, p.Pending)
 			}
 			var blocked []string
 			for _, b := range p.Blocked {

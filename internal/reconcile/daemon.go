@@ -40,9 +40,11 @@ const (
 	// maxSettleFactor caps the wait for a file that keeps changing: at most this many Settle periods
 	// after the first incomplete event, the daemon reconciles whatever is there.
 	maxSettleFactor = 4
-	// passTimeout bounds one reconcile pass's live calls (D-Bus), so a hung bus cannot stall the loop
-	// (and, with it, the watchdog) or shutdown for long.
-	passTimeout = 30 * time.Second
+	// passTimeout bounds one reconcile pass's live calls (D-Bus) and external commands (netplan
+	// generate, NetworkManager --print-config, networkctl), so a hung bus or tool cannot stall the
+	// loop (and, with it, the watchdog) or shutdown for long. The loop pings the watchdog every
+	// WatchdogSec/2 (15 s) between passes, so a pass must end well within 15 s.
+	passTimeout = 12 * time.Second
 	// passLockWait bounds how long a pass waits for the state lock while a restore or an apply holds
 	// it; then the pass is postponed by one settle period. Well under half of the unit's
 	// WatchdogSec=30s, so the watchdog is still fed in time.
@@ -221,7 +223,7 @@ func (d *Daemon) writersConfig() (int, time.Duration) {
 func (d *Daemon) Run(ctx context.Context) error {
 	w, err := fsnotify.NewBufferedWatcher(1024)
 	if err != nil {
-		return fmt.Errorf("start watching: %w", err)
+		return fmt.Errorf("start watching: %w", inotifyLimit(err))
 	}
 	defer w.Close()
 	d.fights = newFights(d.writersConfig())

@@ -2,10 +2,13 @@ package reconcile
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"path"
 	"path/filepath"
 	"sort"
+	"strings"
+	"syscall"
 
 	"github.com/fsnotify/fsnotify"
 
@@ -92,7 +95,7 @@ func (ws watchSet) sync(w *fsnotify.Watcher, old watchSet, log func(msg string, 
 			continue
 		}
 		if err := w.Add(d); err != nil {
-			log("cannot watch directory", "dir", d, "err", err)
+			log("cannot watch directory", "dir", d, "err", inotifyLimit(err))
 			delete(ws, d)
 		}
 	}
@@ -123,3 +126,23 @@ func complete(data []byte, err error, sp watchSpec) (bool, string) {
 
 // watchedKind bounds what the daemon reads to judge an event: no input of nodedns is larger.
 var watchedKind = nodefs.Kind{Name: "watched file", Max: 1 << 20}
+
+// inotifyLimit names the kernel limit behind an inotify error, with its current value: the kernel
+// says ENOSPC ("no space left on device") when fs.inotify.max_user_watches is reached and EMFILE
+// when fs.inotify.max_user_instances is, which sends an operator to look at the disk.
+func inotifyLimit(err error) error {
+	var name string
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
+		name = "max_user_watches"
+	case errors.Is(err, syscall.EMFILE):
+		name = "max_user_instances"
+	default:
+		return err
+	}
+	cur := "unknown"
+	if data, rerr := nodefs.ReadKernel("/proc/sys/fs/inotify/"+name, nodefs.Attribute); rerr == nil {
+		cur = strings.TrimSpace(string(data))
+	}
+	return fmt.Errorf("the inotify limit fs.inotify.%s (now %s) is reached; raise it (sysctl fs.inotify.%s=...): %w", name, cur, name, err)
+}
