@@ -211,3 +211,14 @@ func (m *merger) merge(path string, dst, src *yaml.Node) error {
 	}
 	return nil
 }
+
+// CheckBounds reports a file over nodedns's bounds (MaxFileSize, MaxDepth and the other limits of
+// decode) as an *Error matching ErrLimit, and nil otherwise: other YAML errors are netplan's to judge.
+// Whatever hands a file to netplan itself checks it first (a file nested 100,000 deep keeps
+// `netplan generate` busy for most of a minute, past the unit's watchdog).
+func CheckBounds(path string, data []byte) error {
+	if _, err := decode(path, data); errors.Is(err, ErrLimit) {
+		return err
+	}
+	return nil
+}

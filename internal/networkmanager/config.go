@@ -132,11 +132,7 @@ func LoadConfig(fsys NodeFS) (*Config, error) {
 	}
 	inEtc, inRun := nameSet(etc), nameSet(run)
 	for _, n := range lib {
-<<<<<<< HEAD
-		if slices.Contains(etc, n) || slices.Contains(run, n) {
-=======
 		if inEtc[n] || inRun[n] {
->>>>>>> inputs
 			continue
 		}
 		if err := c.readSnippet(fsys, path.Join(SystemConfDir, n)); err != nil {
@@ -145,11 +141,7 @@ func LoadConfig(fsys NodeFS) (*Config, error) {
 		c.lib = append(c.lib, n)
 	}
 	for _, n := range run {
-<<<<<<< HEAD
-		if slices.Contains(etc, n) {
-=======
 		if inEtc[n] {
->>>>>>> inputs
 			continue
 		}
 		if err := c.readSnippet(fsys, path.Join(RunConfDir, n)); err != nil {

@@ -65,149 +65,6 @@ func Untrusted(p string, fi fs.FileInfo, dir bool, wantMode fs.FileMode) error {
 	return e
 }
 
-<<<<<<< HEAD
-// CheckConfigFile judges the config file nodedns is about to read (fi from stat, name for the
-// message): refused when anyone but its owner's group can write it, or when it is owned by a user
-=======
-// trustedDir makes sure the node directory p (its parent already resolved inside Root) exists as a
-// directory nodedns can trust, creating it with mode if missing, and returns its host path. The
-// mode is set explicitly, so the umask does not decide it. Parents that are missing are created
-// 0755.
-func (s *Store) trustedDir(p string, mode fs.FileMode) (string, error) {
-	node, hp, fi, err := s.lstatNode(p)
-	if err != nil {
-		return "", s.nodeErr(err)
-	}
-	fsys := s.fsys()
-	if fi == nil {
-		parents, err := s.missingDirs(path.Dir(node))
-		if err != nil {
-			return "", err
-		}
-		if err := s.mkdirs(parents, 0o755); err != nil {
-			return "", err
-		}
-		if err := fsys.MkdirAll(hp, mode); err != nil {
-			return "", s.nodeErr(err)
-		}
-		if err := fsys.Chmod(hp, mode); err != nil {
-			return "", s.nodeErr(err)
-		}
-		if fi, err = fsys.Lstat(hp); err != nil {
-			return "", s.nodeErr(err)
-		}
-	}
-	if err := untrusted(node, fi, true, mode); err != nil {
-		return "", err
-	}
-	return hp, nil
-}
-
-// missingDirs lists the directories of the node directory p (its parents already resolved inside
-// Root) that do not exist yet, outermost first.
-func (s *Store) missingDirs(p string) ([]string, error) {
-	var missing []string
-	fsys := s.fsys()
-	for d := p; ; d = path.Dir(d) {
-		_, err := fsys.Lstat(s.host(d))
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return nil, s.nodeErr(err)
-		}
-		missing = append([]string{d}, missing...)
-		if d == "/" {
-			break
-		}
-	}
-	return missing, nil
-}
-
-// mkdirs creates the node directories dirs (outermost first, as missingDirs lists them), each with
-// mode set explicitly so that the umask does not decide it.
-func (s *Store) mkdirs(dirs []string, mode fs.FileMode) error {
-	fsys := s.fsys()
-	for _, d := range dirs {
-		hp := s.host(d)
-		if err := fsys.MkdirAll(hp, mode); err != nil {
-			return s.nodeErr(err)
-		}
-		if err := fsys.Chmod(hp, mode); err != nil {
-			return s.nodeErr(err)
-		}
-	}
-	return nil
-}
-
-// readTrusted reads a state file at the host path hp (node path p, for messages): opened with
-// O_NOFOLLOW (a symlink fails with ELOOP and is never followed), then checked on the open file:
-// regular, owned by the running user, not writable by group or others; bounded by k.
-func (s *Store) readTrusted(hp, p string, k Kind) ([]byte, error) {
-	fsys := s.fsys()
-	fi, err := fsys.Lstat(hp)
-	if err != nil {
-		return nil, unwrapPath(err)
-	}
-	if err := untrusted(p, fi, false, 0o600); err != nil {
-		return nil, err
-	}
-	f, err := fsys.OpenFile(hp, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, untrusted(p, symlinkInfo{fi}, false, 0o600)
-		}
-		return nil, unwrapPath(err)
-	}
-	defer f.Close()
-	return readOpen(f, k, func(fi fs.FileInfo) error { return untrusted(p, fi, false, 0o600) })
-}
-
-// symlinkInfo is fi reported as a symlink: the path was swapped for one between lstat and open.
-type symlinkInfo struct{ fs.FileInfo }
-
-func (i symlinkInfo) Mode() fs.FileMode { return i.FileInfo.Mode()&fs.ModePerm | fs.ModeSymlink }
-
-// ReadState reads one of nodedns's own state files (a node path directly inside StateDir, such as
-// /var/lib/nodedns/resolved-links.json) only if it can be trusted: the state directory and the file
-// owned by the running user, writable by nobody else, and neither of them a symlink. A state file
-// that restore acts on must never be one another user could have planted. A missing file gives an
-// error matching fs.ErrNotExist.
-func (s *Store) ReadState(p string, k Kind) ([]byte, error) {
-	p, err := nodePath(p)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
-	}
-	if path.Dir(p) != s.stateDir() {
-		return nil, fmt.Errorf("read %s: not a file of the state directory %s", p, s.stateDir())
-	}
-	dir, err := s.stateHost()
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
-	}
-	data, err := s.readTrusted(filepath.Join(dir, path.Base(p)), p, k)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
-	}
-	return data, nil
-}
-
-// stateHost returns the host path of StateDir after checking it is trusted. A missing state
-// directory is fs.ErrNotExist: reading never creates it.
-func (s *Store) stateHost() (string, error) {
-	node, hp, fi, err := s.lstatNode(s.stateDir())
-	if err != nil {
-		return "", s.nodeErr(err)
-	}
-	if fi == nil {
-		return "", fmt.Errorf("%s: %w", node, fs.ErrNotExist)
-	}
-	if err := untrusted(node, fi, true, 0o755); err != nil {
-		return "", err
-	}
-	return hp, nil
-}
-
 // ReadConfigFile reads the config file at the host path p once, from the descriptor its owner and
 // mode were judged on (CheckConfigFile on fstat of the open file): judging a stat of the path and
 // then opening the path again lets a symlink flipped in between hand nodedns another user's config.
@@ -218,7 +75,7 @@ func ReadConfigFile(p string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := readOpen(f, Config, func(fi fs.FileInfo) error { return CheckConfigFile(p, fi) })
+	data, err := ReadOpen(f, Config, func(fi fs.FileInfo) error { return CheckConfigFile(p, fi) })
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
 	}
@@ -227,7 +84,6 @@ func ReadConfigFile(p string) ([]byte, error) {
 
 // CheckConfigFile judges the config file nodedns is about to read (fi from fstat of the open file,
 // name for the message): refused when anyone but its owner's group can write it, or when it is owned by a user
->>>>>>> inputs
 // other than root and the one running nodedns. The config decides what nodedns writes as root, so
 // it must not be someone else's to edit.
 func CheckConfigFile(name string, fi fs.FileInfo) error {

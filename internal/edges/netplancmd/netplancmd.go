@@ -193,7 +193,7 @@ func (r Runner) copyTree(root string, changes map[string][]byte) (string, error)
 		// Nothing reaches netplan that nodedns's own reader has not bounded: a file nested
 		// 100,000 deep keeps `netplan generate` busy for most of a minute, past the unit's
 		// watchdog. Other YAML errors are netplan's to judge (its message is the better one).
-		if _, err := decode(node, data); errors.Is(err, ErrLimit) {
+		if err := netplan.CheckBounds(node, data); err != nil {
 			return err
 		}
 		full := filepath.Join(tmp, filepath.FromSlash(node))
