@@ -96,6 +96,7 @@ type Daemon struct {
 	// not be attributed to paths (an overflow, a directory appearing or going, a live event, a
 	// resync, a reload): the next pass reads everything.
 	obs     node.Observer
+	dirs    dirCache // where each declared directory is watched (syncWatches)
 	changed map[string]bool
 	full    bool
 	// lastState is the last backoff set written to node.WritersStatePath ("" when none is written).
@@ -657,7 +658,11 @@ func (d *Daemon) report(ctx context.Context, r passReport) {
 // /etc/resolv.conf may point elsewhere now, a watched directory may have appeared, kubelet's
 // resolvConf may have moved. It returns how many directories it started watching.
 func (d *Daemon) syncWatches(w *fsnotify.Watcher, s *node.Snapshot) int {
-	ws := d.Node.buildWatchSet(d.Node.store(), node.Watches(d.Node.Config, s))
+	if d.full {
+		d.dirs = nil // a full pass looks every directory up again
+	}
+	d.dirs.forget(d.changed)
+	ws := d.Node.buildWatchSet(d.Node.store(), node.Watches(d.Node.Config, s), &d.dirs)
 	ws.sync(w, d.ws, func(msg string, args ...any) { d.Node.log().Warn(msg, args...) })
 	added := 0
 	for dir := range ws {
