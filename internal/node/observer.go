@@ -44,6 +44,7 @@ const (
 	partNetworking
 	partDhclient
 	partNetworkManager
+	partNMResolvConf
 	partUnit
 )
 
@@ -122,9 +123,20 @@ var parts = []part{
 		d.DhclientOffers, d.OfferedState, d.Offered = s.DhclientOffers, s.OfferedState, s.Offered
 	}},
 
-	partNetworkManager: {name: "NetworkManager", deps: []int{partResolv}, read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
-		s.readNetworkManager(r)
-	}, take: func(d, s *Snapshot) { d.NetworkManager = s.NetworkManager }},
+	partNetworkManager: {name: "NetworkManager", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
+		s.readNetworkManagerFiles(r)
+	}, take: func(d, s *Snapshot) {
+		// All but the judgement of /etc/resolv.conf (partNMResolvConf).
+		owns, why := d.NetworkManager.OwnsResolvConf, d.NetworkManager.Why
+		d.NetworkManager = s.NetworkManager
+		d.NetworkManager.OwnsResolvConf, d.NetworkManager.Why = owns, why
+	}},
+
+	partNMResolvConf: {name: "NetworkManager's resolv.conf", deps: []int{partResolv, partNetworkManager}, read: func(s *Snapshot, _ nodefs.Reader, _ config.Config) {
+		s.judgeNMResolvConf()
+	}, take: func(d, s *Snapshot) {
+		d.NetworkManager.OwnsResolvConf, d.NetworkManager.Why = s.NetworkManager.OwnsResolvConf, s.NetworkManager.Why
+	}},
 
 	partUnit: {name: "nodedns unit", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
 		s.Unit = s.readUnit(r)

@@ -15,6 +15,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/networkmanager"
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/policy"
 )
@@ -771,8 +772,9 @@ func (d *Daemon) read(ctx context.Context) (*node.Snapshot, policy.Plan) {
 }
 
 // changedByPass notes what the pass itself changed, so the next pass reads it again without
-// waiting for its own events: every target, nodedns's state directory (backups, manifest), and in
-// full after a live action or an error (a restarted daemon rewrites files of its own).
+// waiting for its own events: every target; the backups when it wrote NetworkManager's intern file
+// (the one backup Observe reads: the intern file's entry changes only when that file is written);
+// everything after a live action or an error (a restarted daemon rewrites files of its own).
 func (d *Daemon) changedByPass(p policy.Plan, o Outcome) {
 	if len(o.Done) > 0 || len(o.Errors) > 0 {
 		d.full = true
@@ -790,5 +792,9 @@ func (d *Daemon) changedByPass(p policy.Plan, o Outcome) {
 	for _, r := range o.Removed {
 		d.changedPath(r)
 	}
-	d.changedPath(config.StateDir)
+	for _, c := range p.Changes {
+		if c.Target == networkmanager.InternConfPath || c.Path == networkmanager.InternConfPath {
+			d.changedPath(node.BackupDir)
+		}
+	}
 }
