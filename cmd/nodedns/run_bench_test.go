@@ -232,7 +232,8 @@ done`, filepath.Join(root, "etc"), f, f)
 		if n, ok := calls[tc.tree]; ok {
 			line += fmt.Sprintf("; %.0f system calls per reaction (target <= %.0f: %s)", n, tc.maxCalls, met(n <= tc.maxCalls))
 		}
-		b.Log(line + "; load " + loadAvg())
+		// Printed, not logged: a parent benchmark's log is not shown.
+		fmt.Println("BenchmarkRunReaction: " + line + "; load " + loadAvg())
 	}
 }
 
