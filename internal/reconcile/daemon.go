@@ -755,8 +755,8 @@ func (d *Daemon) changedHost(p string) {
 }
 
 // read observes the node for a pass: in full when the daemon cannot say what changed, else only
-// the sources whose paths the events since the last pass named (docs/contract.md, "How nodedns
-// runs": a pass costs what changed). Policy still judges the whole snapshot.
+// the sources whose paths the events since the last pass named (docs/contract.md,
+// "Command line": a pass costs what changed). Policy still judges the whole snapshot.
 func (d *Daemon) read(ctx context.Context) (*node.Snapshot, policy.Plan) {
 	var changed []string
 	if !d.full {
