@@ -27,9 +27,11 @@ import (
 // part is one source of the snapshot.
 type part struct {
 	name string
-	// deps are the parts whose fields read uses: when one of them is read again, so is this one.
-	deps []int
-	read func(s *Snapshot, r nodefs.Reader, cfg config.Config)
+	// deps are the parts whose fields read uses: when one of them is read again, so is this one;
+	// depsOf, when set, adds those it uses on the snapshot as read so far.
+	deps   []int
+	depsOf func(s *Snapshot, cfg config.Config) []int
+	read   func(s *Snapshot, r nodefs.Reader, cfg config.Config)
 	// take copies the part's fields from src to dst (with src the zero Snapshot: clears them).
 	take func(dst, src *Snapshot)
 }
@@ -37,6 +39,8 @@ type part struct {
 // Part indexes, in Observe's order (the order of Problems).
 const (
 	partResolv = iota
+	partResolvedResolv
+	partResolvedStub
 	partResolved
 	partKubelet
 	partKubeletResolv
@@ -51,11 +55,13 @@ const (
 var parts = []part{
 	partResolv: {name: "resolv.conf", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
 		s.ResolvConf = s.readResolv(r, EtcResolvConf)
+	}, take: func(d, s *Snapshot) { d.ResolvConf = s.ResolvConf }},
+	partResolvedResolv: {name: "resolved's resolv.conf", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
 		s.ResolvedResolv = s.readResolv(r, ResolvedResolvConf)
+	}, take: func(d, s *Snapshot) { d.ResolvedResolv = s.ResolvedResolv }},
+	partResolvedStub: {name: "resolved's stub-resolv.conf", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
 		s.ResolvedStub = s.readResolv(r, ResolvedStubConf)
-	}, take: func(d, s *Snapshot) {
-		d.ResolvConf, d.ResolvedResolv, d.ResolvedStub = s.ResolvConf, s.ResolvedResolv, s.ResolvedStub
-	}},
+	}, take: func(d, s *Snapshot) { d.ResolvedStub = s.ResolvedStub }},
 
 	partResolved: {name: "resolved", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
 		s.readResolved(r)
@@ -74,7 +80,7 @@ var parts = []part{
 		s.readKubelet(r, cfg)
 	}, take: func(d, s *Snapshot) { d.Kubelet, d.kubeletInputs = s.Kubelet, s.kubeletInputs }},
 
-	partKubeletResolv: {name: "kubelet resolv.conf", deps: []int{partResolv, partKubelet}, read: func(s *Snapshot, r nodefs.Reader, cfg config.Config) {
+	partKubeletResolv: {name: "kubelet resolv.conf", deps: []int{partKubelet}, depsOf: kubeletResolvDeps, read: func(s *Snapshot, r nodefs.Reader, cfg config.Config) {
 		// The same file is read once (and a bad one reported once), whoever names it.
 		known := map[string]ResolvFile{EtcResolvConf: s.ResolvConf, ResolvedResolvConf: s.ResolvedResolv, ResolvedStubConf: s.ResolvedStub}
 		readOnce := func(p string) ResolvFile {
@@ -184,7 +190,11 @@ func (o *Observer) Observe(r nodefs.Reader, cfg config.Config, now time.Time, ch
 	o.Read = o.Read[:0]
 	for i, p := range parts {
 		again := full || o.volatile[i] || affected(o.touched[i], changed)
-		for _, d := range p.deps {
+		deps := p.deps
+		if p.depsOf != nil {
+			deps = append(slices.Clip(deps), p.depsOf(s, cfg)...)
+		}
+		for _, d := range deps {
 			again = again || reread[d]
 		}
 		if !again {
@@ -299,4 +309,24 @@ func (rc *recorder) ResolveLink(p string) (string, error) {
 		}
 	}
 	return t, err
+}
+
+// kubeletResolvDeps: the kubelet's resolv.conf takes the node's or one of resolved's files as read
+// already when it names one of them (readOnce), and then depends on that part.
+func kubeletResolvDeps(s *Snapshot, cfg config.Config) []int {
+	var out []int
+	for _, p := range []string{s.Kubelet.ResolvConf, cfg.Kubelet.ResolvConf} {
+		if p == "" {
+			continue
+		}
+		switch path.Clean(p) {
+		case EtcResolvConf:
+			out = append(out, partResolv)
+		case ResolvedResolvConf:
+			out = append(out, partResolvedResolv)
+		case ResolvedStubConf:
+			out = append(out, partResolvedStub)
+		}
+	}
+	return out
 }
