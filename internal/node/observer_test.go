@@ -174,10 +174,9 @@ func randomChange(t *testing.T, rng *rand.Rand, root string, ws []nodefs.Watch, 
 	}
 }
 
-// TestObserverReadsOnlyWhatChanged: a change to /etc/resolv.conf re-reads the resolv.conf sources
-// and those built on them (NetworkManager's judgement of it, not NM's files; the kubelet's, which
-// names it here), not the rest of the
-// node; no change re-reads nothing.
+// TestObserverReadsOnlyWhatChanged: a change to /etc/resolv.conf re-reads it and the sources built
+// on it (NetworkManager's judgement of it, not NM's files; the kubelet's, which names it here), not
+// the rest of the node; no change re-reads nothing.
 func TestObserverReadsOnlyWhatChanged(t *testing.T) {
 	root := t.TempDir()
 	if out, err := exec.Command("cp", "-a", "../../examples/kubespray-host-resolvconf/.", root).CombinedOutput(); err != nil {
