@@ -247,18 +247,9 @@ func (searchNXDomain) Run(ctx context.Context, env *Env) Result {
 	if len(ups) == 0 {
 		return Result{Status: Unknown, Message: fmt.Sprintf("no upstream to ask about search domain %s (see resolvconf.nameservers)", strings.Join(domains, ", "))}
 	}
-	var qs []answer
-	for _, d := range domains {
-		name := env.Host.Random() + "." + d + "."
-		for _, u := range ups {
-			for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
-				qs = append(qs, answer{server: u, network: "udp", name: name, qtype: t})
-			}
-		}
-	}
 	var nodata, unsure, wild []string
 	var nodataDomains []string
-	for i, a := range env.Host.query(ctx, qs) {
+	for i, a := range env.Host.nxProbe(ctx, env, domains, ups) {
 		d := domains[i/(2*len(ups))]
 		switch {
 		case a.err != nil:
@@ -290,4 +281,39 @@ func (searchNXDomain) Run(ctx context.Context, env *Env) Result {
 		msg = fmt.Sprintf("random names under %s get NXDOMAIN or a wildcard answer (%s) from %s", strings.Join(domains, ", "), strings.Join(wild, ", "), addrList(ups))
 	}
 	return Result{Status: OK, Message: msg}
+}
+
+// prefetch starts the search-domain probes before the checks ahead of this one: they ask the
+// upstreams, not the cache, so nothing else has to come first.
+func (searchNXDomain) prefetch(ctx context.Context, env *Env) func() {
+	domains, ups := passedOnSearch(env), env.Plan.Facts.Upstreams
+	if len(domains) == 0 || len(ups) == 0 {
+		return nil
+	}
+	env.Host.nxQueries(env, domains, ups)
+	return func() { env.Host.nxProbe(ctx, env, domains, ups) }
+}
+
+// nxQueries are the search-domain probes: a random name under each domain, A and AAAA, to every
+// upstream, made once per report (on the goroutine that asks first: Run's).
+func (l *Live) nxQueries(env *Env, domains []string, ups []netip.Addr) []answer {
+	if l.nxQs != nil {
+		return l.nxQs
+	}
+	for _, d := range domains {
+		name := l.Random() + "." + d + "."
+		for _, u := range ups {
+			for _, t := range []uint16{dns.TypeA, dns.TypeAAAA} {
+				l.nxQs = append(l.nxQs, answer{server: u, network: "udp", name: name, qtype: t})
+			}
+		}
+	}
+	return l.nxQs
+}
+
+// nxProbe asks the search-domain probes once per report, in parallel.
+func (l *Live) nxProbe(ctx context.Context, env *Env, domains []string, ups []netip.Addr) []answer {
+	qs := l.nxQueries(env, domains, ups)
+	l.nxOnce.Do(func() { l.nx = l.query(ctx, qs) })
+	return l.nx
 }

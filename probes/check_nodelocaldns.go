@@ -520,3 +520,17 @@ func (nodelocalDNS) Run(ctx context.Context, env *Env) Result {
 	}
 	return Result{Status: OK, Message: msg}
 }
+
+// prefetch reads the raw tables before this check's turn (nft over netlink, iptables-legacy-save).
+func (nodelocalIptables) prefetch(ctx context.Context, env *Env) func() {
+	if !env.cacheMode().Interface() {
+		return nil // the check expects no rule and reads none
+	}
+	return func() { env.Host.firewall(ctx) }
+}
+
+// prefetch starts the cache's probes (UDP and TCP on each address, in parallel) before this
+// check's turn.
+func (nodelocalDNS) prefetch(ctx context.Context, env *Env) func() {
+	return func() { env.probeCache(ctx) }
+}

@@ -66,6 +66,9 @@ type Live struct {
 	fw      []Backend
 	dnsOnce sync.Once
 	dns     cacheProbe
+	nxQs    []answer // the search-domain probes, made by nxQueries
+	nxOnce  sync.Once
+	nx      []answer
 	podOnce sync.Once
 	pods    []podnet.Pod
 	podsErr error

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/node"
@@ -107,6 +108,20 @@ func All() []Check {
 // Run runs the checks and folds their statuses: problem if any is, else unknown if any is, else ok.
 func Run(ctx context.Context, env *Env, checks []Check) Report {
 	r := Report{Status: OK}
+	// The live reads that do not depend on one another start at once (the firewall, the cache's
+	// probes, the search-domain probes); each check then waits only for what it reads, so a report
+	// costs its slowest read, not their sum.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if env.Host != nil {
+		for _, c := range checks {
+			if p, ok := c.(prefetcher); ok {
+				if f := p.prefetch(ctx, env); f != nil {
+					wg.Go(f)
+				}
+			}
+		}
+	}
 	for _, c := range checks {
 		res := c.Run(ctx, env)
 		res.ID = c.ID()
@@ -115,6 +130,14 @@ func Run(ctx context.Context, env *Env, checks []Check) Report {
 	annotateWriters(env, &r)
 	r.Status = Fold(r.Checks)
 	return r
+}
+
+// prefetcher is a check whose live reads can run before its turn. prefetch prepares them on the
+// caller's goroutine (the seams such as Random are called there) and returns what reads, to run
+// concurrently with the checks before it, or nil; Run then finds the result read once (the Live's
+// sync.Once caches).
+type prefetcher interface {
+	prefetch(ctx context.Context, env *Env) func()
 }
 
 // Fold computes the overall status of results.

@@ -105,21 +105,28 @@ func (s *Snapshot) NMOwnsResolvConf() bool {
 	return (n.Live.DNSMode == "default" || n.Live.DNSMode == "dnsmasq") && n.Live.RcManager == "file"
 }
 
-// readNetworkManager reads NetworkManager's files. A configuration NM refuses is a Problem (NM
-// would refuse it too: a reload keeps the old one, a restart does not come up), and so is each
-// keyfile or device state file that does not parse.
-func (s *Snapshot) readNetworkManager(r nodefs.Reader) {
+// judgeNMResolvConf says whether /etc/resolv.conf is NetworkManager's, from the snapshot's
+// ResolvConf alone (no read).
+func (s *Snapshot) judgeNMResolvConf() {
 	n := &s.NetworkManager
 	rc := s.ResolvConf
 	target := ""
 	if rc.Symlink {
 		target = rc.Target
 	}
+	n.OwnsResolvConf, n.Why = false, ""
 	if rc.Exists || rc.Symlink {
 		n.OwnsResolvConf, n.Why = networkmanager.ResolvConfByNM(target, rc.Data)
 	} else {
 		n.Why = "/etc/resolv.conf is missing"
 	}
+}
+
+// readNetworkManagerFiles reads NetworkManager's files. A configuration NM refuses is a Problem (NM
+// would refuse it too: a reload keeps the old one, a restart does not come up), and so is each
+// keyfile or device state file that does not parse.
+func (s *Snapshot) readNetworkManagerFiles(r nodefs.Reader) {
+	n := &s.NetworkManager
 	if fi, err := r.Stat(networkmanager.NMRunDir); err == nil && fi.IsDir() {
 		n.RunDir = true
 	}

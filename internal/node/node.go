@@ -20,7 +20,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/kubelet"
 	"github.com/nodedns/nodedns/internal/leases"
 	"github.com/nodedns/nodedns/internal/nodefs"
@@ -188,65 +187,6 @@ type Snapshot struct {
 	CacheInterfaceAddrs []netip.Addr
 
 	Problems []Problem
-}
-
-// Observe reads the node through r (a nodefs.Tree or a store.Store: under the node's root, bounded, never a blocking
-// open). It never fails: every unusable source is in Problems.
-func Observe(r nodefs.Reader, cfg config.Config, now time.Time) *Snapshot {
-	s := &Snapshot{Now: now}
-
-	s.ResolvConf = s.readResolv(r, EtcResolvConf)
-	s.ResolvedResolv = s.readResolv(r, ResolvedResolvConf)
-	s.ResolvedStub = s.readResolv(r, ResolvedStubConf)
-
-	s.readResolved(r)
-	s.readDelegates(r)
-	var warns []systemd.Warning
-	s.Links, warns = systemd.LoadLinkStates(r)
-	for _, w := range warns {
-		s.problem(SourceLinkState, w.Path, w.Line, w.Msg)
-	}
-	s.ResolvedDropIn = s.readManaged(r, ResolvedDropIn)
-
-	s.readKubelet(r, cfg)
-	// The same file is read once (and a bad one reported once), whoever names it.
-	known := map[string]ResolvFile{EtcResolvConf: s.ResolvConf, ResolvedResolvConf: s.ResolvedResolv, ResolvedStubConf: s.ResolvedStub}
-	readOnce := func(p string) ResolvFile {
-		if rf, ok := known[path.Clean(p)]; ok {
-			return rf
-		}
-		rf := s.readResolv(r, p)
-		known[path.Clean(p)] = rf
-		return rf
-	}
-	if s.Kubelet.ResolvConf != "" {
-		s.KubeletResolv = readOnce(s.Kubelet.ResolvConf)
-	}
-	s.NodednsResolv = readOnce(cfg.Kubelet.ResolvConf)
-
-	ls, lp := leases.Read(r)
-	s.Leases = ls
-	for _, p := range lp {
-		s.problem(SourceLease, p.Path, 0, p.Err.Error())
-	}
-
-	// One read of the netplan tree, merged with and without nodedns's own file.
-	np, err, others, othersErr := netplan.LoadSplit(r, netplan.NodednsFile)
-	if err != nil {
-		s.problem(SourceNetplan, netplanPath(err), 0, err.Error())
-	} else {
-		s.Netplan = np
-	}
-	s.readNetworking(r, others, othersErr)
-
-	if _, err := r.Lstat(DhclientConf); err == nil {
-		s.DhclientConf = true
-	}
-	s.DhclientHook = s.readManaged(r, DhclientHook)
-	s.readDhclient(r)
-	s.readNetworkManager(r)
-	s.Unit = s.readUnit(r)
-	return s
 }
 
 // netplanPath is the file a netplan error is about ("" when it names none).

@@ -15,6 +15,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/networkmanager"
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/policy"
 )
@@ -93,6 +94,14 @@ type Daemon struct {
 	settleFirst time.Time
 	last        *node.Snapshot // what the last pass read: its watches are the next pass's
 	rescan      bool           // a pass started watching new directories: read once more
+	// obs keeps what each source read, so a pass re-reads only the sources whose paths changed:
+	// changed are the node paths events named since the last pass read, full says an event could
+	// not be attributed to paths (an overflow, a directory appearing or going, a live event, a
+	// resync, a reload): the next pass reads everything.
+	obs     node.Observer
+	dirs    dirCache // where each declared directory is watched (syncWatches)
+	changed map[string]bool
+	full    bool
 	// lastState is the last backoff set written to node.WritersStatePath ("" when none is written).
 	lastState string
 }
@@ -307,6 +316,7 @@ func (d *Daemon) passes(ctx context.Context, w *fsnotify.Watcher, trigger string
 	d.pass(ctx, w, trigger)
 	for i := 0; d.rescan && i < 3 && ctx.Err() == nil; i++ {
 		d.rescan = false
+		d.full = true
 		d.pass(ctx, w, "new watch")
 	}
 	d.rescan = false
@@ -372,15 +382,18 @@ func (d *Daemon) next(ctx context.Context, w *fsnotify.Watcher, live <-chan stri
 		}
 		// An overflow (IN_Q_OVERFLOW) loses events: only a full pass is safe.
 		log.Warn("watch error; reconciling in full", "err", err)
+		d.full = true
 		return "watch error", nil
 	case what, ok := <-live:
 		if ok {
 			log.Debug("live event", "what", what)
 		}
+		d.full = true // a D-Bus signal names no file
 		return what, nil
 	case <-t.settle.C:
 		return "settled", nil
 	case <-t.resync.C:
+		d.full = true
 		return "resync", nil
 	case <-t.watchdog:
 		d.notify("WATCHDOG=1")
@@ -397,6 +410,7 @@ func (d *Daemon) next(ctx context.Context, w *fsnotify.Watcher, live <-chan stri
 		return "writer settled", nil
 	case <-d.Reloads:
 		d.reload()
+		d.full = true
 		return "config reload", nil
 	}
 }
@@ -419,19 +433,26 @@ func (d *Daemon) drain(w *fsnotify.Watcher) {
 // event judges one inotify event. It returns a trigger when a pass must run now, "" when the event is
 // irrelevant, nodedns's own write, or an incomplete file (then the settle deadline is set).
 func (d *Daemon) event(ev fsnotify.Event) string {
-	if ev.Op == fsnotify.Chmod {
-		return "" // content unchanged
-	}
 	dir, name := filepath.Split(ev.Name)
 	sp, ok := d.ws.classify(filepath.Clean(dir), name)
 	if !ok {
-		d.setStatus(func(s *Status) { s.Ignored++ })
+		// No pass for it, but a source may still have read it (a file in a directory it lists):
+		// the next pass reads that source again, as a full read would.
+		d.changedHost(ev.Name)
+		if ev.Op != fsnotify.Chmod {
+			d.setStatus(func(s *Status) { s.Ignored++ })
+		}
 		return ""
 	}
 	np := path.Join(sp.Dir, name)
 	if sp.dirOnly {
+		d.full = true // a watched directory appeared, went or was replaced
 		d.Node.log().Debug("watched directory appeared or went", "path", np, "op", ev.Op.String())
 		return np
+	}
+	d.changedPath(np)
+	if ev.Op == fsnotify.Chmod {
+		return "" // content unchanged (the mode is read again by the next pass)
 	}
 	// Through the node's reader: never a blocking open (a FIFO swapped in must not freeze the loop),
 	// bounded, and a symlink is followed inside the root.
@@ -498,11 +519,12 @@ func (d *Daemon) pass(ctx context.Context, w *fsnotify.Watcher, trigger string) 
 			release()
 		}
 	}()
-	s, p := d.Node.Observe(pctx)
+	s, p := d.read(pctx)
 	d.last = s
 	d.acceptForeign(p.Changes)
 	held, started := d.judge(&p, time.Now())
 	o := d.apply(pctx, p)
+	d.changedByPass(p, o)
 	// A directory that appeared during the pass (nodedns created /var/lib/nodedns, or someone made
 	// /etc/systemd/resolved.conf.d) was not watched while the pass read it: read it again.
 	if added := d.syncWatches(w, s); added > 0 {
@@ -639,7 +661,11 @@ func (d *Daemon) report(ctx context.Context, r passReport) {
 // /etc/resolv.conf may point elsewhere now, a watched directory may have appeared, kubelet's
 // resolvConf may have moved. It returns how many directories it started watching.
 func (d *Daemon) syncWatches(w *fsnotify.Watcher, s *node.Snapshot) int {
-	ws := d.Node.buildWatchSet(d.Node.store(), node.Watches(d.Node.Config, s))
+	if d.full {
+		d.dirs = nil // a full pass looks every directory up again
+	}
+	d.dirs.forget(d.changed)
+	ws := d.Node.buildWatchSet(d.Node.store(), node.Watches(d.Node.Config, s), &d.dirs)
 	ws.sync(w, d.ws, func(msg string, args ...any) { d.Node.log().Warn(msg, args...) })
 	added := 0
 	for dir := range ws {
@@ -680,6 +706,7 @@ func (d *Daemon) saveWritersState(bo []node.Backoff) {
 	if key == d.lastState {
 		return
 	}
+	d.changedPath(node.WritersStatePath)
 	st := d.Node.store()
 	if len(bo) == 0 {
 		if err := st.Remove(node.WritersStatePath); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -705,5 +732,71 @@ func (d *Daemon) shutdown() {
 	d.notify("STOPPING=1")
 	if d.lastState != "" {
 		d.saveWritersState(nil)
+	}
+}
+
+// changedPath notes a node path an event named (or this daemon wrote), for the next pass's read.
+func (d *Daemon) changedPath(p string) {
+	if d.changed == nil {
+		d.changed = map[string]bool{}
+	}
+	d.changed[path.Clean(p)] = true
+}
+
+// changedHost notes the host path of an event; outside the root it names nothing nodedns reads.
+func (d *Daemon) changedHost(p string) {
+	root := d.Node.Root
+	if root == "" {
+		root = "/"
+	}
+	rel, err := filepath.Rel(root, p)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return
+	}
+	d.changedPath("/" + filepath.ToSlash(rel))
+}
+
+// read observes the node for a pass: in full when the daemon cannot say what changed, else only
+// the sources whose paths the events since the last pass named (docs/contract.md,
+// "Command line": a pass costs what changed). Policy still judges the whole snapshot.
+func (d *Daemon) read(ctx context.Context) (*node.Snapshot, policy.Plan) {
+	var changed []string
+	if !d.full {
+		changed = make([]string, 0, len(d.changed))
+		for p := range d.changed {
+			changed = append(changed, p)
+		}
+	}
+	d.full, d.changed = false, nil
+	s, p := d.Node.ObserveChanged(ctx, &d.obs, changed)
+	d.Node.log().Debug("read", "full", changed == nil, "changed", len(changed), "sources", strings.Join(d.obs.Read, ","))
+	return s, p
+}
+
+// changedByPass notes what the pass itself changed, so the next pass reads it again without
+// waiting for its own events: every target; the backups when it wrote NetworkManager's intern file
+// (the one backup Observe reads: the intern file's entry changes only when that file is written);
+// everything after a live action or an error (a restarted daemon rewrites files of its own).
+func (d *Daemon) changedByPass(p policy.Plan, o Outcome) {
+	if len(o.Done) > 0 || len(o.Errors) > 0 {
+		d.full = true
+	}
+	if len(o.Written)+len(o.Removed) == 0 {
+		return
+	}
+	for _, c := range p.Changes {
+		d.changedPath(c.Target)
+		d.changedPath(c.Path)
+	}
+	for _, r := range o.Written {
+		d.changedPath(r.Path)
+	}
+	for _, r := range o.Removed {
+		d.changedPath(r)
+	}
+	for _, c := range p.Changes {
+		if c.Target == networkmanager.InternConfPath || c.Path == networkmanager.InternConfPath {
+			d.changedPath(node.BackupDir)
+		}
 	}
 }

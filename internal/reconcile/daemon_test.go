@@ -594,3 +594,55 @@ func TestDaemonLetsALineByLineWriterFinish(t *testing.T) {
 		t.Errorf("the writer's second line was lost:\n%s", got)
 	}
 }
+
+// TestDaemonRereadsOnlyWhatChanged: a foreign write of /etc/resolv.conf re-reads the sources built
+// on it, not the rest of the node (netplan, leases, the unit), and is still undone; a write to
+// another watched file re-reads that file's source; a live event, which names no file, reads
+// everything.
+func TestDaemonRereadsOnlyWhatChanged(t *testing.T) {
+	root := baseRoot(t)
+	writeFile(t, root, "/etc/netplan/50-cloud-init.yaml", "network:\n  version: 2\n  ethernets:\n    eth0:\n      dhcp4: true\n")
+	live := make(chanSource)
+	r := startDaemon(t, root, config.Default(), func(d *Daemon) { d.Events = []EventSource{live} })
+	lastRead := func() string {
+		lines := strings.Split(r.log.String(), "\n")
+		for i := len(lines) - 1; i >= 0; i-- {
+			if strings.Contains(lines[i], "msg=read ") {
+				return lines[i]
+			}
+		}
+		return ""
+	}
+	if l := lastRead(); !strings.Contains(l, "full=true") {
+		t.Fatalf("the start pass did not read in full: %q", l)
+	}
+
+	// The first pass after start also re-reads what the start passes wrote (their own events came
+	// in after): the second foreign write is the one measured.
+	var passes int
+	for range 2 {
+		passes = r.d.Status().Passes
+		replaceFile(t, root, "/etc/resolv.conf", badResolv)
+		waitFor(t, "the foreign write undone", func() bool {
+			return !strings.Contains(readFile(root, "/etc/resolv.conf"), "169.254.25.10") && r.d.Status().Passes > passes
+		})
+	}
+	l := lastRead()
+	if !strings.Contains(l, "full=false") || !strings.Contains(l, `sources="resolv.conf`) || strings.Contains(l, "netplan") || strings.Contains(l, "leases") {
+		t.Errorf("a write of /etc/resolv.conf: %q, want an incremental read of the resolv.conf sources only", l)
+	}
+
+	passes = r.d.Status().Passes
+	replaceFile(t, root, "/etc/netplan/50-cloud-init.yaml", "network:\n  version: 2\n  ethernets:\n    eth0:\n      dhcp4: true\n      dhcp6: true\n")
+	waitFor(t, "a pass for the netplan change", func() bool { return r.d.Status().Passes > passes })
+	if l := lastRead(); !strings.Contains(l, "full=false") || !strings.Contains(l, "netplan") {
+		t.Errorf("a write of a netplan file: %q, want an incremental read of netplan", l)
+	}
+
+	passes = r.d.Status().Passes
+	live <- "resolved: PropertiesChanged"
+	waitFor(t, "a pass for the live event", func() bool { return r.d.Status().Passes > passes })
+	if l := lastRead(); !strings.Contains(l, "full=true") {
+		t.Errorf("a live event: %q, want a full read", l)
+	}
+}

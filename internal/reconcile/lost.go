@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/internal/store"
@@ -168,7 +169,7 @@ func dropMarkLine(data []byte) []byte {
 // kubelet really reads, found as check finds it) still points at it, or cannot be read: removing a
 // file kubelet uses would stop it starting pods.
 func (n *Node) kubeletKeep(ctx context.Context) func(p string) (bool, string) {
-	s := n.snapshot(ctx)
+	s := n.snapshot(ctx, &node.Observer{}, nil)
 	return func(p string) (bool, string) {
 		if path.Clean(p) != path.Clean(n.Config.Kubelet.ResolvConf) {
 			return false, ""

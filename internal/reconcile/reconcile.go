@@ -113,7 +113,14 @@ func (n *Node) log() *slog.Logger {
 // Observe reads the node (files, then the live sources on a live node), computes the plan and lets
 // the validators judge its changes.
 func (n *Node) Observe(ctx context.Context) (*node.Snapshot, policy.Plan) {
-	s := n.snapshot(ctx)
+	return n.ObserveChanged(ctx, &node.Observer{}, nil)
+}
+
+// ObserveChanged is Observe re-reading only the files' sources that changed (node.Observer.Observe;
+// nil changed: all of them); the live sources are asked every time. The plan is computed on the
+// whole snapshot.
+func (n *Node) ObserveChanged(ctx context.Context, o *node.Observer, changed []string) (*node.Snapshot, policy.Plan) {
+	s := n.snapshot(ctx, o, changed)
 	p := policy.Compute(s, n.Config)
 	n.validate(ctx, &p)
 	n.log().Debug("observed", "upstreams", fmt.Sprint(p.Facts.Upstreams), "upstream_source", p.Facts.UpstreamSource,
@@ -129,8 +136,8 @@ func (n *Node) Observe(ctx context.Context) (*node.Snapshot, policy.Plan) {
 // snapshot reads the node's files, then (live node) what the sources add: the one snapshot plan,
 // apply, check and restore judge by (restore keeps the kubelet file by the kubelet config the running
 // kubelet reads, docs/contract.md "Kubelet's config").
-func (n *Node) snapshot(ctx context.Context) *node.Snapshot {
-	s := node.Observe(n.store(), n.Config, n.now())
+func (n *Node) snapshot(ctx context.Context, o *node.Observer, changed []string) *node.Snapshot {
+	s := o.Observe(n.store(), n.Config, n.now(), changed)
 	if n.Live() {
 		for _, src := range n.Sources {
 			if err := src.Observe(ctx, s); err != nil {

@@ -29,28 +29,87 @@ type watchSpec struct {
 // (kindDir), so /run/systemd/resolve appearing when resolved starts is noticed.
 type watchSet map[string][]watchSpec
 
-func (n *Node) buildWatchSet(st *store.Store, decl []nodefs.Watch) watchSet {
+func (n *Node) buildWatchSet(st *store.Store, decl []nodefs.Watch, c *dirCache) watchSet {
 	ws := watchSet{}
 	for _, w := range decl {
-		dir, err := st.ResolveLink(w.Dir)
-		if err != nil {
-			n.log().Warn("not watched", "dir", w.Dir, "err", err)
+		rd, ok := c.get(w.Dir)
+		if !ok {
+			rd = resolveWatchDir(st, w.Dir)
+			c.put(w.Dir, rd)
+		}
+		if rd.err != nil {
+			n.log().Warn("not watched", "dir", w.Dir, "err", rd.err)
 			continue
 		}
 		sp := watchSpec{Watch: w}
-		sp.Dir = dir
-		// Walk up to the nearest existing directory.
-		for {
-			if fi, err := st.Stat(sp.Dir); (err == nil && fi.IsDir()) || sp.Dir == "/" {
-				break
-			}
-			child := path.Base(sp.Dir)
-			sp = watchSpec{Watch: nodefs.Watch{Dir: path.Dir(sp.Dir), Match: nodefs.Names(child)}, dirOnly: true}
+		sp.Dir = rd.dir
+		if rd.missing != "" {
+			sp = watchSpec{Watch: nodefs.Watch{Dir: rd.dir, Match: nodefs.Names(path.Base(rd.missing))}, dirOnly: true}
 		}
 		h := hostDir(st.Root, sp.Dir)
 		ws[h] = append(ws[h], sp)
 	}
 	return ws
+}
+
+// watchDir is where a declared directory is watched: dir, the directory itself with its symlinks
+// followed, or, when it does not exist, its nearest existing ancestor, watched for missing (the
+// next component on the way down).
+type watchDir struct {
+	resolved, dir, missing string
+	err                    error
+}
+
+func resolveWatchDir(st *store.Store, decl string) watchDir {
+	resolved, err := st.ResolveLink(decl)
+	if err != nil {
+		return watchDir{err: err}
+	}
+	rd := watchDir{resolved: resolved, dir: resolved}
+	// Walk up to the nearest existing directory.
+	for {
+		if fi, err := st.Stat(rd.dir); (err == nil && fi.IsDir()) || rd.dir == "/" {
+			return rd
+		}
+		rd.missing = rd.dir
+		rd.dir = path.Dir(rd.dir)
+	}
+}
+
+// dirCache keeps where each declared directory is watched between passes, so a pass that changed
+// no directory does not look every one up again (each lookup walks the path under the root). The
+// nil cache keeps nothing.
+type dirCache map[string]watchDir
+
+func (c *dirCache) get(decl string) (watchDir, bool) {
+	if *c == nil {
+		return watchDir{}, false
+	}
+	rd, ok := (*c)[decl]
+	return rd, ok
+}
+
+func (c *dirCache) put(decl string, rd watchDir) {
+	if *c == nil {
+		*c = dirCache{}
+	}
+	(*c)[decl] = rd
+}
+
+// forget drops the lookups a change to one of changed may have made wrong: a change at or above
+// the declared or resolved directory (replaced, removed, a symlink re-aimed), or at or under the
+// missing directory a lookup waits for (it may have been created).
+func (c dirCache) forget(changed map[string]bool) {
+	atOrAbove := func(p, d string) bool { return d != "" && (p == d || strings.HasPrefix(d, p+"/")) }
+	for decl, rd := range c {
+		for p := range changed {
+			if atOrAbove(p, decl) || atOrAbove(p, rd.resolved) || atOrAbove(p, rd.dir) ||
+				(rd.missing != "" && (p == rd.missing || strings.HasPrefix(p, rd.missing+"/") || atOrAbove(p, rd.missing))) {
+				delete(c, decl)
+				break
+			}
+		}
+	}
 }
 
 func hostDir(root, nodeDir string) string {

@@ -1,0 +1,334 @@
+package node
+
+import (
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/leases"
+	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/netplan"
+	"github.com/nodedns/nodedns/systemd"
+)
+
+// observer.go splits Observe into its sources (parts), so the daemon can re-read only the sources
+// whose files changed and keep the rest of the previous snapshot. Each part records every node path
+// it touched (read, listed, stat'ed, found missing); a change to one of them, to a directory above
+// one, or to a file in a directory it listed makes it read again, and so do the parts that use its
+// fields. A part that touched /proc (no inotify events there) is read on every pass; /sys/class/net
+// is not watched either, but a link that comes or goes shows in networkd's files, which are (as
+// Watches says), and those make the parts that map interface indexes read again. A
+// full read is the same parts run in the same order, so an incremental snapshot equals a full one
+// field by field, Problems included (the property test in this package holds it to that).
+
+// part is one source of the snapshot.
+type part struct {
+	name string
+	// deps are the parts whose fields read uses: when one of them is read again, so is this one;
+	// depsOf, when set, adds those it uses on the snapshot as read so far.
+	deps   []int
+	depsOf func(s *Snapshot, cfg config.Config) []int
+	read   func(s *Snapshot, r nodefs.Reader, cfg config.Config)
+	// take copies the part's fields from src to dst (with src the zero Snapshot: clears them).
+	take func(dst, src *Snapshot)
+}
+
+// Part indexes, in Observe's order (the order of Problems).
+const (
+	partResolv = iota
+	partResolvedResolv
+	partResolvedStub
+	partResolved
+	partKubelet
+	partKubeletResolv
+	partLeases
+	partNetworking
+	partDhclient
+	partNetworkManager
+	partNMResolvConf
+	partUnit
+)
+
+var parts = []part{
+	partResolv: {name: "resolv.conf", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
+		s.ResolvConf = s.readResolv(r, EtcResolvConf)
+	}, take: func(d, s *Snapshot) { d.ResolvConf = s.ResolvConf }},
+	partResolvedResolv: {name: "resolved's resolv.conf", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
+		s.ResolvedResolv = s.readResolv(r, ResolvedResolvConf)
+	}, take: func(d, s *Snapshot) { d.ResolvedResolv = s.ResolvedResolv }},
+	partResolvedStub: {name: "resolved's stub-resolv.conf", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
+		s.ResolvedStub = s.readResolv(r, ResolvedStubConf)
+	}, take: func(d, s *Snapshot) { d.ResolvedStub = s.ResolvedStub }},
+
+	partResolved: {name: "resolved", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
+		s.readResolved(r)
+		s.readDelegates(r)
+		var warns []systemd.Warning
+		s.Links, warns = systemd.LoadLinkStates(r)
+		for _, w := range warns {
+			s.problem(SourceLinkState, w.Path, w.Line, w.Msg)
+		}
+		s.ResolvedDropIn = s.readManaged(r, ResolvedDropIn)
+	}, take: func(d, s *Snapshot) {
+		d.Resolved, d.ResolvedOthers, d.ResolvedPersistent = s.Resolved, s.ResolvedOthers, s.ResolvedPersistent
+		d.Links, d.ResolvedDropIn = s.Links, s.ResolvedDropIn
+		d.DNSDelegates, d.SystemdVersion = s.DNSDelegates, s.SystemdVersion
+	}},
+
+	partKubelet: {name: "kubelet", read: func(s *Snapshot, r nodefs.Reader, cfg config.Config) {
+		s.readKubelet(r, cfg)
+	}, take: func(d, s *Snapshot) { d.Kubelet, d.kubeletInputs = s.Kubelet, s.kubeletInputs }},
+
+	partKubeletResolv: {name: "kubelet resolv.conf", deps: []int{partKubelet}, depsOf: kubeletResolvDeps, read: func(s *Snapshot, r nodefs.Reader, cfg config.Config) {
+		// The same file is read once (and a bad one reported once), whoever names it.
+		known := map[string]ResolvFile{EtcResolvConf: s.ResolvConf, ResolvedResolvConf: s.ResolvedResolv, ResolvedStubConf: s.ResolvedStub}
+		readOnce := func(p string) ResolvFile {
+			if rf, ok := known[path.Clean(p)]; ok {
+				return rf
+			}
+			rf := s.readResolv(r, p)
+			known[path.Clean(p)] = rf
+			return rf
+		}
+		if s.Kubelet.ResolvConf != "" {
+			s.KubeletResolv = readOnce(s.Kubelet.ResolvConf)
+		}
+		s.NodednsResolv = readOnce(cfg.Kubelet.ResolvConf)
+	}, take: func(d, s *Snapshot) { d.KubeletResolv, d.NodednsResolv = s.KubeletResolv, s.NodednsResolv }},
+
+	partLeases: {name: "leases", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
+		ls, lp := leases.Read(r)
+		s.Leases = ls
+		for _, p := range lp {
+			s.problem(SourceLease, p.Path, 0, p.Err.Error())
+		}
+	}, take: func(d, s *Snapshot) { d.Leases = s.Leases }},
+
+	partNetworking: {name: "netplan and networkd", deps: []int{partResolved}, read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
+		// One read of the netplan tree, merged with and without nodedns's own file.
+		np, err, others, othersErr := netplan.LoadSplit(r, netplan.NodednsFile)
+		if err != nil {
+			s.problem(SourceNetplan, netplanPath(err), 0, err.Error())
+		} else {
+			s.Netplan = np
+		}
+		s.readNetworking(r, others, othersErr)
+	}, take: func(d, s *Snapshot) {
+		d.Netplan, d.NetplanOthers, d.NetplanOwn, d.Networkd = s.Netplan, s.NetplanOthers, s.NetplanOwn, s.Networkd
+	}},
+
+	partDhclient: {name: "dhclient", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
+		if _, err := r.Lstat(DhclientConf); err == nil {
+			s.DhclientConf = true
+		}
+		s.DhclientHook = s.readManaged(r, DhclientHook)
+		s.readDhclient(r)
+	}, take: func(d, s *Snapshot) {
+		d.DhclientConf, d.DhclientHook, d.DhclientRules = s.DhclientConf, s.DhclientHook, s.DhclientRules
+		d.DhclientOffers, d.OfferedState, d.Offered = s.DhclientOffers, s.OfferedState, s.Offered
+	}},
+
+	partNetworkManager: {name: "NetworkManager", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
+		s.readNetworkManagerFiles(r)
+	}, take: func(d, s *Snapshot) {
+		// All but the judgement of /etc/resolv.conf (partNMResolvConf).
+		owns, why := d.NetworkManager.OwnsResolvConf, d.NetworkManager.Why
+		d.NetworkManager = s.NetworkManager
+		d.NetworkManager.OwnsResolvConf, d.NetworkManager.Why = owns, why
+	}},
+
+	partNMResolvConf: {name: "NetworkManager's resolv.conf", deps: []int{partResolv, partNetworkManager}, read: func(s *Snapshot, _ nodefs.Reader, _ config.Config) {
+		s.judgeNMResolvConf()
+	}, take: func(d, s *Snapshot) {
+		d.NetworkManager.OwnsResolvConf, d.NetworkManager.Why = s.NetworkManager.OwnsResolvConf, s.NetworkManager.Why
+	}},
+
+	partUnit: {name: "nodedns unit", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
+		s.Unit = s.readUnit(r)
+	}, take: func(d, s *Snapshot) { d.Unit = s.Unit }},
+}
+
+// Observer reads the node source by source and keeps what each source read, so the next
+// observation can re-read only the sources a change touched. The zero Observer reads in full.
+// One goroutine at a time.
+type Observer struct {
+	base     *Snapshot // the last snapshot read, before any live source added to it
+	touched  [][]string
+	volatile []bool
+	problems [][]Problem
+	// Read lists the parts the last observation read (for tests and debug logs).
+	Read []string
+}
+
+// Observe reads the node through r (a nodefs.Tree or a store.Store: under the node's root, bounded,
+// never a blocking open), in full: every source, nothing kept from an earlier read. It never fails:
+// every unusable source is in Problems.
+func Observe(r nodefs.Reader, cfg config.Config, now time.Time) *Snapshot {
+	var o Observer
+	return o.Observe(r, cfg, now, nil)
+}
+
+// Observe reads the node through r. changed are the node paths that changed since the last
+// observation (files, or directories that appeared or went); nil means "unknown": every source is
+// read again (the first observation, a resync, an overflow, a live event). Sources whose recorded
+// paths changed is none of are taken over from the last snapshot. The snapshot returned is the
+// caller's: the live sources may add to it without touching what the Observer keeps.
+func (o *Observer) Observe(r nodefs.Reader, cfg config.Config, now time.Time, changed []string) *Snapshot {
+	full := changed == nil || o.base == nil
+	if full {
+		o.touched = make([][]string, len(parts))
+		o.volatile = make([]bool, len(parts))
+		o.problems = make([][]Problem, len(parts))
+	}
+	s := &Snapshot{Now: now}
+	if !full {
+		*s = *o.base
+		s.Now = now
+	}
+	reread := make([]bool, len(parts))
+	o.Read = o.Read[:0]
+	for i, p := range parts {
+		again := full || o.volatile[i] || affected(o.touched[i], changed)
+		deps := p.deps
+		if p.depsOf != nil {
+			deps = append(slices.Clip(deps), p.depsOf(s, cfg)...)
+		}
+		for _, d := range deps {
+			again = again || reread[d]
+		}
+		if !again {
+			continue
+		}
+		reread[i] = true
+		o.Read = append(o.Read, p.name)
+		scratch := *s
+		p.take(&scratch, &Snapshot{})
+		scratch.Problems = nil
+		rec := &recorder{r: r}
+		p.read(&scratch, rec, cfg)
+		p.take(s, &scratch)
+		o.touched[i], o.volatile[i], o.problems[i] = rec.paths(), rec.volatile, scratch.Problems
+	}
+	s.Problems = nil
+	for _, ps := range o.problems {
+		s.Problems = append(s.Problems, ps...)
+	}
+	base := *s
+	o.base = &base
+	// The caller's copy: the live sources append to Problems and fold into Links.
+	s.Problems = slices.Clip(s.Problems)
+	s.Links = slices.Clone(s.Links)
+	return s
+}
+
+// affected reports whether a change to one of changed concerns a part that touched these paths: the
+// path itself, a directory above it (replaced or removed), or a file in a directory it listed.
+func affected(touched, changed []string) bool {
+	for _, c := range changed {
+		c = path.Clean(c)
+		for _, t := range touched {
+			if t == c || strings.HasPrefix(t, c+"/") || strings.HasPrefix(c, t+"/") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// recorder is a Reader that notes every path asked for.
+type recorder struct {
+	r        nodefs.Reader
+	seen     map[string]bool
+	volatile bool
+}
+
+func (rc *recorder) note(p string) {
+	p = path.Clean(p)
+	if rc.seen == nil {
+		rc.seen = map[string]bool{}
+	}
+	rc.seen[p] = true
+	if p == "/proc" || strings.HasPrefix(p, "/proc/") {
+		rc.volatile = true
+	}
+}
+
+func (rc *recorder) paths() []string {
+	out := make([]string, 0, len(rc.seen))
+	for p := range rc.seen {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (rc *recorder) ReadFile(p string, k nodefs.Kind) ([]byte, error) {
+	rc.note(p)
+	return rc.r.ReadFile(p, k)
+}
+
+func (rc *recorder) ReadDir(p string) ([]fs.DirEntry, error) {
+	rc.note(p)
+	return rc.r.ReadDir(p)
+}
+
+func (rc *recorder) Stat(p string) (fs.FileInfo, error) {
+	rc.note(p)
+	return rc.r.Stat(p)
+}
+
+func (rc *recorder) Lstat(p string) (fs.FileInfo, error) {
+	rc.note(p)
+	return rc.r.Lstat(p)
+}
+
+func (rc *recorder) Readlink(p string) (string, error) {
+	rc.note(p)
+	return rc.r.Readlink(p)
+}
+
+// ResolveLink notes every link on the way, so a change to one in the middle of a chain is seen.
+func (rc *recorder) ResolveLink(p string) (string, error) {
+	rc.note(p)
+	t, err := rc.r.ResolveLink(p)
+	if err == nil {
+		rc.note(t)
+		// The hops between: each link as written, followed one at a time (bounded like the kernel).
+		cur := path.Clean(p)
+		for i := 0; i < 40 && cur != t; i++ {
+			l, err := rc.r.Readlink(cur)
+			if err != nil {
+				break
+			}
+			if !strings.HasPrefix(l, "/") {
+				l = path.Join(path.Dir(cur), l)
+			}
+			cur = path.Clean(l)
+			rc.note(cur)
+		}
+	}
+	return t, err
+}
+
+// kubeletResolvDeps: the kubelet's resolv.conf takes the node's or one of resolved's files as read
+// already when it names one of them (readOnce), and then depends on that part.
+func kubeletResolvDeps(s *Snapshot, cfg config.Config) []int {
+	var out []int
+	for _, p := range []string{s.Kubelet.ResolvConf, cfg.Kubelet.ResolvConf} {
+		if p == "" {
+			continue
+		}
+		switch path.Clean(p) {
+		case EtcResolvConf:
+			out = append(out, partResolv)
+		case ResolvedResolvConf:
+			out = append(out, partResolvedResolv)
+		case ResolvedStubConf:
+			out = append(out, partResolvedStub)
+		}
+	}
+	return out
+}
