@@ -100,4 +100,3 @@ func Writes() []string {
 // LinkedWrites are the paths of Writes that may be symlinks whose target nodedns edits instead (a
 // symlinked /etc/resolv.conf stays a symlink: docs/contract.md, invariant 3).
 func LinkedWrites() []string { return []string{EtcResolvConf} }
-
