@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodedns/nodedns/internal/kubelet"
 	"github.com/nodedns/nodedns/internal/node"
 )
 
@@ -20,6 +21,12 @@ func (bootPersistence) ID() string { return "boot.persistence" }
 func (bootPersistence) Run(ctx context.Context, env *Env) Result {
 	s := env.Snapshot
 	u := s.Unit
+	// nodedns must run before the unit that really starts kubelet (kubelet.service, or RKE2's and
+	// k3s's own, which run kubelet themselves).
+	kubeletUnit, kubeletWhy := s.Kubelet.Unit, "it starts kubelet"
+	if kubeletUnit == "" {
+		kubeletUnit, kubeletWhy = kubelet.Unit, "no unit that starts kubelet was found; kubelet's own"
+	}
 	var problems, hints []string
 	switch {
 	case u.Path == "":
@@ -30,9 +37,9 @@ func (bootPersistence) Run(ctx context.Context, env *Env) Result {
 			problems = append(problems, u.Path+" is not enabled")
 			hints = append(hints, "systemctl enable nodedns.service")
 		}
-		if !slices.Contains(u.Before, "kubelet.service") {
-			problems = append(problems, u.Path+" is not ordered Before=kubelet.service")
-			hints = append(hints, "reinstall the packaged unit (it has Before=kubelet.service)")
+		if !slices.Contains(u.Before, kubeletUnit) {
+			problems = append(problems, u.Path+" is not ordered Before="+kubeletUnit+" ("+kubeletWhy+")")
+			hints = append(hints, "reinstall the packaged unit (it has Before="+kubeletUnit+")")
 		}
 	}
 	// A fix that lives only in /run is gone after a reboot while the loop source in /etc stays.
@@ -63,7 +70,10 @@ func (bootPersistence) Run(ctx context.Context, env *Env) Result {
 	if len(problems) > 0 {
 		return Result{Status: Problem, Message: strings.Join(problems, "; "), Hint: strings.Join(uniq(hints), "; ")}
 	}
-	msg := u.Path + " is enabled (" + strings.Join(u.WantedBy, ", ") + ") and ordered before kubelet.service"
+	msg := u.Path + " is enabled (" + strings.Join(u.WantedBy, ", ") + ") and ordered before " + kubeletUnit
+	if kubeletUnit != kubelet.Unit {
+		msg += " (" + kubeletWhy + ")"
+	}
 	if nmNote != "" {
 		msg += "; " + nmNote
 	}

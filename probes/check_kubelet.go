@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nodedns/nodedns/internal/kubelet"
 	"github.com/nodedns/nodedns/internal/policy"
 )
 
@@ -33,12 +34,12 @@ func (kubeletResolvConf) Run(_ context.Context, env *Env) Result {
 		return Result{Status: OK, Message: fmt.Sprintf("kubelet's resolvConf is empty: pods get no host resolv.conf; %s", config)}
 	}
 	where := fmt.Sprintf("kubelet's resolvConf %s", k.ResolvConf)
-	cfgFile := k.Path
-	if cfgFile == "" {
-		cfgFile = "kubelet's config"
+	if k.ResolvConfFrom != "" && k.ResolvConfFrom != k.Path {
+		where += " (" + k.ResolvConfFrom + ")"
 	}
 	ours := k.ResolvConf == env.Config.Kubelet.ResolvConf
-	pointHint := fmt.Sprintf("set resolvConf: %s in %s (kubespray: kube_resolv_conf) so kubelet uses nodedns's loop-free file, then restart kubelet", env.Config.Kubelet.ResolvConf, cfgFile)
+	pw, ps := kubelet.Point(k, env.Config.Kubelet.ResolvConf)
+	pointHint := pw + ": " + ps + ", so that kubelet uses nodedns's loop-free file"
 	withConfig := func(r Result) Result {
 		r.Message += "; " + config
 		return r

@@ -29,7 +29,7 @@ func (k kubeletProcess) Observe(_ context.Context, s *node.Snapshot) error {
 		return err
 	}
 	if ok {
-		s.UseKubeletConfig(k.files, found)
+		s.UseKubeletConfig(k.files, kubelet.Complete(k.files, found))
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/nodedns/nodedns/internal/nodefs"
 
@@ -32,8 +31,16 @@ type Config struct {
 
 	// How says how Path was found (docs/contract.md "Kubelet's config"), for `check`.
 	How string
-	// ConfigDir is kubelet's --config-dir (drop-ins merged over Path), "" when none.
-	ConfigDir string
+	// ConfigDir is kubelet's --config-dir (drop-ins merged over Path), "" when none;
+	// ConfigSubdirs the directories under it that were walked (kubelet reads them too).
+	ConfigDir     string
+	ConfigSubdirs []string
+	// ResolvConfFrom is the file (config or drop-in, file:line when known) or flag that decided
+	// ResolvConf, "" when kubelet's default.
+	ResolvConfFrom string
+	// Unit, Shape and RancherConfig are Found's: who starts kubelet, for boot.persistence and hints.
+	Unit, Shape, RancherConfig string
+	Kubeadm                    bool
 	// Err is why the config (or a drop-in of ConfigDir) could not be read or parsed: then nothing
 	// that depends on it is changed (docs/contract.md, invariant 5). Its message names file and line.
 	Err error
@@ -67,7 +74,7 @@ func Parse(data []byte, path string) (Config, error) {
 	if f.kind != "" && f.kind != "KubeletConfiguration" {
 		return k, &Error{path, f.kindLine, fmt.Sprintf("kind is %q, not KubeletConfiguration", f.kind)}
 	}
-	f.apply(&k)
+	f.apply(&k, path)
 	return k, nil
 }
 
@@ -82,9 +89,9 @@ type configFile struct {
 	clusterDomain *string
 }
 
-func (f configFile) apply(k *Config) {
+func (f configFile) apply(k *Config, p string) {
 	if f.resolvConf != nil {
-		k.ResolvConf, k.ResolvConfSet = *f.resolvConf, true
+		k.ResolvConf, k.ResolvConfSet, k.ResolvConfFrom = *f.resolvConf, true, p
 	}
 	if f.hasClusterDNS {
 		k.ClusterDNS = f.clusterDNS
@@ -177,10 +184,23 @@ func yamlError(path string, err error) *Error {
 	return &Error{path, line, msg}
 }
 
-// Load reads the config found and its --config-dir drop-ins through r. A config that cannot be read
-// or parsed leaves kubelet's defaults with Err set (an *Error when it has a file and line): the
-// first such error stops the reading.
+// Load reads the config found and its --config-dir drop-ins through r, then a --resolv-conf flag
+// over them (kubelet's flag precedence). A config that cannot be read or parsed leaves kubelet's
+// defaults with Err set (an *Error when it has a file and line): the first such error stops the
+// reading.
 func Load(r nodefs.Reader, found Found) Config {
+	k := load(r, found)
+	k.Unit, k.Shape, k.RancherConfig, k.Kubeadm = found.Unit, found.Shape, found.RancherConfig, found.Kubeadm
+	if k.Shape == "" {
+		k.Shape = ShapeKubelet
+	}
+	if found.HasResolvConf && k.Err == nil {
+		k.ResolvConf, k.ResolvConfSet, k.ResolvConfFrom = found.ResolvConf, true, found.ResolvConfHow
+	}
+	return k
+}
+
+func load(r nodefs.Reader, found Found) Config {
 	k := Config{Path: found.Path, ResolvConf: DefaultResolvConf, How: found.How, ConfigDir: found.ConfigDir}
 	if found.Path != "" {
 		data, err := r.ReadFile(found.Path, nodefs.Config)
@@ -202,9 +222,10 @@ func Load(r nodefs.Reader, found Found) Config {
 	if found.ConfigDir == "" {
 		return k
 	}
-	// kubelet 1.28+ merges every *.conf of --config-dir over the config, in file name order
-	// (kubelet's mergeKubeletConfigurations): each can set resolvConf, clusterDNS, clusterDomain.
-	es, err := r.ReadDir(found.ConfigDir)
+	// kubelet 1.28+ merges every *.conf under --config-dir over the config (kubelet's
+	// mergeKubeletConfigurations): each can set resolvConf, clusterDNS, clusterDomain.
+	names, subdirs, err := dropIns(r, found.ConfigDir)
+	k.ConfigSubdirs = subdirs
 	if errors.Is(err, fs.ErrNotExist) {
 		return k
 	}
@@ -212,15 +233,7 @@ func Load(r nodefs.Reader, found Found) Config {
 		k.Err = err
 		return k
 	}
-	names := make([]string, 0, len(es))
-	for _, e := range es {
-		if strings.HasSuffix(e.Name(), ".conf") && !e.IsDir() {
-			names = append(names, e.Name())
-		}
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		p := path.Join(found.ConfigDir, n)
+	for _, p := range names {
 		data, err := r.ReadFile(p, nodefs.Config)
 		if err != nil {
 			k.Err = err
@@ -231,7 +244,46 @@ func Load(r nodefs.Reader, found Found) Config {
 			k.Err = err
 			return k
 		}
-		f.apply(&k)
+		f.apply(&k, p)
 	}
 	return k
+}
+
+// dropIns lists the *.conf files under dir in the order kubelet merges them: it walks the
+// directory with filepath.WalkDir, which goes depth first in lexical order (a subdirectory's files
+// come where its name sorts, before the names that sort after it).
+func dropIns(r nodefs.Reader, dir string) (files, subdirs []string, err error) {
+	var out []string
+	var walk func(d string, depth int) error
+	walk = func(d string, depth int) error {
+		if depth > 32 {
+			return fmt.Errorf("%s: directories nested too deep", d)
+		}
+		es, err := r.ReadDir(d)
+		if err != nil {
+			return err
+		}
+		names := make([]string, 0, len(es))
+		dirs := map[string]bool{}
+		for _, e := range es {
+			names = append(names, e.Name())
+			dirs[e.Name()] = e.IsDir()
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			p := path.Join(d, n)
+			switch {
+			case dirs[n]:
+				subdirs = append(subdirs, p)
+				if err := walk(p, depth+1); err != nil {
+					return err
+				}
+			case path.Ext(n) == ".conf":
+				out = append(out, p)
+			}
+		}
+		return nil
+	}
+	err = walk(dir, 0)
+	return out, subdirs, err
 }

@@ -16,11 +16,11 @@ func TestParse(t *testing.T) {
 		{
 			name: "kubespray",
 			in:   "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDomain: cluster.local\nclusterDNS:\n- 169.254.25.10\nresolvConf: \"/run/systemd/resolve/resolv.conf\"\nmaxPods: 110\n",
-			want: Config{Path: "k", Exists: true, ResolvConf: "/run/systemd/resolve/resolv.conf", ResolvConfSet: true,
+			want: Config{Path: "k", Exists: true, ResolvConf: "/run/systemd/resolve/resolv.conf", ResolvConfSet: true, ResolvConfFrom: "k",
 				ClusterDNS: []netip.Addr{netip.MustParseAddr("169.254.25.10")}, ClusterDomain: "cluster.local"},
 		},
 		{name: "kubelet default resolvConf", in: "kind: KubeletConfiguration\n", want: Config{Path: "k", Exists: true, ResolvConf: "/etc/resolv.conf"}},
-		{name: "resolvConf disabled", in: "resolvConf: \"\"\n", want: Config{Path: "k", Exists: true, ResolvConf: "", ResolvConfSet: true}},
+		{name: "resolvConf disabled", in: "resolvConf: \"\"\n", want: Config{Path: "k", Exists: true, ResolvConf: "", ResolvConfSet: true, ResolvConfFrom: "k"}},
 		{name: "bad clusterDNS", in: "clusterDNS: [coredns]\n", wantErr: `k:1: clusterDNS[0]: "coredns" is not an IP address`},
 		{name: "bad clusterDNS line", in: "kind: KubeletConfiguration\nclusterDNS:\n- 169.254.25.10\n- 169.254.99.x\n", wantErr: `k:4: clusterDNS[1]: "169.254.99.x" is not an IP address`},
 		{name: "wrong kind", in: "kind: Pod\n", wantErr: `k:1: kind is "Pod"`},

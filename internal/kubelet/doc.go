@@ -9,11 +9,15 @@
 //     package systemd, which stay generic;
 //   - find.go: the order of the steps, the known paths kubespray and kubeadm write (step 3) and the
 //     watches that declare every file the search reads;
-//   - flags.go: kubelet's --config and --config-dir as its flag set parses them;
-//   - config.go: the KubeletConfiguration file and its --config-dir drop-ins.
+//   - flags.go: kubelet's --config, --config-dir and --resolv-conf as its flag set parses them;
+//   - config.go: the KubeletConfiguration file, its --config-dir drop-ins (walked as kubelet walks
+//     them) and --resolv-conf over both;
+//   - rancher.go: RKE2 and k3s, whose units name no kubelet config: the resolv.conf they choose
+//     and pass to kubelet (their config.yaml and config.yaml.d, kubelet-arg, *_RESOLV_CONF, their
+//     test of /etc/resolv.conf), from the files or from a running k3s (Complete);
+//   - hint.go: how to point kubelet at a file, in each shape's own language.
 //
-// Another way to start kubelet (kubeadm's own files, RKE2's and k3s's embedded kubelets, which take
-// their flags from their own config files) is a new file here, a step in Find, and its paths in
-// Watches. The package reads through a nodefs.Reader (and /proc through nodefs.ReadKernel) and
+// Another way to start kubelet is a new file here, a unit in Units or a step in Find, and its paths
+// in Watches. The package reads through a nodefs.Reader (and /proc through nodefs.ReadKernel) and
 // never writes.
 package kubelet

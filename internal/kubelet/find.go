@@ -19,8 +19,21 @@ const (
 	KubesprayConfig = "/etc/kubernetes/kubelet-config.yaml"
 	// KubeadmConfig is named by KUBELET_CONFIG_ARGS in kubeadm's 10-kubeadm.conf.
 	KubeadmConfig = "/var/lib/kubelet/config.yaml"
-	// Unit is the unit that starts kubelet on both.
+	// Unit is the unit that starts kubelet on both, and on kubeadm's packages.
 	Unit = "kubelet.service"
+)
+
+// Units are the units that start kubelet, in the order Find tries them: kubelet.service (kubespray,
+// kubeadm), then the units of RKE2 (which runs kubelet as its child) and of k3s (which runs kubelet
+// inside its own process). A node runs one of them; an enabled one is taken before one only
+// installed (RKE2 ships both of its units).
+var Units = []string{Unit, "rke2-server.service", "rke2-agent.service", "k3s.service", "k3s-agent.service"}
+
+// Shapes: who starts kubelet, for the hints (each speaks its shape's language).
+const (
+	ShapeKubelet = "kubelet" // kubelet.service: kubespray, kubeadm, a unit of the user's own
+	ShapeRKE2    = "rke2"
+	ShapeK3s     = "k3s"
 )
 
 // ConfigPaths are the known places, in the order auto tries them.
@@ -28,7 +41,7 @@ var ConfigPaths = []string{KubesprayConfig, KubeadmConfig}
 
 // envFiles are the environment files kubespray's and kubeadm's units name, watched before any unit
 // is read so that one written after nodedns started is seen.
-var envFiles = []string{"/etc/kubernetes/kubelet.env", "/var/lib/kubelet/kubeadm-flags.env"}
+var envFiles = []string{"/etc/kubernetes/kubelet.env", "/var/lib/kubelet/kubeadm-flags.env", "/etc/default/kubelet", "/etc/sysconfig/kubelet"}
 
 // Found is where kubelet's config is and how that was found.
 type Found struct {
@@ -38,11 +51,37 @@ type Found struct {
 	ConfigDir string
 	// How is the reason, for `check`.
 	How string
+	// Unit is the unit that starts kubelet (one of Units), "" when none was found.
+	Unit string
+	// Shape is who starts kubelet (ShapeKubelet, ShapeRKE2, ShapeK3s); "" is ShapeKubelet.
+	Shape string
+	// ResolvConf is the resolv.conf a flag sets (--resolv-conf, or RKE2's and k3s's own choice,
+	// which they pass to kubelet as that flag): it wins over the config and its drop-ins.
+	ResolvConf    string
+	HasResolvConf bool
+	// ResolvConfHow says where ResolvConf comes from, for `check`.
+	ResolvConfHow string
+	// RancherConfig is RKE2's or k3s's config.yaml, where their hints point.
+	RancherConfig string
+	// Kubeadm: kubelet.service is kubeadm's (its 10-kubeadm.conf drop-in or kubeadm-flags.env).
+	Kubeadm bool
+	// process is what a running k3s process said itself; Complete adds its config files.
+	process *rancherProcess
+}
+
+// rancherProcess is a running k3s's own flags and environment.
+type rancherProcess struct {
+	pid           int
+	resolvConf    string
+	hasResolvConf bool
+	dataDir, env  string
+	kubeletArgs   []string
 }
 
 // Inputs is what finding kubelet's config read: the inputs the daemon must watch.
 type Inputs struct {
 	Unit     string   // the kubelet unit file found, "" when none
+	Rancher  []string // RKE2's or k3s's config.yaml and config.yaml.d files read
 	DropIns  []string // its drop-ins, in systemd's order
 	EnvFiles []string // the environment files they name (globs as written)
 }
@@ -68,7 +107,8 @@ func Find(r nodefs.Reader, cfg config.Config) (Found, Inputs, []Problem) {
 	problem := func(p string, line int, msg string) {
 		ps = append(ps, Problem{Path: p, Line: line, Msg: msg})
 	}
-	if found, ok := in.fromUnit(r, problem); ok {
+	found, ok := in.fromUnit(r, problem)
+	if ok || found.Shape == ShapeRKE2 || found.Shape == ShapeK3s {
 		return found, in, ps
 	}
 	for _, p := range ConfigPaths {
@@ -77,10 +117,12 @@ func Find(r nodefs.Reader, cfg config.Config) (Found, Inputs, []Problem) {
 			if in.Unit != "" {
 				why = in.Unit + " names no --config"
 			}
-			return Found{Path: p, How: fmt.Sprintf("%s; the first of %s that exists", why, strings.Join(ConfigPaths, ", "))}, in, ps
+			found.Path, found.How = p, fmt.Sprintf("%s; the first of %s that exists", why, strings.Join(ConfigPaths, ", "))
+			return found, in, ps
 		}
 	}
-	return Found{How: fmt.Sprintf("no kubelet unit names --config and neither %s exists: kubelet's defaults", strings.Join(ConfigPaths, " nor "))}, in, ps
+	found.How = fmt.Sprintf("no kubelet unit names --config and neither %s exists: kubelet's defaults", strings.Join(ConfigPaths, " nor "))
+	return found, in, ps
 }
 
 // Sources are the node paths (files and directories) that decided which kubelet config was read,
@@ -92,12 +134,14 @@ func (in Inputs) Sources(k Config) (paths, dirs []string) {
 	}
 	paths = append(paths, in.DropIns...)
 	paths = append(paths, in.EnvFiles...)
+	paths = append(paths, in.Rancher...)
 	if k.Path != "" {
 		paths = append(paths, k.Path)
 	}
 	if k.ConfigDir != "" {
 		dirs = append(dirs, k.ConfigDir)
 	}
+	dirs = append(dirs, k.ConfigSubdirs...)
 	return paths, dirs
 }
 
@@ -124,13 +168,21 @@ func Watches(cfg config.Config, paths, dirs []string) []nodefs.Watch {
 	if cfg.Kubelet.Config != "" && cfg.Kubelet.Config != config.KubeletConfigAuto {
 		ws = append(ws, file(cfg.Kubelet.Config))
 	} else {
+		// Enabling a unit (pickUnit prefers the enabled one) links it here.
+		ws = append(ws, nodefs.Watch{Dir: "/etc/systemd/system/multi-user.target.wants", Match: nodefs.Names(Units...)})
 		for _, d := range systemd.UnitDirs {
-			ws = append(ws,
-				nodefs.Watch{Dir: d, Match: nodefs.Names(Unit), Complete: nodefs.NewlineTerminated},
-				nodefs.Watch{Dir: path.Join(d, Unit+".d"), Match: nodefs.Suffix(".conf"), Complete: nodefs.NewlineTerminated})
+			ws = append(ws, nodefs.Watch{Dir: d, Match: nodefs.Names(Units...), Complete: nodefs.NewlineTerminated})
+			for _, u := range Units {
+				ws = append(ws, nodefs.Watch{Dir: path.Join(d, u+".d"), Match: nodefs.Suffix(".conf"), Complete: nodefs.NewlineTerminated})
+			}
 		}
 		for _, p := range append(append([]string{}, ConfigPaths...), envFiles...) {
 			ws = append(ws, file(p))
+		}
+		for _, sh := range []string{ShapeRKE2, ShapeK3s} {
+			dir := rancherDir(sh)
+			ws = append(ws, file(path.Join(dir, "config.yaml")),
+				nodefs.Watch{Dir: path.Join(dir, "config.yaml.d"), Match: nodefs.Suffix(".yaml"), Complete: completeYAML})
 		}
 	}
 	for _, p := range paths {

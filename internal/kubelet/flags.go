@@ -26,12 +26,17 @@ type Flags struct {
 	// which can set resolvConf and clusterDNS too.
 	ConfigDir    string
 	HasConfigDir bool
-	// ConfigIndex and ConfigDirIndex are the positions in the argument list
-	// of the arguments that set them (-1 when unset).
-	ConfigIndex, ConfigDirIndex int
+	// ResolvConf is --resolv-conf: kubelet applies its flags over the config
+	// and its drop-ins, so this one decides the file pods get whatever
+	// resolvConf the config says.
+	ResolvConf    string
+	HasResolvConf bool
+	// ConfigIndex, ConfigDirIndex and ResolvConfIndex are the positions in
+	// the argument list of the arguments that set them (-1 when unset).
+	ConfigIndex, ConfigDirIndex, ResolvConfIndex int
 }
 
-// FlagsFromArgs finds --config and --config-dir in kubelet's arguments
+// FlagsFromArgs finds --config, --config-dir and --resolv-conf in kubelet's arguments
 // (argv without argv[0]) as its pflag flag set parses them: --config=PATH or
 // --config PATH (the next argument, whatever it looks like), the last one
 // winning; `--` ends the flags; '_' and '-' are the same in flag names
@@ -39,7 +44,7 @@ type Flags struct {
 // value of another flag written as "--flag --config" would be misread; no
 // kubelet flag takes such a value.
 func FlagsFromArgs(args []string) Flags {
-	f := Flags{ConfigIndex: -1, ConfigDirIndex: -1}
+	f := Flags{ConfigIndex: -1, ConfigDirIndex: -1, ResolvConfIndex: -1}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
@@ -50,7 +55,7 @@ func FlagsFromArgs(args []string) Flags {
 		}
 		name, val, hasVal := strings.Cut(a[2:], "=")
 		name = strings.ReplaceAll(name, "_", "-")
-		if name != "config" && name != "config-dir" {
+		if name != "config" && name != "config-dir" && name != "resolv-conf" {
 			continue
 		}
 		idx := i
@@ -61,10 +66,13 @@ func FlagsFromArgs(args []string) Flags {
 			i++
 			val = args[i]
 		}
-		if name == "config" {
+		switch name {
+		case "config":
 			f.Config, f.HasConfig, f.ConfigIndex = val, true, idx
-		} else {
+		case "config-dir":
 			f.ConfigDir, f.HasConfigDir, f.ConfigDirIndex = val, true, idx
+		default:
+			f.ResolvConf, f.HasResolvConf, f.ResolvConfIndex = val, true, idx
 		}
 	}
 	return f

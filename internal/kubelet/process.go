@@ -49,11 +49,16 @@ func readProcess(proc string, pid int) (Found, bool, error) {
 	if err != nil {
 		return Found{}, false, nil // gone, or not ours to read
 	}
-	if strings.TrimSpace(string(comm)) != "kubelet" {
-		exe, err := os.Readlink(filepath.Join(dir, "exe"))
-		if err != nil || path.Base(strings.TrimSuffix(exe, " (deleted)")) != "kubelet" {
-			return Found{}, false, nil
-		}
+	name := strings.TrimSpace(string(comm))
+	exe, _ := os.Readlink(filepath.Join(dir, "exe"))
+	exe = strings.TrimSuffix(exe, " (deleted)")
+	k3s := false
+	switch {
+	case name == "kubelet", path.Base(exe) == "kubelet":
+	case name == "k3s" || name == "k3s-server" || name == "k3s-agent" || path.Base(exe) == "k3s":
+		k3s = true // checked below: `k3s server` or `k3s agent`, which run kubelet in-process
+	default:
+		return Found{}, false, nil
 	}
 	data, err := nodefs.ReadKernel(filepath.Join(dir, "cmdline"), procKind)
 	if err != nil {
@@ -66,8 +71,15 @@ func readProcess(proc string, pid int) (Found, bool, error) {
 	if len(args) == 0 {
 		return Found{}, false, nil // a zombie: its command line is gone
 	}
+	if k3s {
+		return readK3s(dir, pid, args)
+	}
 	fl := FlagsFromArgs(args[1:])
-	found := Found{How: fmt.Sprintf("--config of the running kubelet, pid %d", pid)}
+	found := Found{How: fmt.Sprintf("--config of the running kubelet, pid %d", pid), Shape: ShapeKubelet}
+	// RKE2 runs kubelet as its child, from its data directory's bin.
+	if strings.Contains(exe, "/rancher/rke2/") || parentComm(proc, dir) == "rke2" {
+		found.Shape, found.Unit, found.RancherConfig = ShapeRKE2, "", RancherConfig(ShapeRKE2)
+	}
 	if !fl.HasConfig {
 		found.How = fmt.Sprintf("the running kubelet (pid %d) has no --config: kubelet's defaults", pid)
 	}
@@ -88,5 +100,77 @@ func readProcess(proc string, pid int) (Found, bool, error) {
 	if fl.HasConfigDir {
 		found.ConfigDir = abs(fl.ConfigDir)
 	}
+	if fl.HasResolvConf {
+		found.ResolvConf, found.HasResolvConf = abs(fl.ResolvConf), true
+		found.ResolvConfHow = fmt.Sprintf("--resolv-conf of the running kubelet, pid %d", pid)
+	}
+	return found, true, nil
+}
+
+// parentComm is the comm of the process's parent ("" when unknown).
+func parentComm(proc, dir string) string {
+	stat, err := nodefs.ReadKernel(filepath.Join(dir, "stat"), procKind)
+	if err != nil {
+		return ""
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses, so cut at the last ')'.
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 2 {
+		return ""
+	}
+	comm, err := nodefs.ReadKernel(filepath.Join(proc, f[1], "comm"), procKind)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(comm))
+}
+
+// readK3s reads a k3s process: `k3s server` and `k3s agent` run kubelet inside themselves, so /proc
+// has no kubelet. Its own flags (--resolv-conf, --kubelet-arg, --data-dir) and K3S_RESOLV_CONF in
+// its environment are kept for Complete, which adds what its config files say.
+func readK3s(dir string, pid int, args []string) (Found, bool, error) {
+	sub := ""
+	for _, a := range args[1:] {
+		if !strings.HasPrefix(a, "-") {
+			sub = a
+			break
+		}
+	}
+	if sub != "server" && sub != "agent" {
+		return Found{}, false, nil // `k3s kubectl`, `k3s crictl`, ...: no kubelet in there
+	}
+	found := Found{Shape: ShapeK3s, RancherConfig: RancherConfig(ShapeK3s),
+		How: fmt.Sprintf("the running k3s %s (pid %d) runs kubelet inside itself", sub, pid)}
+	p := &rancherProcess{pid: pid}
+	for i := 1; i < len(args); i++ {
+		name, val, hasVal := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if !strings.HasPrefix(args[i], "-") || (name != "resolv-conf" && name != "kubelet-arg" && name != "data-dir") {
+			continue
+		}
+		if !hasVal && i+1 < len(args) {
+			i++
+			val = args[i]
+		}
+		switch name {
+		case "resolv-conf":
+			p.resolvConf, p.hasResolvConf = val, true
+		case "data-dir":
+			p.dataDir = val
+		default:
+			p.kubeletArgs = append(p.kubeletArgs, val)
+		}
+	}
+	if env, err := nodefs.ReadKernel(filepath.Join(dir, "environ"), procKind); err == nil {
+		for _, kv := range ParseCmdline(env) {
+			if v, ok := strings.CutPrefix(kv, "K3S_RESOLV_CONF="); ok {
+				p.env = v
+			}
+		}
+	}
+	found.process = p
 	return found, true, nil
 }

@@ -17,8 +17,10 @@ import (
 
 // fromUnit reads the kubelet unit as systemd would start it, recording what it read in in. ok is
 // false when there is no unit, or it names no config file.
+// The Found it returns names the unit and shape even when ok is false; for RKE2 and k3s (whose units
+// never name kubelet's config) it is complete.
 func (in *Inputs) fromUnit(r nodefs.Reader, problem func(string, int, string)) (Found, bool) {
-	unit, dropIns, errs := systemd.FindUnit(r, Unit)
+	name, unit, dropIns, errs := pickUnit(r)
 	if unit == "" {
 		return Found{}, false
 	}
@@ -38,7 +40,7 @@ func (in *Inputs) fromUnit(r nodefs.Reader, problem func(string, int, string)) (
 		}
 		ufs = append(ufs, systemd.UnitFile{Path: p, Data: data})
 	}
-	u := systemd.ParseServiceUnit(Unit, ufs)
+	u := systemd.ParseServiceUnit(name, ufs)
 	if u.Err != nil {
 		// systemd refuses to load the unit: it does not start kubelet, whatever it names.
 		problem(unit, 0, u.Err.Error())
@@ -63,11 +65,28 @@ func (in *Inputs) fromUnit(r nodefs.Reader, problem func(string, int, string)) (
 			lists = append(lists, vars)
 		}
 	}
-	ref, ok := UnitConfig(u, systemd.MergeEnv(lists...))
-	if !ok {
-		return Found{}, false
+	env := systemd.MergeEnv(lists...)
+	if sh := shapeOf(name); sh != ShapeKubelet {
+		return in.fromRancher(r, problem, sh, name, env), false
 	}
-	found := Found{Path: absFromRoot(ref.Config)}
+	ref, ok := UnitConfig(u, env)
+	found := Found{Unit: name, Shape: ShapeKubelet}
+	for _, p := range append(append([]string{}, in.DropIns...), in.EnvFiles...) {
+		if b := path.Base(p); b == "10-kubeadm.conf" || b == "kubeadm-flags.env" {
+			found.Kubeadm = true
+		}
+	}
+	if ref.HasResolvConf {
+		found.ResolvConf, found.HasResolvConf = absFromRoot(ref.ResolvConf), true
+		found.ResolvConfHow = fmt.Sprintf("--resolv-conf in ExecStart= (%s) of %s", ref.ResolvConfSource, unit)
+		if ref.ResolvConfVar != "" {
+			found.ResolvConfHow = fmt.Sprintf("--resolv-conf in $%s (%s) of %s", ref.ResolvConfVar, ref.ResolvConfSource, unit)
+		}
+	}
+	if !ok {
+		return found, false
+	}
+	found.Path = absFromRoot(ref.Config)
 	if ref.HasConfigDir {
 		found.ConfigDir = absFromRoot(ref.ConfigDir)
 	}
@@ -80,6 +99,41 @@ func (in *Inputs) fromUnit(r nodefs.Reader, problem func(string, int, string)) (
 		found.How = fmt.Sprintf("--config in ExecStart= (%s) of %s", ref.Source, unit)
 	}
 	return found, true
+}
+
+// pickUnit finds the unit that starts kubelet: the first of Units that is enabled (a link in a
+// .wants directory of /etc/systemd/system), else the first installed.
+func pickUnit(r nodefs.Reader) (name, unit string, dropIns []string, errs []error) {
+	for _, n := range Units {
+		p, d, e := systemd.FindUnit(r, n)
+		if p == "" {
+			continue
+		}
+		if unit == "" {
+			name, unit, dropIns, errs = n, p, d, e
+		}
+		if enabled(r, n) {
+			return n, p, d, e
+		}
+	}
+	return name, unit, dropIns, errs
+}
+
+// enabled: `systemctl enable` links the unit into the .wants directory of its WantedBy= target;
+// every unit of Units is wanted by multi-user.target.
+func enabled(r nodefs.Reader, name string) bool {
+	_, err := r.Stat(path.Join("/etc/systemd/system/multi-user.target.wants", name))
+	return err == nil
+}
+
+func shapeOf(unit string) string {
+	switch {
+	case strings.HasPrefix(unit, "rke2-"):
+		return ShapeRKE2
+	case strings.HasPrefix(unit, "k3s"):
+		return ShapeK3s
+	}
+	return ShapeKubelet
 }
 
 // absFromRoot makes a relative --config absolute: systemd starts kubelet in / unless
@@ -123,6 +177,9 @@ type ConfigRef struct {
 	// Source is the file:line that wrote --config: the variable's
 	// assignment, or the ExecStart= line.
 	Source systemd.Setting
+	// ResolvConfVar and ResolvConfSource are Var and Source for --resolv-conf.
+	ResolvConfVar    string
+	ResolvConfSource systemd.Setting
 	// Referenced is false when the command line has no --config and it was
 	// taken from a KUBELET_CONFIG or KUBELET_CONFIG_ARGS variable that the
 	// command does not use.
@@ -163,17 +220,23 @@ func UnitConfig(u *systemd.ServiceUnit, env []systemd.EnvVar) (ref ConfigRef, ok
 	}
 	ref = ConfigRef{Command: cmd, Referenced: true}
 	ref.Flags = FlagsFromArgs(vals)
-	if ref.HasConfig {
-		ref.Var = args[ref.ConfigIndex+1].Var
-		ref.Source = cmd.Source
-		if ref.Var != "" {
-			for i := len(env) - 1; i >= 0; i-- {
-				if env[i].Name == ref.Var {
-					ref.Source = env[i].Source
-					break
+	// source: the variable that carried argument i into the command and the line that set it.
+	source := func(i int) (string, systemd.Setting) {
+		v := args[i+1].Var
+		if v != "" {
+			for j := len(env) - 1; j >= 0; j-- {
+				if env[j].Name == v {
+					return v, env[j].Source
 				}
 			}
 		}
+		return v, cmd.Source
+	}
+	if ref.HasResolvConf {
+		ref.ResolvConfVar, ref.ResolvConfSource = source(ref.ResolvConfIndex)
+	}
+	if ref.HasConfig {
+		ref.Var, ref.Source = source(ref.ConfigIndex)
 		return ref, true
 	}
 	for _, name := range []string{"KUBELET_CONFIG", "KUBELET_CONFIG_ARGS"} {
@@ -188,7 +251,10 @@ func UnitConfig(u *systemd.ServiceUnit, env []systemd.EnvVar) (ref ConfigRef, ok
 				fl.Config, fl.HasConfig, fl.ConfigIndex = words[0], true, 0
 			}
 			if fl.HasConfig {
-				return ConfigRef{Flags: fl, Command: cmd, Var: name, Source: v.Source}, true
+				out := ConfigRef{Flags: fl, Command: cmd, Var: name, Source: v.Source}
+				out.ResolvConf, out.HasResolvConf, out.ResolvConfIndex = ref.ResolvConf, ref.HasResolvConf, ref.ResolvConfIndex
+				out.ResolvConfVar, out.ResolvConfSource = ref.ResolvConfVar, ref.ResolvConfSource
+				return out, true
 			}
 			break
 		}

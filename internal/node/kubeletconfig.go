@@ -44,9 +44,9 @@ func (s *Snapshot) loadKubelet(r nodefs.Reader, found kubelet.Found) {
 // names through r, the reader Observe read the node with. Problems of the config read before are
 // dropped with it.
 func (s *Snapshot) UseKubeletConfig(r nodefs.Reader, found kubelet.Found) {
-	if found.Path == s.Kubelet.Path && found.ConfigDir == s.Kubelet.ConfigDir {
-		s.Kubelet.How = found.How
-		return
+	if found.Unit == "" && found.Shape == s.Kubelet.Shape {
+		// The process does not say which unit started it; the files do.
+		found.Unit, found.Kubeadm = s.Kubelet.Unit, s.Kubelet.Kubeadm
 	}
 	kept := s.Problems[:0]
 	for _, p := range s.Problems {

@@ -86,7 +86,7 @@ func TestWatchesCoverEveryRead(t *testing.T) {
 // testRoots are the test node trees: the seeds, the example, kubespray's own output, and nodes
 // built here.
 func testRoots(t *testing.T) map[string]string {
-	return map[string]string{
+	roots := map[string]string{
 		"seed 001": "../../cmd/nodedns/testdata/seeds/001",
 		"seed 002": "../../cmd/nodedns/testdata/seeds/002",
 		"seed 003": "../../cmd/nodedns/testdata/seeds/003",
@@ -102,6 +102,14 @@ func testRoots(t *testing.T) map[string]string {
 		"networkd":                 networkdNode(t),
 		"resolved 262 delegates":   delegatesNode(t),
 	}
+	// kubelet as kubeadm, RKE2 and k3s start it: units, environment files, --config-dir
+	// subdirectories, RKE2's and k3s's config.yaml and their test of /etc/resolv.conf.
+	for _, tree := range []string{"kubeadm", "kubeadm-configdir", "rke2", "k3s"} {
+		for _, state := range []string{"healthy", "looping"} {
+			roots[tree+" "+state] = "../../cmd/nodedns/testdata/kubelet/" + tree + "-" + state
+		}
+	}
+	return roots
 }
 
 // TestPlannedWritesAreDeclared plans every test node tree and fails on a change whose path is not

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/kubelet"
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/netplan"
 	"github.com/nodedns/nodedns/systemd"
@@ -164,12 +165,9 @@ func (p *Plan) pendingKubelet(s *node.Snapshot, cfg config.Config) {
 	if len(bad) == 0 {
 		return
 	}
-	where := k.Path
-	if where == "" {
-		where = "kubelet's config"
-	}
+	where, step := kubelet.Point(k, cfg.Kubelet.ResolvConf)
 	p.Pending = append(p.Pending, Pending{Target: where, About: []string{PendingKubelet},
-		Step: fmt.Sprintf("set resolvConf: %s there (kubespray: kube_resolv_conf), then restart kubelet", cfg.Kubelet.ResolvConf),
+		Step: step,
 		Why:  fmt.Sprintf("kubelet reads %s, which lists %s; nodedns does not edit kubelet's config", k.ResolvConf, strings.Join(bad, " "))})
 }
 
