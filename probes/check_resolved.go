@@ -162,6 +162,11 @@ func (resolvedDomains) Run(_ context.Context, env *Env) Result {
 		if l.NetworkdManaged && !env.Plan.Planned(resolvedTargets(s)...) && len(env.Plan.PendingFor(policy.PendingSearch, resolvedTargets(s)...)) == 0 {
 			hint = "systemd-networkd manages the link: set dhcp4-overrides/dhcp6-overrides use-domains: false in netplan (netplan.mode: override), or UseDomains=no in a .network drop-in, then `networkctl reload`"
 		}
+		if _, ok := policy.NMResolvedDevice(s, l.IfIndex); ok {
+			// NetworkManager rewrites the link at its next push: nodedns leaves it in resolved
+			// (docs/contract.md "NetworkManager").
+			hint = "NetworkManager pushes the link's DNS to systemd-resolved (dns=systemd-resolved) and puts the domain back at its next push: change the connection in NetworkManager (`nmcli connection modify CONNECTION ipv4.ignore-auto-dns yes ipv4.dns UPSTREAMS`; NetworkManager 1.42 has no setting that drops only DHCP's domains)"
+		}
 	}
 	if len(problems) > 0 {
 		return Result{Status: Problem, Message: strings.Join(problems, "; "), Hint: hint}

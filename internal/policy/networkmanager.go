@@ -313,3 +313,43 @@ func nmAddrs(as []netip.Addr) string {
 	}
 	return addrList(as)
 }
+
+// NMPushesToResolved reports whether NetworkManager hands its links' DNS servers and domains to
+// systemd-resolved over D-Bus (`[main] dns=systemd-resolved`, Ubuntu's setup; or dns= unset while
+// /etc/resolv.conf is resolved's stub, which NM 1.42 takes for the same). Live, NM's DnsManager Mode
+// says it; under --root, its configuration.
+func NMPushesToResolved(s *node.Snapshot) bool {
+	nm := &s.NetworkManager
+	if nm.Live != nil {
+		return nm.Live.DNSMode == "systemd-resolved"
+	}
+	if nm.Config == nil || len(nm.Devices) == 0 {
+		return false
+	}
+	mode, _ := nm.Config.DNSMode()
+	return mode == "systemd-resolved" || (mode == "" && s.ResolvConfManagedByResolved())
+}
+
+// NMResolvedDevice returns the NetworkManager device that is resolved's link ifindex when NM
+// pushes that link's DNS to resolved. resolved then holds what NM last pushed: a SetLinkDNS or
+// SetLinkDomains from nodedns lasts only until NM pushes again (measured on NM 1.42.4 with resolved
+// 252: a renewal with an unchanged lease keeps nodedns's value, an NM restart puts DHCP's search
+// domain back; networkmanager/FACTS.md "NetworkManager over systemd-resolved").
+func NMResolvedDevice(s *node.Snapshot, ifindex int) (node.NMDevice, bool) {
+	if !NMPushesToResolved(s) {
+		return node.NMDevice{}, false
+	}
+	for _, d := range s.NetworkManager.Devices {
+		if d.IfIndex == ifindex {
+			return d, true
+		}
+	}
+	return node.NMDevice{}, false
+}
+
+// nmResolvedLinkNote is the note for a resolved link NetworkManager pushes, carrying loop servers or
+// DHCP search domains nodedns does not set away in resolved (NM would write them back).
+func nmResolvedLinkNote(link string, d node.NMDevice, bad []string) string {
+	return fmt.Sprintf("link %s gets its DNS from NetworkManager (dns=systemd-resolved; %s): %s would come back at NetworkManager's next push (its restart or a changed lease), so nodedns does not change the link in resolved; NetworkManager 1.42 has no conf.d setting that drops DHCP search domains while it keeps DHCP's servers: `nmcli connection modify CONNECTION ipv4.ignore-auto-dns yes ipv4.dns UPSTREAMS` drops both",
+		link, d.Source, strings.Join(bad, " "))
+}
