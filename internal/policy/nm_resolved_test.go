@@ -96,3 +96,84 @@ func TestNMPushesToResolvedFromFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanNMOverResolvedOverride: kubespray's dns.conf on NetworkManager over resolved. NM 1.42
+// hands resolved no server while the "*" domain is set (measured), so zz-nodedns.conf drops the
+// domain and NM is reloaded; without a loop in the global DNS nothing is written, and an override
+// nobody needs any more is removed.
+func TestPlanNMOverResolvedOverride(t *testing.T) {
+	withFiles := func(files networkmanager.MapFS) *node.Snapshot {
+		s := nmResolvedSnapshot(t, "systemd-resolved")
+		s.Links[0].DNS = []netip.Addr{upstream53}
+		nm := &s.NetworkManager
+		var err error
+		if nm.Config, err = networkmanager.LoadConfig(files); err != nil {
+			t.Fatal(err)
+		}
+		if nm.Others, err = networkmanager.LoadConfig(networkmanager.Overlay(files, map[string][]byte{networkmanager.NodeDNSConfPath: nil})); err != nil {
+			t.Fatal(err)
+		}
+		if data, ok := files[networkmanager.NodeDNSConfPath]; ok {
+			nm.Override = node.Managed{Path: networkmanager.NodeDNSConfPath, Exists: true, Data: []byte(data)}
+		}
+		return s
+	}
+	ours := string(networkmanager.RenderResolvedOverride())
+	dnsConf := networkmanager.MapFS{"/etc/NetworkManager/conf.d/dns.conf": kubesprayDNSConf}
+
+	p := Compute(withFiles(dnsConf), config.Default())
+	c := findChange(t, p, networkmanager.NodeDNSConfPath)
+	if c == nil || c.Op != OpWrite || string(c.After) != ours {
+		t.Fatalf("kubespray dns.conf: change %+v, want the resolved override", c)
+	}
+	for _, want := range []string{"169.254.25.10", "/etc/NetworkManager/conf.d/dns.conf:3", "no server"} {
+		if !strings.Contains(c.Reason, want) {
+			t.Errorf("reason %q lacks %q", c.Reason, want)
+		}
+	}
+	if !p.HasAction(ReloadNetworkManager{}.Kind()) {
+		t.Errorf("no reload planned: %v", p.Actions)
+	}
+	// The override makes NM's configuration have no "*" domain: what the reload must read back.
+	cfg, err := networkmanager.LoadConfig(networkmanager.Overlay(dnsConf, map[string][]byte{networkmanager.NodeDNSConfPath: []byte(ours)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := cfg.GlobalDNS(); g.Overrides() {
+		t.Errorf("with the override NM still has a \"*\" domain: %+v", g)
+	}
+	o, err := networkmanager.ParseOverride(networkmanager.NodeDNSConfPath, []byte(ours))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := networkmanager.CheckOverride(cfg, o); err != nil {
+		t.Errorf("CheckOverride refuses the resolved override: %v", err)
+	}
+	if err := networkmanager.CheckOverride(withFiles(dnsConf).NetworkManager.Config, o); err == nil {
+		t.Errorf("CheckOverride accepts a configuration that still has kubespray's \"*\" domain")
+	}
+
+	// Applied: nothing more to do.
+	applied := networkmanager.MapFS{"/etc/NetworkManager/conf.d/dns.conf": kubesprayDNSConf, networkmanager.NodeDNSConfPath: ours}
+	if p := Compute(withFiles(applied), config.Default()); p.planned(networkmanager.NodeDNSConfPath) {
+		t.Errorf("applied: plan still touches %s: %+v %v", networkmanager.NodeDNSConfPath, p.Changes, p.Actions)
+	}
+	// No loop in NM's own global DNS: nothing written; a leftover override is removed.
+	if p := Compute(withFiles(networkmanager.MapFS{}), config.Default()); p.planned(networkmanager.NodeDNSConfPath) {
+		t.Errorf("no global DNS: plan touches %s", networkmanager.NodeDNSConfPath)
+	}
+	p = Compute(withFiles(networkmanager.MapFS{networkmanager.NodeDNSConfPath: ours}), config.Default())
+	if c := findChange(t, p, networkmanager.NodeDNSConfPath); c == nil || c.Op != OpRemove {
+		t.Errorf("leftover override: change %+v, want its removal", c)
+	}
+}
+
+func findChange(t *testing.T, p Plan, path string) *Change {
+	t.Helper()
+	for i := range p.Changes {
+		if p.Changes[i].Path == path {
+			return &p.Changes[i]
+		}
+	}
+	return nil
+}
