@@ -197,7 +197,7 @@ func nmOverResolvedLoops(env *Env) string {
 	if nm.Config != nil {
 		if g := nm.Config.GlobalDNS(); g.Overrides() {
 			if bad := loopAddrs(env, policy.NMStarServers(g), false); len(bad) > 0 {
-				return fmt.Sprintf("NetworkManager's global DNS lists %s, from %s: NetworkManager hands DNS to systemd-resolved (dns=systemd-resolved), and while that \"*\" domain is set it hands resolved no server of the links (NetworkManager 1.42)", strings.Join(bad, ", "), node.NMGlobalDNSSource(g))
+				return fmt.Sprintf("NetworkManager's global DNS lists %s, from %s: NetworkManager hands DNS to systemd-resolved (dns=systemd-resolved), and while that \"*\" domain is set it hands resolved no server of the links (NetworkManager 1.42 to 1.58)", strings.Join(bad, ", "), node.NMGlobalDNSSource(g))
 			}
 		}
 	}

@@ -37,6 +37,7 @@ const busLoop = "4 169 254 25 10" // 169.254.25.10 as busctl prints an address
 // it back at its next push), resolved never gets the loop address, and restore leaves conf.d as
 // it was.
 func TestNMOverResolvedLive(t *testing.T) {
+	nstest.NeedTools(t, "apt-get install systemd (busctl reads resolved's state)", "busctl")
 	for _, tc := range []struct {
 		name      string
 		kubespray bool

@@ -398,7 +398,7 @@ func (p *Plan) nmOverResolved(s *node.Snapshot) {
 	}
 	n := len(p.Changes)
 	p.write(target, target, before, networkmanager.RenderResolvedOverride(), 0o644,
-		fmt.Sprintf("NetworkManager's global DNS lists %s, from %s; NetworkManager hands DNS to systemd-resolved (dns=systemd-resolved) and, while that \"*\" domain is set, hands it no server at all (NetworkManager 1.42): drop the domain so NetworkManager hands resolved each link's own servers",
+		fmt.Sprintf("NetworkManager's global DNS lists %s, from %s; NetworkManager hands DNS to systemd-resolved (dns=systemd-resolved) and, while that \"*\" domain is set, hands it no server at all (NetworkManager 1.42 to 1.58): drop the domain so NetworkManager hands resolved each link's own servers",
 			strings.Join(loops, " "), node.NMGlobalDNSSource(g)))
 	if len(p.Changes) > n {
 		p.Actions = append(p.Actions, nmReload(s, nil, true, "NetworkManager reads conf.d only on Reload or restart"))
