@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nodedns/nodedns/internal/networkmanager"
+	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/systemd"
 )
@@ -69,6 +71,15 @@ func (resolvedDNS) Run(_ context.Context, env *Env) Result {
 	if ps := env.Plan.PendingFor(policy.PendingDNS, systemd.ResolvedUnit); len(problems) == 0 && len(ps) > 0 {
 		// Files only (--root, or no bus): its configuration is clean, its own resolv.conf is not.
 		problems = append(problems, "runs with the configuration it started with: "+ps[0].Why)
+	}
+	if nmp := nmOverResolvedLoops(env); nmp != "" {
+		// NetworkManager is the source of resolved's DNS: its global DNS is the thing to fix
+		// (docs/contract.md "NetworkManager").
+		msg := nmp
+		if len(problems) > 0 {
+			msg = "systemd-resolved " + strings.Join(problems, "; ") + "; " + nmp
+		}
+		return Result{Status: Problem, Message: msg, Hint: planHint(env, policy.PendingDNS, "drop the global DNS \"*\" domain from NetworkManager's conf.d", append(resolvedTargets(s), networkmanager.NodeDNSConfPath)...)}
 	}
 	if len(problems) > 0 {
 		return Result{Status: Problem, Message: "systemd-resolved " + strings.Join(problems, "; "), Hint: planHint(env, policy.PendingDNS, "remove the loop address from resolved's configuration", resolvedTargets(s)...)}
@@ -162,9 +173,38 @@ func (resolvedDomains) Run(_ context.Context, env *Env) Result {
 		if l.NetworkdManaged && !env.Plan.Planned(resolvedTargets(s)...) && len(env.Plan.PendingFor(policy.PendingSearch, resolvedTargets(s)...)) == 0 {
 			hint = "systemd-networkd manages the link: set dhcp4-overrides/dhcp6-overrides use-domains: false in netplan (netplan.mode: override), or UseDomains=no in a .network drop-in, then `networkctl reload`"
 		}
+		if _, ok := policy.NMResolvedDevice(s, l.IfIndex); ok {
+			// NetworkManager rewrites the link at its next push: nodedns leaves it in resolved
+			// (docs/contract.md "NetworkManager").
+			hint = "NetworkManager pushes the link's DNS to systemd-resolved (dns=systemd-resolved) and puts the domain back at its next push: change the connection in NetworkManager (`nmcli connection modify CONNECTION ipv4.ignore-auto-dns yes ipv4.dns UPSTREAMS`; NetworkManager 1.42 has no setting that drops only DHCP's domains)"
+		}
 	}
 	if len(problems) > 0 {
 		return Result{Status: Problem, Message: strings.Join(problems, "; "), Hint: hint}
 	}
 	return Result{Status: OK, Message: "no DHCP search domain on any resolved link"}
+}
+
+// nmOverResolvedLoops says why NetworkManager, handing DNS to systemd-resolved, has a global DNS
+// "*" domain listing a loop address, in its files or live over D-Bus ("" when it has none). NM 1.42
+// hands resolved no server at all while that domain is set (networkmanager/FACTS.md).
+func nmOverResolvedLoops(env *Env) string {
+	s := env.Snapshot
+	if !policy.NMPushesToResolved(s) {
+		return ""
+	}
+	nm := &s.NetworkManager
+	if nm.Config != nil {
+		if g := nm.Config.GlobalDNS(); g.Overrides() {
+			if bad := loopAddrs(env, policy.NMStarServers(g), false); len(bad) > 0 {
+				return fmt.Sprintf("NetworkManager's global DNS lists %s, from %s: NetworkManager hands DNS to systemd-resolved (dns=systemd-resolved), and while that \"*\" domain is set it hands resolved no server of the links (NetworkManager 1.42 to 1.58)", strings.Join(bad, ", "), node.NMGlobalDNSSource(g))
+			}
+		}
+	}
+	if nm.Live != nil {
+		if bad := loopAddrs(env, policy.NMStarServers(nm.Live.GlobalDNS), false); len(bad) > 0 {
+			return fmt.Sprintf("NetworkManager runs with global DNS %s (live over D-Bus; it reads conf.d only on Reload or restart), handing DNS to systemd-resolved", strings.Join(bad, ", "))
+		}
+	}
+	return ""
 }

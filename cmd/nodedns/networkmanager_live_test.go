@@ -63,10 +63,17 @@ func nmKubesprayConfD(t *testing.T) map[string]string {
 // kubelet's config reading /etc/resolv.conf, DHCP renewing every 2 s.
 func startNMLive(t *testing.T, confD map[string]string) *nmLive {
 	t.Helper()
+	return startNMLiveWith(t, nstest.NMOptions{ConfD: confD})
+}
+
+// startNMLiveWith is startNMLive with more of the node's options (o.DHCP and o.Hostname are set).
+func startNMLiveWith(t *testing.T, o nstest.NMOptions) *nmLive {
+	t.Helper()
 	nstest.Require(t)
 	offer := nstest.NMDefaultDHCP()
 	offer.Options = []string{"option:T1,2", "option:T2,3"}
-	nm := nstest.StartNetworkManager(t, nstest.NMOptions{DHCP: offer, Hostname: "node1", ConfD: confD})
+	o.DHCP, o.Hostname = offer, "node1"
+	nm := nstest.StartNetworkManager(t, o)
 	nm.WriteFile(t, nmKubeletConf, nmKubesprayFile(t, "etc/kubernetes/kubelet-config.yaml"), 0o600)
 	l := &nmLive{NetworkManager: nm, bin: nstest.Build(t), cfg: filepath.Join(nm.Node.Dir(), "config.yaml")}
 	must(t, os.WriteFile(l.cfg, []byte("kubelet:\n  config: "+nmKubeletConf+"\nnetplan:\n  mode: \"off\"\nprobes:\n  timeout: 300ms\n"), 0o644))

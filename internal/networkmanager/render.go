@@ -58,6 +58,22 @@ const overrideHeader = `# Managed by nodedns: do not edit, nodedns rewrites this
 # no DHCP or cluster search domains.
 `
 
+// resolvedOverrideHeader opens zz-nodedns.conf when NetworkManager pushes DNS to systemd-resolved.
+const resolvedOverrideHeader = `# Managed by nodedns: do not edit, nodedns rewrites this file and ` + "`nodedns restore`" + ` removes it.
+# NetworkManager hands DNS to systemd-resolved here (dns=systemd-resolved). While a global DNS
+# "*" domain is set, NetworkManager 1.42 hands resolved no server at all; this file drops that
+# domain (an empty servers= in a later conf.d file) and the global searches, so NetworkManager
+# hands resolved each link's own servers again, never the node-local DNS cache.
+`
+
+// RenderResolvedOverride renders zz-nodedns.conf for NetworkManager over systemd-resolved
+// (networkmanager/FACTS.md "NetworkManager over systemd-resolved"): an empty
+// [global-dns-domain-*] servers=, which makes NM drop the "*" domain, and an empty
+// [global-dns] searches=. ParseOverride reads it back as an Override without servers.
+func RenderResolvedOverride() []byte {
+	return []byte(resolvedOverrideHeader + "\n[global-dns-domain-*]\nservers=\n\n[global-dns]\nsearches=\n")
+}
+
 // RenderOverride renders zz-nodedns.conf. It refuses an override NM would not apply as written:
 // no server, an address with a zone, a search domain or option NM would drop or split.
 func RenderOverride(o Override) ([]byte, error) {
@@ -164,6 +180,15 @@ func ParseOverride(p string, data []byte) (Override, error) {
 // that wins instead.
 func CheckOverride(c *Config, o Override) error {
 	g, present := c.UserGlobalDNS()
+	if len(o.Servers) == 0 {
+		// RenderResolvedOverride's file: it must leave NM with no "*" domain.
+		if present && g != nil {
+			if star, ok := g.Domain("*"); ok {
+				return fmt.Errorf("NetworkManager would still use [global-dns-domain-*] servers %v from %s", star.Servers, star.ServersFrom)
+			}
+		}
+		return nil
+	}
 	if !present || g == nil {
 		return fmt.Errorf("NetworkManager would use no global DNS from %s", NodeDNSConfPath)
 	}

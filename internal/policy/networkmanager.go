@@ -206,6 +206,9 @@ func nmReload(s *node.Snapshot, expect []netip.Addr, byFile bool, reason string)
 func (p *Plan) networkManager(s *node.Snapshot) {
 	nm := &s.NetworkManager
 	if !s.NMOwnsResolvConf() {
+		if NMPushesToResolved(s) {
+			p.nmOverResolved(s)
+		}
 		return
 	}
 	const target = networkmanager.NodeDNSConfPath
@@ -317,4 +320,98 @@ func nmAddrs(as []netip.Addr) string {
 		return "(none)"
 	}
 	return addrList(as)
+}
+
+// NMPushesToResolved reports whether NetworkManager hands its links' DNS servers and domains to
+// systemd-resolved over D-Bus (`[main] dns=systemd-resolved`, Ubuntu's setup; or dns= unset while
+// /etc/resolv.conf is resolved's stub, which NM 1.42 takes for the same). Live, NM's DnsManager Mode
+// says it; under --root, its configuration.
+func NMPushesToResolved(s *node.Snapshot) bool {
+	nm := &s.NetworkManager
+	if nm.Live != nil {
+		return nm.Live.DNSMode == "systemd-resolved"
+	}
+	if nm.Config == nil || len(nm.Devices) == 0 {
+		return false
+	}
+	mode, _ := nm.Config.DNSMode()
+	return mode == "systemd-resolved" || (mode == "" && s.ResolvConfManagedByResolved())
+}
+
+// NMResolvedDevice returns the NetworkManager device that is resolved's link ifindex when NM
+// pushes that link's DNS to resolved. resolved then holds what NM last pushed: a SetLinkDNS or
+// SetLinkDomains from nodedns lasts only until NM pushes again (measured on NM 1.42.4 with resolved
+// 252: a renewal with an unchanged lease keeps nodedns's value, an NM restart puts DHCP's search
+// domain back; networkmanager/FACTS.md "NetworkManager over systemd-resolved").
+func NMResolvedDevice(s *node.Snapshot, ifindex int) (node.NMDevice, bool) {
+	if !NMPushesToResolved(s) {
+		return node.NMDevice{}, false
+	}
+	for _, d := range s.NetworkManager.Devices {
+		if d.IfIndex == ifindex {
+			return d, true
+		}
+	}
+	return node.NMDevice{}, false
+}
+
+// nmResolvedLinkNote is the note for a resolved link NetworkManager pushes, carrying loop servers or
+// DHCP search domains nodedns does not set away in resolved (NM would write them back).
+func nmResolvedLinkNote(link string, d node.NMDevice, bad []string) string {
+	return fmt.Sprintf("link %s gets its DNS from NetworkManager (dns=systemd-resolved; %s): %s would come back at NetworkManager's next push (its restart or a changed lease), so nodedns does not change the link in resolved; NetworkManager 1.42 has no conf.d setting that drops DHCP search domains while it keeps DHCP's servers: `nmcli connection modify CONNECTION ipv4.ignore-auto-dns yes ipv4.dns UPSTREAMS` drops both",
+		link, d.Source, strings.Join(bad, " "))
+}
+
+// nmOverResolved plans NetworkManager's side when it hands DNS to systemd-resolved
+// (dns=systemd-resolved): NM is the source of the links' DNS, resolved serves it. A global "*"
+// domain (kubespray's dns.conf) that lists a loop address is NM's configuration to fix; NM 1.42
+// then hands resolved no server at all (networkmanager/FACTS.md "NetworkManager over
+// systemd-resolved"), so zz-nodedns.conf drops the domain (RenderResolvedOverride) and NM hands
+// resolved each link's DHCP servers again. Links NM pushes are never set in resolved (resolved()).
+func (p *Plan) nmOverResolved(s *node.Snapshot) {
+	nm := &s.NetworkManager
+	const target = networkmanager.NodeDNSConfPath
+	if nm.Others == nil {
+		p.block(target, "NetworkManager refuses its configuration (%v): a reload would keep the old configuration and a restart would not come up (NetworkManager 1.42); fix that file first", nm.OthersErr)
+		return
+	}
+	cur := nm.Override
+	if cur.Err != nil {
+		p.block(target, "cannot read it (%v): nodedns does not write over what it cannot see", cur.Err)
+		return
+	}
+	g := nm.Others.GlobalDNS()
+	var loops []string
+	if g.Overrides() {
+		for _, a := range NMStarServers(g) {
+			if p.Facts.IsLoop(a, false) {
+				loops = append(loops, a.String())
+			}
+		}
+	}
+	if len(loops) == 0 {
+		if cur.Exists {
+			p.Changes = append(p.Changes, Change{Path: target, Target: target, Op: OpRemove, Before: cur.Data,
+				Reason: "NetworkManager's own global DNS no longer lists a loop address"})
+			p.Actions = append(p.Actions, nmReload(s, NMStarServers(g), false, "NetworkManager reads conf.d only on Reload or restart"))
+		}
+		return
+	}
+	var before []byte
+	if cur.Exists {
+		before = cur.Data
+	}
+	n := len(p.Changes)
+	p.write(target, target, before, networkmanager.RenderResolvedOverride(), 0o644,
+		fmt.Sprintf("NetworkManager's global DNS lists %s, from %s; NetworkManager hands DNS to systemd-resolved (dns=systemd-resolved) and, while that \"*\" domain is set, hands it no server at all (NetworkManager 1.42 to 1.58): drop the domain so NetworkManager hands resolved each link's own servers",
+			strings.Join(loops, " "), node.NMGlobalDNSSource(g)))
+	if len(p.Changes) > n {
+		p.Actions = append(p.Actions, nmReload(s, nil, true, "NetworkManager reads conf.d only on Reload or restart"))
+		return
+	}
+	if nm.Live != nil {
+		if live := NMStarServers(nm.Live.GlobalDNS); len(live) > 0 {
+			p.Actions = append(p.Actions, nmReload(s, nil, true, fmt.Sprintf("NetworkManager runs with global DNS %s while its configuration has none: reload it", nmAddrs(live))))
+		}
+	}
 }

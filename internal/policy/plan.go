@@ -301,6 +301,16 @@ func (p *Plan) resolved(s *node.Snapshot) {
 			p.busyLinks = append(p.busyLinks, busyLink{name: name, networkFile: l.NetworkFile, bad: append(bad, badDom...), dns: len(badDNS) > 0, domains: len(badDom) > 0})
 			continue
 		}
+		if d, ok := NMResolvedDevice(s, l.IfIndex); ok {
+			// NetworkManager is the source of this link's DNS: a per-link value set in resolved is
+			// rewritten at NM's next push (docs/contract.md "NetworkManager").
+			var bad []string
+			for _, a := range badDNS {
+				bad = append(bad, a.String())
+			}
+			p.Notes = append(p.Notes, nmResolvedLinkNote(name, d, append(bad, badDom...)))
+			continue
+		}
 		if len(badDNS) > 0 {
 			p.Actions = append(p.Actions, SetLinkDNS{Link: link, Drop: badDNS, Reason: "per-link DNS lists a loop address"})
 		}

@@ -57,6 +57,15 @@ enabled=false
 `, iface)
 }
 
+// NMResolvedConf is NMBaseConf for NetworkManager over systemd-resolved, Ubuntu's server and
+// desktop setup: `dns=systemd-resolved` (NM pushes each link's DNS servers and domains to resolved
+// over D-Bus) and `rc-manager=unmanaged` (/etc/resolv.conf is resolved's stub, a symlink NM leaves).
+func NMResolvedConf(iface string) string {
+	c := NMBaseConf(iface)
+	c = strings.Replace(c, "dns=default\nrc-manager=file\nsystemd-resolved=false\n", "dns=systemd-resolved\nrc-manager=unmanaged\n", 1)
+	return c
+}
+
 // NMKeyfile is a keyfile connection for iface: DHCPv4, IPv6 ignored.
 func NMKeyfile(iface, uuid string) string {
 	return fmt.Sprintf(`[connection]
@@ -87,6 +96,9 @@ type NMOptions struct {
 	Hostname string
 	// NoStart leaves NetworkManager stopped: the test calls Start.
 	NoStart bool
+	// Resolved runs a real systemd-resolved in the node (NODEDNS_RESOLVED_DIR) before NetworkManager,
+	// makes /etc/resolv.conf a symlink to its stub, and makes NMResolvedConf the default Conf.
+	Resolved bool
 }
 
 // NMDefaultDHCP is the offer of issue 12's node.
@@ -109,6 +121,8 @@ type NetworkManager struct {
 	Iface, PeerIface string
 	// DHCP is the dnsmasq serving Iface.
 	DHCP *DHCPServer
+	// Resolved is the node's systemd-resolved (NMOptions.Resolved), or nil.
+	Resolved *Resolved
 	// Dir is where NetworkManager is unpacked.
 	Dir string
 	// Log is NetworkManager's log (--debug: stderr), over every start.
@@ -153,6 +167,13 @@ mkdir -p /etc/NetworkManager/conf.d /etc/NetworkManager/system-connections
 	conf := o.Conf
 	if conf == "" {
 		conf = NMBaseConf(nm.Iface)
+		if o.Resolved {
+			conf = NMResolvedConf(nm.Iface)
+		}
+	}
+	if o.Resolved {
+		nm.Resolved = node.StartResolved(t)
+		node.Run(t, "rm -f /etc/resolv.conf && ln -s ../run/systemd/resolve/stub-resolv.conf /etc/resolv.conf")
 	}
 	nm.WriteFile(t, "/etc/NetworkManager/NetworkManager.conf", conf, 0o644)
 	nm.WriteFile(t, "/etc/NetworkManager/system-connections/"+nm.Iface+".nmconnection", NMKeyfile(nm.Iface, NMConnUUID), 0o600)
@@ -175,7 +196,9 @@ mkdir -p /etc/NetworkManager/conf.d /etc/NetworkManager/system-connections
 	})
 	if !o.NoStart {
 		nm.Start(t)
-		nm.WaitResolvConf(t, "NetworkManager's first resolv.conf", func(s string) bool { return strings.Contains(s, "nameserver ") })
+		if !o.Resolved {
+			nm.WaitResolvConf(t, "NetworkManager's first resolv.conf", func(s string) bool { return strings.Contains(s, "nameserver ") })
+		}
 		// With a global DNS in force resolv.conf comes before the lease: wait for that too.
 		nm.WaitDHCP(t, "NetworkManager's first DHCP lease", func(st string) bool { return strings.Contains(st, "dhcp4.ip_address=") })
 	}
