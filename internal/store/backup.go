@@ -183,7 +183,7 @@ func (s *Store) capture(p string) (Entry, []byte, error) {
 		if fi.Size() > maxBackupSize {
 			return Entry{}, nil, fmt.Errorf("file is %d bytes, over the backup limit of %d bytes", fi.Size(), maxBackupSize)
 		}
-		data, err := s.readHost(hp, backupKind)
+		data, err := s.tree().ReadHostNoFollow(hp, backupKind)
 		if err != nil {
 			return Entry{}, nil, err
 		}
@@ -308,7 +308,7 @@ func holdsLeft(entries []Entry, left []bool, dir string) bool {
 // something else now is kept (ActionKept, with the reason).
 func (s *Store) restoreEntry(dir string, e Entry) (RestoreResult, error) {
 	r := RestoreResult{Path: e.Path, Action: ActionRestored}
-	_, hp, fi, err := s.lstatNode(e.Path)
+	_, hp, fi, err := s.lstatForWrite(e.Path)
 	if err != nil {
 		return r, err
 	}
@@ -369,7 +369,7 @@ func (s *Store) restoreEntry(dir string, e Entry) (RestoreResult, error) {
 		}
 		if fi != nil && fi.Mode().IsRegular() && fi.Mode()&keepModeBits == e.Mode && fi.Size() == int64(len(data)) {
 			if u, g := nodefs.Owner(fi); u == e.UID && g == e.GID {
-				if cur, err := s.readHost(hp, backupKind); err == nil && bytes.Equal(cur, data) {
+				if cur, err := s.tree().ReadHostNoFollow(hp, backupKind); err == nil && bytes.Equal(cur, data) {
 					return r, nil
 				}
 			}
@@ -384,14 +384,8 @@ func (s *Store) restoreEntry(dir string, e Entry) (RestoreResult, error) {
 			if err := s.writeInPlace(hp, data); err != nil {
 				return r, fmt.Errorf("in place (rename impossible, a bind mount?): %w", err)
 			}
-			// Mode before owner, as in replace.
-			if err := fsys.Chmod(hp, e.Mode&^specialBits); err != nil {
-				return r, err
-			}
-			if err := fsys.Lchown(hp, e.UID, e.GID); err != nil {
-				return r, err
-			}
-			return r, nil
+			// Mode before owner, as in replace; on the open file, never by path.
+			return r, s.chmodChown(hp, e.Mode&^specialBits, e.UID, e.GID)
 		}
 		return r, err
 	}

@@ -27,7 +27,7 @@ func (s *Store) Forget(p string, data []byte) error {
 	if err := s.restorable(nil)(Entry{Path: p, Kind: KindFile}); err != nil {
 		return fmt.Errorf("forget %s: %w", p, err)
 	}
-	_, hp, fi, err := s.lstatNode(p)
+	_, hp, fi, err := s.lstatForWrite(p)
 	if err != nil {
 		return fmt.Errorf("forget %s: %w", p, s.nodeErr(err))
 	}
