@@ -164,7 +164,7 @@ func (t *Tree) readHost(hp string, k Kind, extra int) ([]byte, error) {
 	return ReadOpen(f, k, nil)
 }
 
-// readOpen reads an open file of kind k: checked again on the open file (the path may have been
+// ReadOpen reads an open file of kind k: checked again on the open file (the path may have been
 // swapped since it was looked at) by check, when given, and as a regular file within k.Max; then
 // never more than k.Max+1 bytes read, since the file may grow meanwhile.
 func ReadOpen(f File, k Kind, check func(fs.FileInfo) error) ([]byte, error) {
@@ -294,7 +294,7 @@ func (t *Tree) Readlink(p string) (string, error) {
 	return target, nil
 }
 
-// unwrapPath drops the host path from an *fs.PathError, so that messages name node paths only.
+// UnwrapPath drops the host path from an *fs.PathError, so that messages name node paths only.
 func UnwrapPath(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {

@@ -46,9 +46,6 @@ func Numeric(n string) bool {
 	return err == nil && i > 0 && strconv.Itoa(i) == n
 }
 
-// Any matches every name that is not hidden.
-func Any(n string) bool { return !strings.HasPrefix(n, ".") }
-
 // ErrNoNewline marks a text file whose last line is not finished yet.
 var ErrNoNewline = errors.New("no final newline (half-written?)")
 

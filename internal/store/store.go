@@ -99,8 +99,6 @@ func (s *Store) lstatNode(p string) (node, hostPath string, fi fs.FileInfo, err 
 	return s.tree().LstatNode(p)
 }
 
-func (s *Store) readHost(hp string, k nodefs.Kind) ([]byte, error) { return s.tree().ReadHost(hp, k) }
-
 func (s *Store) nodeErr(err error) error { return s.tree().NodeErr(err) }
 
 // ReadFile implements nodefs.Reader.

@@ -21,9 +21,6 @@ import (
 // directory. Both carry one recognisable name, and the next holder of the state lock removes the
 // ones their dead owner left.
 
-// IsTemp reports whether a file name is one of nodedns's temp files.
-func IsTemp(name string) bool { return nodefs.IsTemp(name) }
-
 // workRE matches a work directory in StateDir/tmp: "NAME-PID-RANDOM", as WorkPattern makes them.
 var workRE = regexp.MustCompile(`^.+-([0-9]+)-[^-]*$`)
 

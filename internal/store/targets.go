@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 // Targets is the allow-list of node paths restore may change: a manifest names paths, and however
@@ -250,7 +252,7 @@ func (s *Store) glob(pat string) ([]string, error) {
 		}
 		for _, e := range es {
 			p := path.Join(d, e.Name())
-			if ok, _ := path.Match(pat, p); ok && !IsTemp(e.Name()) {
+			if ok, _ := path.Match(pat, p); ok && !nodefs.IsTemp(e.Name()) {
 				out = append(out, p)
 			}
 		}
