@@ -340,12 +340,19 @@ func TestRootWriteFlipRace(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				// The flipper never writes through the name: a restore may have put a symlink
+				// there (the backup of a moment it was one), and following it is what nodedns
+				// must not do, not what the test may do.
 				name := filepath.Join(etc, "resolv.conf")
+				file, link := filepath.Join(etc, ".flip-file"), filepath.Join(etc, ".flip-link")
 				for !stop.Load() {
 					os.Remove(name)
-					os.Symlink(secret, name)
+					os.Remove(link)
+					os.Symlink(secret, link)
+					os.Rename(link, name)
 					os.Remove(name)
-					os.WriteFile(name, []byte("nameserver 169.254.25.10\n"), 0o644)
+					os.WriteFile(file, []byte("nameserver 169.254.25.10\n"), 0o644)
+					os.Rename(file, name)
 				}
 			}()
 			for i := 0; i < 400; i++ {
