@@ -255,7 +255,7 @@ func (s *Store) Remove(p string) error {
 		return fmt.Errorf("remove %s: %w", p, err)
 	}
 	fsys := s.fsys()
-	if err := fsys.Remove(hp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := s.remove(hp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", p, s.nodeErr(err))
 	}
 	if err := syncDir(fsys, filepath.Dir(hp)); err != nil {
@@ -299,7 +299,7 @@ func (s *Store) replace(hostPath string, data []byte, mode fs.FileMode, uid, gid
 			if !closed {
 				f.Close()
 			}
-			fsys.Remove(tmp)
+			s.remove(tmp)
 		}
 	}()
 	if _, err := f.Write(data); err != nil {
@@ -437,4 +437,68 @@ func (s *Store) chmodChown(hp string, mode fs.FileMode, uid, gid int) error {
 		return err
 	}
 	return f.Chown(uid, gid)
+}
+
+// atDir runs f with an fd of the host directory of hp opened confined to the root and the base
+// name of hp: the *at system calls then act in that directory, wherever a symlink swapped in on
+// the way would lead. ok is false when the store is not confined (the real root, or an FS wrapped
+// for fault injection): the caller uses the FS seam then.
+func (s *Store) atDir(hp string, f func(dfd int, base string) error) (ok bool, err error) {
+	if !s.tree().Confined() {
+		return false, nil
+	}
+	d, err := nodefs.OpenInRoot(s.Root, filepath.Dir(hp), unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return true, err
+	}
+	defer d.Close()
+	return true, f(int(d.Fd()), filepath.Base(hp))
+}
+
+// remove removes the file, symlink or empty directory at a host path without following it
+// (unlinkat relative to its directory, confined under --root).
+func (s *Store) remove(hp string) error {
+	ok, err := s.atDir(hp, func(dfd int, base string) error {
+		err := unix.Unlinkat(dfd, base, 0)
+		if errors.Is(err, unix.EISDIR) {
+			err = unix.Unlinkat(dfd, base, unix.AT_REMOVEDIR)
+		}
+		if err != nil {
+			return &fs.PathError{Op: "remove", Path: hp, Err: err}
+		}
+		return nil
+	})
+	if !ok {
+		return s.fsys().Remove(hp)
+	}
+	return err
+}
+
+// symlink creates a symlink at a host path (symlinkat, confined under --root).
+func (s *Store) symlink(target, hp string) error {
+	ok, err := s.atDir(hp, func(dfd int, base string) error {
+		if err := unix.Symlinkat(target, dfd, base); err != nil {
+			return &os.LinkError{Op: "symlink", Old: target, New: hp, Err: err}
+		}
+		return nil
+	})
+	if !ok {
+		return s.fsys().Symlink(target, hp)
+	}
+	return err
+}
+
+// lchown sets the owner of a host path without following a final symlink (fchownat with
+// AT_SYMLINK_NOFOLLOW, confined under --root).
+func (s *Store) lchown(hp string, uid, gid int) error {
+	ok, err := s.atDir(hp, func(dfd int, base string) error {
+		if err := unix.Fchownat(dfd, base, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return &fs.PathError{Op: "lchown", Path: hp, Err: err}
+		}
+		return nil
+	})
+	if !ok {
+		return s.fsys().Lchown(hp, uid, gid)
+	}
+	return err
 }

@@ -100,7 +100,7 @@ func (s *Store) Sweep(l *Lock) (removed []string, err error) {
 			if err != nil || !fi.ModTime().Before(l.Since()) {
 				continue
 			}
-			if err := fsys.Remove(hp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := s.remove(hp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("remove the leftover %s: %w", path.Join(dir, e.Name()), s.nodeErr(err)))
 				continue
 			}
