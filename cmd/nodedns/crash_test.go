@@ -20,7 +20,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nodedns/nodedns/internal/store"
+	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/testutil/nstest"
 )
 
@@ -101,7 +101,7 @@ func leftovers(root string) []string {
 		}
 		rel, _ := filepath.Rel(root, p)
 		switch {
-		case store.IsTemp(d.Name()), strings.HasPrefix(rel, "var/lib/nodedns/tmp/"):
+		case nodefs.IsTemp(d.Name()), strings.HasPrefix(rel, "var/lib/nodedns/tmp/"):
 			out = append(out, "/"+rel)
 			if d.IsDir() {
 				return filepath.SkipDir
@@ -303,7 +303,7 @@ func crashOnce(t *testing.T, bin, base, seed, command string, delay time.Duratio
 	now := nodeState(t, root)
 	changed := false
 	for p, st := range now {
-		if store.IsTemp(filepath.Base(p)) {
+		if nodefs.IsTemp(filepath.Base(p)) {
 			continue
 		}
 		o, n := orig[p], want[p]

@@ -40,8 +40,6 @@ type FS interface {
 	Remove(name string) error
 	// Symlink creates newname pointing at oldname.
 	Symlink(oldname, newname string) error
-	// Chmod sets the mode of name (following symlinks).
-	Chmod(name string, mode fs.FileMode) error
 	// Lchown sets the owner of name without following a final symlink.
 	Lchown(name string, uid, gid int) error
 	// MkdirAll creates a directory and its missing parents.
@@ -66,6 +64,12 @@ type File interface {
 	Name() string
 	// Truncate changes the file's size.
 	Truncate(size int64) error
+	// Stat describes the open file (fstat).
+	Stat() (fs.FileInfo, error)
+	// Chmod and Chown change the open file's mode and owner (fchmod, fchown): never a path, which a
+	// symlink swapped in could redirect.
+	Chmod(mode fs.FileMode) error
+	Chown(uid, gid int) error
 	// Sync flushes the file's data and metadata to stable storage (fsync).
 	Sync() error
 	// Close closes the file.
@@ -84,7 +88,6 @@ func (osFS) Readlink(name string) (string, error)       { return os.Readlink(nam
 func (osFS) Rename(oldpath, newpath string) error       { return os.Rename(oldpath, newpath) }
 func (osFS) Remove(name string) error                   { return os.Remove(name) }
 func (osFS) Symlink(oldname, newname string) error      { return os.Symlink(oldname, newname) }
-func (osFS) Chmod(name string, mode fs.FileMode) error  { return os.Chmod(name, mode) }
 func (osFS) Lchown(name string, uid, gid int) error     { return os.Lchown(name, uid, gid) }
 func (osFS) MkdirAll(name string, perm fs.FileMode) error {
 	return os.MkdirAll(name, perm)

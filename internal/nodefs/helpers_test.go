@@ -14,7 +14,7 @@ func newTree(t *testing.T) *Tree {
 	return &Tree{Root: t.TempDir()}
 }
 
-func mkfile(t *testing.T, s *Tree, node, content string, mode fs.FileMode) {
+func mkfile(t testing.TB, s *Tree, node, content string, mode fs.FileMode) {
 	t.Helper()
 	hp := s.Host(node)
 	if err := os.MkdirAll(filepath.Dir(hp), 0o755); err != nil {
@@ -29,7 +29,7 @@ func mkfile(t *testing.T, s *Tree, node, content string, mode fs.FileMode) {
 	}
 }
 
-func mklink(t *testing.T, s *Tree, node, target string) {
+func mklink(t testing.TB, s *Tree, node, target string) {
 	t.Helper()
 	hp := s.Host(node)
 	if err := os.MkdirAll(filepath.Dir(hp), 0o755); err != nil {

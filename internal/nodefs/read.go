@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Kind is a kind of node file and the most bytes nodedns reads of one. No legitimate file of the
@@ -82,6 +84,18 @@ func (t *Tree) ReadFile(p string, k Kind) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
 	}
+	if t.confined() && k.Max > 0 {
+		// The kernel resolves the path inside the root in the same call that opens it: no walk
+		// first. Only a file that is not there needs one, to tell systemd's /dev/null mask (which
+		// roots built for tests rarely have) and a link loop from a missing file.
+		data, err := t.ReadHost(t.Host(p), k)
+		if err == nil {
+			return data, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ELOOP) && !errors.Is(err, syscall.ENOTDIR) {
+			return nil, fmt.Errorf("read %s: %w", p, err)
+		}
+	}
 	final, err := t.Resolve(p, true)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
@@ -96,15 +110,57 @@ func (t *Tree) ReadFile(p string, k Kind) ([]byte, error) {
 	return data, nil
 }
 
-// readHost reads a host path through the FS seam, refusing what is not a regular file before it is
+// ReadHost reads a host path through the FS seam, refusing what is not a regular file before it is
 // opened and again on the open file (the path may be swapped between the two), and anything over
-// k.Max without reading it.
+// k.Max without reading it. Under a root on the real filesystem the open is confined to the root
+// (openRoot), so a component swapped for a symlink that leaves it is resolved inside it.
 func (t *Tree) ReadHost(hp string, k Kind) ([]byte, error) {
+	return t.readHost(hp, k, 0)
+}
+
+// ReadHostNoFollow is ReadHost for a path that must be a regular file itself: a symlink there
+// (swapped in since it was looked at) is refused (ELOOP), never followed.
+func (t *Tree) ReadHostNoFollow(hp string, k Kind) ([]byte, error) {
+	return t.readHost(hp, k, syscall.O_NOFOLLOW)
+}
+
+// confined reports whether opens go through openRoot: a root other than the real one, on the real
+// filesystem (an FS wrapped for fault injection keeps its own path-based opens).
+func (t *Tree) confined() bool {
+	_, real := t.fsys().(osFS)
+	return real && t.Root != "" && t.Root != "/"
+}
+
+// OpenHost opens a host path under Root as os.OpenFile does, confined to Root (see ReadHost).
+func (t *Tree) OpenHost(hp string, flag int, perm fs.FileMode) (File, error) {
+	if t.confined() {
+		f, err := openRoot(t.Root, hp, flag, uint32(perm.Perm()))
+		if err != nil {
+			return nil, err
+		}
+		return f, nil
+	}
+	return t.fsys().OpenFile(hp, flag, perm)
+}
+
+func (t *Tree) readHost(hp string, k Kind, extra int) ([]byte, error) {
 	if k.Max <= 0 {
 		return nil, fmt.Errorf("invalid size limit %d for a %s", k.Max, k.Name)
 	}
+	if t.confined() {
+		f, err := openRoot(t.Root, hp, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|extra, 0)
+		if err != nil {
+			return nil, UnwrapPath(err)
+		}
+		defer f.Close()
+		return ReadOpen(f, k, nil)
+	}
 	fsys := t.fsys()
-	fi, err := fsys.Stat(hp)
+	stat := fsys.Stat
+	if extra&syscall.O_NOFOLLOW != 0 {
+		stat = fsys.Lstat
+	}
+	fi, err := stat(hp)
 	if err != nil {
 		return nil, UnwrapPath(err)
 	}
@@ -112,7 +168,7 @@ func (t *Tree) ReadHost(hp string, k Kind) ([]byte, error) {
 		return nil, err
 	}
 	// O_NONBLOCK: if a FIFO is swapped in after the Stat above, open(2) must not hang the daemon.
-	f, err := fsys.OpenFile(hp, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	f, err := fsys.OpenFile(hp, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|extra, 0)
 	if err != nil {
 		return nil, UnwrapPath(err)
 	}
@@ -120,12 +176,12 @@ func (t *Tree) ReadHost(hp string, k Kind) ([]byte, error) {
 	return ReadOpen(f, k, nil)
 }
 
-// readOpen reads an open file of kind k: checked again on the open file (the path may have been
+// ReadOpen reads an open file of kind k: checked again on the open file (the path may have been
 // swapped since it was looked at) by check, when given, and as a regular file within k.Max; then
 // never more than k.Max+1 bytes read, since the file may grow meanwhile.
 func ReadOpen(f File, k Kind, check func(fs.FileInfo) error) ([]byte, error) {
-	if st, ok := f.(interface{ Stat() (fs.FileInfo, error) }); ok {
-		fi, err := st.Stat()
+	{
+		fi, err := f.Stat()
 		if err != nil {
 			return nil, UnwrapPath(err)
 		}
@@ -193,7 +249,7 @@ func (t *Tree) ReadDir(p string) ([]fs.DirEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", p, err)
 	}
-	es, err := t.fsys().ReadDir(t.Host(final))
+	es, err := t.readDirHost(t.Host(final))
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", p, UnwrapPath(err))
 	}
@@ -210,7 +266,7 @@ func (t *Tree) Stat(p string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stat %s: %w", p, err)
 	}
-	fi, err := t.fsys().Stat(t.Host(final))
+	fi, err := t.statHost(t.Host(final))
 	if err != nil {
 		return nil, fmt.Errorf("stat %s: %w", p, UnwrapPath(err))
 	}
@@ -250,7 +306,7 @@ func (t *Tree) Readlink(p string) (string, error) {
 	return target, nil
 }
 
-// unwrapPath drops the host path from an *fs.PathError, so that messages name node paths only.
+// UnwrapPath drops the host path from an *fs.PathError, so that messages name node paths only.
 func UnwrapPath(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
@@ -352,4 +408,32 @@ func ReadKernel(p string, k Kind) ([]byte, error) {
 		return nil, fmt.Errorf("read %s: %w", p, err)
 	}
 	return data, nil
+}
+
+// readDirHost lists a host directory, confined to Root like ReadHost.
+func (t *Tree) readDirHost(hp string) ([]fs.DirEntry, error) {
+	if !t.confined() {
+		return t.fsys().ReadDir(hp)
+	}
+	f, err := openRoot(t.Root, hp, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	es, err := f.ReadDir(-1)
+	sort.Slice(es, func(i, j int) bool { return es[i].Name() < es[j].Name() })
+	return es, err
+}
+
+// statHost describes a host path, confined to Root like ReadHost.
+func (t *Tree) statHost(hp string) (fs.FileInfo, error) {
+	if !t.confined() {
+		return t.fsys().Stat(hp)
+	}
+	f, err := openRoot(t.Root, hp, unix.O_PATH, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Stat()
 }

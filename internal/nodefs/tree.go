@@ -71,10 +71,28 @@ func (t *Tree) ResolveLink(p string) (string, error) {
 // Resolve walks a clean node path component by component inside Root; with followLast false the
 // final component is not followed (lstat semantics, for the parent of a path).
 func (t *Tree) Resolve(p string, followLast bool) (string, error) {
+	return t.ResolveVisit(p, followLast, nil)
+}
+
+// ResolveVisit is Resolve calling visit with every directory the walk passes through (the root
+// first, then each existing directory component, the targets of symlinks included), as lstat
+// describes it; an error from visit stops the walk and is returned as it is. A symlink is only
+// followed from a directory visit has accepted, so a writer that refuses directories other users
+// can write never follows a link one of them could have planted.
+func (t *Tree) ResolveVisit(p string, followLast bool, visit func(dir string, fi fs.FileInfo) error) (string, error) {
 	fsys := t.fsys()
 	rest := strings.Split(p, "/")
 	resolved := "/"
 	hops := 0
+	if visit != nil {
+		fi, err := fsys.Lstat(t.Host("/"))
+		if err != nil {
+			return "", fmt.Errorf("resolve %s: %w", p, err)
+		}
+		if err := visit("/", fi); err != nil {
+			return "", err
+		}
+	}
 	for len(rest) > 0 {
 		c := rest[0]
 		rest = rest[1:]
@@ -102,6 +120,11 @@ func (t *Tree) Resolve(p string, followLast bool) (string, error) {
 		if fi.Mode()&fs.ModeSymlink == 0 {
 			if len(rest) > 0 && !fi.IsDir() && hasComponent(rest) {
 				return "", &notDir{fmt.Sprintf("resolve %s: %s is not a directory", p, next)}
+			}
+			if visit != nil && fi.IsDir() {
+				if err := visit(next, fi); err != nil {
+					return "", err
+				}
 			}
 			resolved = next
 			continue

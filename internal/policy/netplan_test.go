@@ -355,7 +355,7 @@ func TestNetplanFixtures(t *testing.T) {
 			if c.Mode != 0o600 {
 				t.Errorf("mode %v, want 0600", c.Mode)
 			}
-			st := &store.Store{Root: root, StateDir: config.StateDir, Targets: store.DefaultTargets(config.StateDir).Add(node.Writes()...)}
+			st := &store.Store{Root: root, StateDir: config.StateDir, Targets: store.DefaultTargets(config.StateDir).Add(node.Writes()...).AddLinked(node.LinkedWrites()...)}
 			if _, err := st.Write(c.Path, c.After, c.Mode); err != nil {
 				t.Fatal(err)
 			}

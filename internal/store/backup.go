@@ -183,7 +183,7 @@ func (s *Store) capture(p string) (Entry, []byte, error) {
 		if fi.Size() > maxBackupSize {
 			return Entry{}, nil, fmt.Errorf("file is %d bytes, over the backup limit of %d bytes", fi.Size(), maxBackupSize)
 		}
-		data, err := s.readHost(hp, backupKind)
+		data, err := s.tree().ReadHostNoFollow(hp, backupKind)
 		if err != nil {
 			return Entry{}, nil, err
 		}
@@ -266,7 +266,7 @@ func (s *Store) Restore(keep func(path string) (kept bool, reason string)) ([]Re
 	fsys := s.fsys()
 	mp := filepath.Join(dir, ManifestName)
 	if len(remaining) == 0 {
-		if err := fsys.Remove(mp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := s.remove(mp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return results, errors.Join(append(errs, fmt.Errorf("clear the backup manifest: %w", s.nodeErr(err)))...)
 		}
 		if err := syncDir(fsys, dir); err != nil {
@@ -286,7 +286,7 @@ func (s *Store) Restore(keep func(path string) (kept bool, reason string)) ([]Re
 	for _, e := range entries {
 		if e.Kind == KindFile && !referenced[e.SHA256] {
 			referenced[e.SHA256] = true
-			if err := fsys.Remove(filepath.Join(dir, e.SHA256)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := s.remove(filepath.Join(dir, e.SHA256)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("remove the backup copy of %s: %w", e.Path, s.nodeErr(err)))
 			}
 		}
@@ -308,7 +308,7 @@ func holdsLeft(entries []Entry, left []bool, dir string) bool {
 // something else now is kept (ActionKept, with the reason).
 func (s *Store) restoreEntry(dir string, e Entry) (RestoreResult, error) {
 	r := RestoreResult{Path: e.Path, Action: ActionRestored}
-	_, hp, fi, err := s.lstatNode(e.Path)
+	_, hp, fi, err := s.lstatForWrite(e.Path)
 	if err != nil {
 		return r, err
 	}
@@ -322,7 +322,7 @@ func (s *Store) restoreEntry(dir string, e Entry) (RestoreResult, error) {
 			r.Action, r.Reason = ActionKept, "nodedns made it a directory, but it is a "+nodefs.FileType(fi.Mode())+" now: left as it is"
 			return r, nil
 		}
-		if err := fsys.Remove(hp); err != nil {
+		if err := s.remove(hp); err != nil {
 			if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
 				r.Action, r.Reason = ActionKept, "nodedns created this directory, but it is not empty now: left as it is"
 				return r, nil
@@ -340,7 +340,7 @@ func (s *Store) restoreEntry(dir string, e Entry) (RestoreResult, error) {
 		if fi == nil {
 			return r, nil
 		}
-		if err := fsys.Remove(hp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := s.remove(hp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return r, err
 		}
 		return r, syncDir(fsys, filepath.Dir(hp))
@@ -349,7 +349,7 @@ func (s *Store) restoreEntry(dir string, e Entry) (RestoreResult, error) {
 		if fi != nil && fi.Mode()&fs.ModeSymlink != 0 {
 			if cur, err := fsys.Readlink(hp); err == nil && cur == e.Target {
 				if u, g := nodefs.Owner(fi); u != e.UID || g != e.GID {
-					if err := fsys.Lchown(hp, e.UID, e.GID); err != nil {
+					if err := s.lchown(hp, e.UID, e.GID); err != nil {
 						return r, err
 					}
 				}
@@ -369,7 +369,7 @@ func (s *Store) restoreEntry(dir string, e Entry) (RestoreResult, error) {
 		}
 		if fi != nil && fi.Mode().IsRegular() && fi.Mode()&keepModeBits == e.Mode && fi.Size() == int64(len(data)) {
 			if u, g := nodefs.Owner(fi); u == e.UID && g == e.GID {
-				if cur, err := s.readHost(hp, backupKind); err == nil && bytes.Equal(cur, data) {
+				if cur, err := s.tree().ReadHostNoFollow(hp, backupKind); err == nil && bytes.Equal(cur, data) {
 					return r, nil
 				}
 			}
@@ -384,14 +384,8 @@ func (s *Store) restoreEntry(dir string, e Entry) (RestoreResult, error) {
 			if err := s.writeInPlace(hp, data); err != nil {
 				return r, fmt.Errorf("in place (rename impossible, a bind mount?): %w", err)
 			}
-			// Mode before owner, as in replace.
-			if err := fsys.Chmod(hp, e.Mode&^specialBits); err != nil {
-				return r, err
-			}
-			if err := fsys.Lchown(hp, e.UID, e.GID); err != nil {
-				return r, err
-			}
-			return r, nil
+			// Mode before owner, as in replace; on the open file, never by path.
+			return r, s.chmodChown(hp, e.Mode&^specialBits, e.UID, e.GID)
 		}
 		return r, err
 	}
@@ -410,7 +404,7 @@ func (s *Store) replaceWithSymlink(hostPath string, e Entry) error {
 	var tmp string
 	for try := 0; ; try++ {
 		tmp = filepath.Join(dir, fmt.Sprintf(".%s.nodedns-%d.tmp", base, rand.Uint32()))
-		err := fsys.Symlink(e.Target, tmp)
+		err := s.symlink(e.Target, tmp)
 		if err == nil {
 			break
 		}
@@ -421,14 +415,14 @@ func (s *Store) replaceWithSymlink(hostPath string, e Entry) error {
 	fi, err := fsys.Lstat(tmp)
 	if err == nil {
 		if u, g := nodefs.Owner(fi); u != e.UID || g != e.GID {
-			err = fsys.Lchown(tmp, e.UID, e.GID)
+			err = s.lchown(tmp, e.UID, e.GID)
 		}
 	}
 	if err == nil {
-		err = fsys.Rename(tmp, hostPath)
+		err = s.rename(tmp, hostPath)
 	}
 	if err != nil {
-		fsys.Remove(tmp)
+		s.remove(tmp)
 		return err
 	}
 	return syncDir(fsys, dir)

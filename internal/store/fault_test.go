@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"os"
 	"path"
 	"strings"
 	"syscall"
@@ -250,7 +251,7 @@ func TestRestoreInPlace(t *testing.T) {
 	if _, err := s.Write("/etc/resolv.conf", []byte("nameserver 10.0.0.2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := nodefs.OS().Chmod(s.host("/etc/resolv.conf"), 0o600); err != nil {
+	if err := os.Chmod(s.host("/etc/resolv.conf"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ino := inode(t, s, "/etc/resolv.conf")

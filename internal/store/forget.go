@@ -27,7 +27,7 @@ func (s *Store) Forget(p string, data []byte) error {
 	if err := s.restorable(nil)(Entry{Path: p, Kind: KindFile}); err != nil {
 		return fmt.Errorf("forget %s: %w", p, err)
 	}
-	_, hp, fi, err := s.lstatNode(p)
+	_, hp, fi, err := s.lstatForWrite(p)
 	if err != nil {
 		return fmt.Errorf("forget %s: %w", p, s.nodeErr(err))
 	}
@@ -39,7 +39,7 @@ func (s *Store) Forget(p string, data []byte) error {
 	}
 	fsys := s.fsys()
 	if data == nil {
-		if err := fsys.Remove(hp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := s.remove(hp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("forget %s: %w", p, s.nodeErr(err))
 		}
 		return s.nodeErr(syncDir(fsys, filepath.Dir(hp)))

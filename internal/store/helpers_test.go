@@ -254,13 +254,6 @@ func (f faultFS) Symlink(oldname, newname string) error {
 	return f.FS.Symlink(oldname, newname)
 }
 
-func (f faultFS) Chmod(name string, mode fs.FileMode) error {
-	if err := f.err("chmod", name); err != nil {
-		return err
-	}
-	return f.FS.Chmod(name, mode)
-}
-
 func (f faultFS) Lchown(name string, uid, gid int) error {
 	if err := f.err("lchown", name); err != nil {
 		return err
@@ -315,6 +308,20 @@ func (f faultFile) Truncate(size int64) error {
 		return err
 	}
 	return f.File.Truncate(size)
+}
+
+func (f faultFile) Chmod(mode fs.FileMode) error {
+	if err := f.fs.err("chmod", f.Name()); err != nil {
+		return err
+	}
+	return f.File.Chmod(mode)
+}
+
+func (f faultFile) Chown(uid, gid int) error {
+	if err := f.fs.err("lchown", f.Name()); err != nil {
+		return err
+	}
+	return f.File.Chown(uid, gid)
 }
 
 func (f faultFile) Sync() error {

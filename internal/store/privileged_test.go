@@ -76,7 +76,7 @@ func privilegedChild(t *testing.T, parentNS string) {
 			t.Run(tt.name, func(t *testing.T) {
 				root := t.TempDir()
 				mount(t, "tmpfs", root, "tmpfs", 0, "size=64k,mode=0755")
-				s := &Store{Root: root}
+				s := &Store{Root: root, Targets: nodeTargets()}
 				const orig = "nameserver 169.254.25.10\n"
 				mkfile(t, s, "/etc/resolv.conf", orig, 0o644)
 				if tt.backupFirst {
@@ -128,7 +128,7 @@ func privilegedChild(t *testing.T, parentNS string) {
 
 	t.Run("bind-mounted resolv.conf", func(t *testing.T) {
 		root := t.TempDir()
-		s := &Store{Root: root}
+		s := &Store{Root: root, Targets: nodeTargets()}
 		mkfile(t, s, "/etc/resolv.conf", "the file under the mount\n", 0o644)
 		src := filepath.Join(t.TempDir(), "resolv.conf")
 		const orig = "nameserver 169.254.25.10\n"

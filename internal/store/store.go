@@ -13,13 +13,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultStateDir is the node path of nodedns's state directory (docs/contract.md, "Where things live").
@@ -95,8 +99,6 @@ func (s *Store) lstatNode(p string) (node, hostPath string, fi fs.FileInfo, err 
 	return s.tree().LstatNode(p)
 }
 
-func (s *Store) readHost(hp string, k nodefs.Kind) ([]byte, error) { return s.tree().ReadHost(hp, k) }
-
 func (s *Store) nodeErr(err error) error { return s.tree().NodeErr(err) }
 
 // ReadFile implements nodefs.Reader.
@@ -158,7 +160,7 @@ func (s *Store) Write(p string, data []byte, mode fs.FileMode) (WriteResult, err
 		return WriteResult{}, fmt.Errorf("write %s: %w", p, err)
 	}
 	defer unlock()
-	final, err := s.resolve(p, true)
+	final, err := s.resolveForWrite(p)
 	if err != nil {
 		return WriteResult{}, fmt.Errorf("write %s: %w", p, err)
 	}
@@ -177,7 +179,7 @@ func (s *Store) Write(p string, data []byte, mode fs.FileMode) (WriteResult, err
 			return WriteResult{}, fmt.Errorf("write %s: not a regular file but a %s", name, nodefs.FileType(fi.Mode()))
 		}
 		if fi.Size() == int64(len(data)) {
-			if cur, err := s.readHost(hp, backupKind.WithMax(int64(len(data)))); err == nil && bytes.Equal(cur, data) {
+			if cur, err := s.tree().ReadHostNoFollow(hp, backupKind.WithMax(int64(len(data)))); err == nil && bytes.Equal(cur, data) {
 				res.Unchanged = true
 				return res, nil
 			}
@@ -234,7 +236,7 @@ func (s *Store) Remove(p string) error {
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", p, err)
 	}
-	_, hp, fi, err := s.lstatNode(p)
+	_, hp, fi, err := s.lstatForWrite(p)
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", p, err)
 	}
@@ -253,7 +255,7 @@ func (s *Store) Remove(p string) error {
 		return fmt.Errorf("remove %s: %w", p, err)
 	}
 	fsys := s.fsys()
-	if err := fsys.Remove(hp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := s.remove(hp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", p, s.nodeErr(err))
 	}
 	if err := syncDir(fsys, filepath.Dir(hp)); err != nil {
@@ -286,7 +288,7 @@ func (s *Store) replace(hostPath string, data []byte, mode fs.FileMode, uid, gid
 	// A leading dot and a .tmp suffix keep a temp file left by a crash out of every directory
 	// scan that matters: netplan reads *.yaml, resolved *.conf, dhclient-script runs
 	// `run-parts --list` (names with dots are skipped) on its hook directories.
-	f, err := fsys.CreateTemp(dir, "."+base+".nodedns-*.tmp")
+	f, err := s.createTemp(dir, "."+base+".nodedns-*.tmp")
 	if err != nil {
 		return fmt.Errorf("create temp file: %w", err)
 	}
@@ -297,7 +299,7 @@ func (s *Store) replace(hostPath string, data []byte, mode fs.FileMode, uid, gid
 			if !closed {
 				f.Close()
 			}
-			fsys.Remove(tmp)
+			s.remove(tmp)
 		}
 	}()
 	if _, err := f.Write(data); err != nil {
@@ -306,17 +308,19 @@ func (s *Store) replace(hostPath string, data []byte, mode fs.FileMode, uid, gid
 	// Mode first, owner second: once the file belongs to another user, chmod(2) needs CAP_FOWNER,
 	// which the unit does not grant. (The other order mattered only for setuid and setgid bits, which
 	// chown(2) clears and nodedns never sets.)
-	if err := fsys.Chmod(tmp, mode&^specialBits); err != nil {
+	// On the open file (fchmod, fchown), never by path: another name renamed over the temp file's
+	// would otherwise get the mode.
+	if err := f.Chmod(mode &^ specialBits); err != nil {
 		return err
 	}
 	if uid >= 0 && gid >= 0 {
 		// Only chown when needed: a non-root caller (a test) can create files but not give them away.
-		fi, err := fsys.Lstat(tmp)
+		fi, err := f.Stat()
 		if err != nil {
 			return err
 		}
 		if tu, tg := nodefs.Owner(fi); tu != uid || tg != gid {
-			if err := fsys.Lchown(tmp, uid, gid); err != nil {
+			if err := f.Chown(uid, gid); err != nil {
 				return err
 			}
 		}
@@ -328,7 +332,7 @@ func (s *Store) replace(hostPath string, data []byte, mode fs.FileMode, uid, gid
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := fsys.Rename(tmp, hostPath); err != nil {
+	if err := s.rename(tmp, hostPath); err != nil {
 		return &renameError{err}
 	}
 	// The new content is in place from here on; a failing directory fsync only means the rename
@@ -343,12 +347,11 @@ func (s *Store) replace(hostPath string, data []byte, mode fs.FileMode, uid, gid
 // old ones before the file is cut to size, so a reader never sees an empty file; if anything fails,
 // the original bytes are written back.
 func (s *Store) writeInPlace(hostPath string, data []byte) error {
-	fsys := s.fsys()
-	orig, err := s.readHost(hostPath, backupKind)
+	orig, err := s.tree().ReadHostNoFollow(hostPath, backupKind)
 	if err != nil {
 		return err
 	}
-	f, err := fsys.OpenFile(hostPath, os.O_WRONLY, 0)
+	f, err := s.tree().OpenHost(hostPath, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return err
 	}
@@ -381,4 +384,121 @@ func syncDir(fsys nodefs.FS, dir string) error {
 		return nil
 	}
 	return fmt.Errorf("sync directory: %w", err)
+}
+
+// createTemp creates a new temp file in the host directory dir (mode 0600, O_EXCL: never through a
+// name that exists, a symlink included). Under --root it is created confined to the root, so a
+// directory swapped for a symlink that leaves the root cannot take it outside.
+func (s *Store) createTemp(dir, pattern string) (nodefs.File, error) {
+	t := s.tree()
+	if !t.Confined() {
+		return s.fsys().CreateTemp(dir, pattern)
+	}
+	prefix, suffix, _ := strings.Cut(pattern, "*")
+	for try := 0; ; try++ {
+		name := filepath.Join(dir, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10)+suffix)
+		f, err := t.OpenHost(name, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+		if err == nil || !errors.Is(err, fs.ErrExist) || try >= 100 {
+			return f, err
+		}
+	}
+}
+
+// rename renames oldpath over newpath, both in one host directory. Under --root the rename is made
+// relative to that directory opened confined to the root (renameat), so a directory swapped for a
+// symlink that leaves the root between the temp file's creation and the rename cannot move the
+// rename outside.
+func (s *Store) rename(oldpath, newpath string) error {
+	t := s.tree()
+	dir := filepath.Dir(newpath)
+	if !t.Confined() || filepath.Dir(oldpath) != dir {
+		return s.fsys().Rename(oldpath, newpath)
+	}
+	d, err := nodefs.OpenInRoot(s.Root, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := unix.Renameat(int(d.Fd()), filepath.Base(oldpath), int(d.Fd()), filepath.Base(newpath)); err != nil {
+		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
+	}
+	return nil
+}
+
+// chmodChown sets the mode, then the owner, of the regular file at a host path, on an fd opened
+// without following a symlink (fchmod, fchown).
+func (s *Store) chmodChown(hp string, mode fs.FileMode, uid, gid int) error {
+	f, err := s.tree().OpenHost(hp, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Chmod(mode); err != nil {
+		return err
+	}
+	return f.Chown(uid, gid)
+}
+
+// atDir runs f with an fd of the host directory of hp opened confined to the root and the base
+// name of hp: the *at system calls then act in that directory, wherever a symlink swapped in on
+// the way would lead. ok is false when the store is not confined (the real root, or an FS wrapped
+// for fault injection): the caller uses the FS seam then.
+func (s *Store) atDir(hp string, f func(dfd int, base string) error) (ok bool, err error) {
+	if !s.tree().Confined() {
+		return false, nil
+	}
+	d, err := nodefs.OpenInRoot(s.Root, filepath.Dir(hp), unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return true, err
+	}
+	defer d.Close()
+	return true, f(int(d.Fd()), filepath.Base(hp))
+}
+
+// remove removes the file, symlink or empty directory at a host path without following it
+// (unlinkat relative to its directory, confined under --root).
+func (s *Store) remove(hp string) error {
+	ok, err := s.atDir(hp, func(dfd int, base string) error {
+		err := unix.Unlinkat(dfd, base, 0)
+		if errors.Is(err, unix.EISDIR) {
+			err = unix.Unlinkat(dfd, base, unix.AT_REMOVEDIR)
+		}
+		if err != nil {
+			return &fs.PathError{Op: "remove", Path: hp, Err: err}
+		}
+		return nil
+	})
+	if !ok {
+		return s.fsys().Remove(hp)
+	}
+	return err
+}
+
+// symlink creates a symlink at a host path (symlinkat, confined under --root).
+func (s *Store) symlink(target, hp string) error {
+	ok, err := s.atDir(hp, func(dfd int, base string) error {
+		if err := unix.Symlinkat(target, dfd, base); err != nil {
+			return &os.LinkError{Op: "symlink", Old: target, New: hp, Err: err}
+		}
+		return nil
+	})
+	if !ok {
+		return s.fsys().Symlink(target, hp)
+	}
+	return err
+}
+
+// lchown sets the owner of a host path without following a final symlink (fchownat with
+// AT_SYMLINK_NOFOLLOW, confined under --root).
+func (s *Store) lchown(hp string, uid, gid int) error {
+	ok, err := s.atDir(hp, func(dfd int, base string) error {
+		if err := unix.Fchownat(dfd, base, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return &fs.PathError{Op: "lchown", Path: hp, Err: err}
+		}
+		return nil
+	})
+	if !ok {
+		return s.fsys().Lchown(hp, uid, gid)
+	}
+	return err
 }

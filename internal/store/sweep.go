@@ -21,9 +21,6 @@ import (
 // directory. Both carry one recognisable name, and the next holder of the state lock removes the
 // ones their dead owner left.
 
-// IsTemp reports whether a file name is one of nodedns's temp files.
-func IsTemp(name string) bool { return nodefs.IsTemp(name) }
-
 // workRE matches a work directory in StateDir/tmp: "NAME-PID-RANDOM", as WorkPattern makes them.
 var workRE = regexp.MustCompile(`^.+-([0-9]+)-[^-]*$`)
 
@@ -103,7 +100,7 @@ func (s *Store) Sweep(l *Lock) (removed []string, err error) {
 			if err != nil || !fi.ModTime().Before(l.Since()) {
 				continue
 			}
-			if err := fsys.Remove(hp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := s.remove(hp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("remove the leftover %s: %w", path.Join(dir, e.Name()), s.nodeErr(err)))
 				continue
 			}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 // Targets is the allow-list of node paths restore may change: a manifest names paths, and however
@@ -140,6 +142,16 @@ func (s *Store) restorable(entries []Entry) func(e Entry) error {
 			}
 		}
 	}
+	// A managed path under a directory that is root's own symlink (/etc/dhcp/dhclient-enter-hooks.d
+	// -> ../../data/hooks) is written, and backed up, where it resolves: that is a target too.
+	for _, pat := range t.Patterns() {
+		if hasMeta(pat) {
+			continue
+		}
+		if final, err := s.resolve(pat, true); err == nil && final != pat {
+			extra[final] = true
+		}
+	}
 	allowed := func(p string) bool { return !s.isState(p) && (t.Match(p) || extra[p]) }
 	// A directory entry is allowed when some allowed file entry lies inside it.
 	dirs := map[string]bool{}
@@ -240,7 +252,7 @@ func (s *Store) glob(pat string) ([]string, error) {
 		}
 		for _, e := range es {
 			p := path.Join(d, e.Name())
-			if ok, _ := path.Match(pat, p); ok && !IsTemp(e.Name()) {
+			if ok, _ := path.Match(pat, p); ok && !nodefs.IsTemp(e.Name()) {
 				out = append(out, p)
 			}
 		}

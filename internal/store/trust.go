@@ -47,11 +47,8 @@ func (s *Store) trustedDir(p string, mode fs.FileMode) (string, error) {
 		if err := s.mkdirs(parents, 0o755); err != nil {
 			return "", err
 		}
-		if err := fsys.MkdirAll(hp, mode); err != nil {
-			return "", s.nodeErr(err)
-		}
-		if err := fsys.Chmod(hp, mode); err != nil {
-			return "", s.nodeErr(err)
+		if err := s.mkdirs([]string{node}, mode); err != nil {
+			return "", err
 		}
 		if fi, err = fsys.Lstat(hp); err != nil {
 			return "", s.nodeErr(err)
@@ -93,7 +90,19 @@ func (s *Store) mkdirs(dirs []string, mode fs.FileMode) error {
 		if err := fsys.MkdirAll(hp, mode); err != nil {
 			return s.nodeErr(err)
 		}
-		if err := fsys.Chmod(hp, mode); err != nil {
+		// The mode on the directory itself, opened without following a symlink swapped in.
+		f, err := s.tree().OpenHost(hp, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+		if err != nil {
+			return s.nodeErr(err)
+		}
+		err = f.Chmod(mode)
+		f.Close()
+		if err != nil {
+			return s.nodeErr(err)
+		}
+		// The new entry is durable only once its parent is synced (a crash could lose the
+		// directory while a file in it survives).
+		if err := syncDir(fsys, filepath.Dir(hp)); err != nil {
 			return s.nodeErr(err)
 		}
 	}

@@ -1,0 +1,72 @@
+package store
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+
+	"github.com/nodedns/nodedns/internal/nodefs"
+)
+
+// Foreign directories (docs/contract.md, "Directories other users can write"): nodedns runs as root and writes
+// into directories other software owns. A directory another user can write lets that user plant a
+// symlink where nodedns writes, or rename one over its temp file, and turn a write as root against
+// any file of the node (/etc/shadow replaced by Prometheus text through node_exporter's textfile
+// directory). So before nodedns changes anything under a directory, every directory on the way
+// from the root to it (the targets of symlinks on the way included) must be owned by root or the
+// user running nodedns and writable by neither group nor others; else the change is refused with a
+// ForeignDirError naming the directory. Symlinks in such directories are root's own and followed.
+
+// ForeignDirError is a change refused because a directory on the way to its target is not trusted.
+type ForeignDirError struct {
+	// Path is the node path nodedns was to change.
+	Path string
+	// Dir is the node path of the directory refused.
+	Dir string
+	// UID and GID own Dir; Mode is its mode.
+	UID, GID int
+	Mode     fs.FileMode
+}
+
+func (e *ForeignDirError) Error() string {
+	why := "is writable by others"
+	switch {
+	case e.UID > 0 && e.UID != os.Geteuid():
+		why = fmt.Sprintf("is owned by uid %d, neither root nor uid %d", e.UID, os.Geteuid())
+	case e.Mode&0o020 != 0 && e.Mode&0o002 == 0:
+		why = "is writable by its group"
+	}
+	return fmt.Sprintf("refusing to change %s: the directory %s on the way to it %s (owner %d:%d, mode %s), so another user could plant a symlink there and turn nodedns's write against any file of the node; make it root's and writable by root only (chown root:root %s && chmod go-w %s), or point nodedns elsewhere",
+		e.Path, e.Dir, why, e.UID, e.GID, nodefs.ModeString(e.Mode), e.Dir, e.Dir)
+}
+
+// trustDir is the visit of a checked resolution: nil for a directory nodedns may change things in.
+func trustDir(target string) func(dir string, fi fs.FileInfo) error {
+	return func(dir string, fi fs.FileInfo) error {
+		uid, gid := nodefs.Owner(fi)
+		if uid < 0 {
+			return nil // an FS that reports no owner (an in-memory test tree)
+		}
+		if (uid == 0 || uid == os.Geteuid()) && fi.Mode()&0o022 == 0 {
+			return nil
+		}
+		return &ForeignDirError{Path: target, Dir: dir, UID: uid, GID: gid, Mode: fi.Mode()}
+	}
+}
+
+// resolveForWrite resolves a node path for a change: the final path (symlinks followed inside Root)
+// with every directory on the way checked (trustDir).
+func (s *Store) resolveForWrite(p string) (string, error) {
+	return s.tree().ResolveVisit(p, true, trustDir(p))
+}
+
+// lstatForWrite is lstatNode for a change: the parent resolved with every directory on the way
+// checked, the last component not followed.
+func (s *Store) lstatForWrite(p string) (node, hostPath string, fi fs.FileInfo, err error) {
+	dir, err := s.tree().ResolveVisit(path.Dir(p), true, trustDir(p))
+	if err != nil {
+		return "", "", nil, err
+	}
+	return s.lstatNode(path.Join(dir, path.Base(p)))
+}
