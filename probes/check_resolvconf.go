@@ -133,9 +133,33 @@ func (resolvConfNameservers) Run(_ context.Context, env *Env) Result {
 		}
 		return Result{Status: Problem, Message: strings.Join(problems, "; "), Hint: hint}
 	}
+	if static := netplanLoopNameservers(env); len(static) > 0 {
+		return Result{Status: Problem, Message: strings.Join(static, "; ") + ": netplan renders it into the link's DNS, and the host's lookups loop through the cache",
+			Hint: "remove it from nameservers.addresses (nodedns does not edit a static netplan nameserver); list the real resolvers there, or in `upstreams`"}
+	}
 	var ups []string
 	for _, a := range f.Upstreams {
 		ups = append(ups, a.String())
 	}
 	return Result{Status: OK, Message: fmt.Sprintf("upstreams %s (from %s%s)", strings.Join(ups, " "), f.UpstreamSource, offeredNote(f))}
+}
+
+// netplanLoopNameservers lists the static netplan nameservers that are loop addresses, in any
+// spelling (::ffff:169.254.25.10 is 169.254.25.10), as "netplan sets nameserver A (KIND) on ID in
+// FILE".
+func netplanLoopNameservers(env *Env) []string {
+	np := env.Snapshot.Netplan
+	if np == nil {
+		return nil
+	}
+	f := env.Plan.Facts
+	var out []string
+	for _, i := range np.Interfaces {
+		for _, a := range i.Nameservers {
+			if f.IsLoop(a, false) {
+				out = append(out, fmt.Sprintf("netplan sets nameserver %s (%s) on %s in %s", a, f.LoopKind(a), i.ID, strings.Join(i.Files, ", ")))
+			}
+		}
+	}
+	return out
 }

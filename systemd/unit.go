@@ -62,6 +62,8 @@ type EnvFile struct {
 type ServiceUnit struct {
 	// Name is the unit name (kubelet.service); it resolves %n, %N, %p, %i.
 	Name string
+	// envIdx indexes Environment by name while the unit is parsed (setEnv).
+	envIdx map[string]int
 	// Type is [Service] Type= ("" when unset: simple).
 	Type string
 	// ExecStart are the commands after every reset (an empty ExecStart=
@@ -100,6 +102,7 @@ func ParseServiceUnit(name string, files []UnitFile) *ServiceUnit {
 		src := u.ExecStart[1].Source
 		u.Err = fmt.Errorf("%s: more than one ExecStart= in a Type=%s service: systemd refuses to load %s", src, orDefault(u.Type, "simple"), name)
 	}
+	u.envIdx = nil // parsing is done: the unit is plain data again
 	return u
 }
 
@@ -521,8 +524,26 @@ func (u *ServiceUnit) environment(src Setting, value string) {
 			u.warn(src.Path, src.Line, "Environment=: invalid environment assignment, ignoring: %s", w)
 			continue
 		}
-		u.Environment = envReplace(u.Environment, EnvVar{Name: name, Value: val, Source: src})
+		u.setEnv(EnvVar{Name: name, Value: val, Source: src})
 	}
+}
+
+// setEnv is envReplace over u.Environment with an index of its names (unique, as envReplace keeps
+// them), so thousands of drop-ins each setting a variable stay linear. The index is rebuilt when
+// the list was changed without it (a reset).
+func (u *ServiceUnit) setEnv(v EnvVar) {
+	if u.envIdx == nil || len(u.envIdx) != len(u.Environment) {
+		u.envIdx = make(map[string]int, len(u.Environment))
+		for i, e := range u.Environment {
+			u.envIdx[e.Name] = i
+		}
+	}
+	if i, ok := u.envIdx[v.Name]; ok {
+		u.Environment[i] = v
+		return
+	}
+	u.envIdx[v.Name] = len(u.Environment)
+	u.Environment = append(u.Environment, v)
 }
 
 // environmentFile is config_parse_unit_env_file (load-fragment.c, 252).
@@ -882,9 +903,15 @@ func ParseEnvFile(p string, data []byte) ([]EnvVar, []Warning, error) {
 // order (systemd 252 lets the files win).
 func MergeEnv(lists ...[]EnvVar) []EnvVar {
 	var out []EnvVar
+	idx := map[string]int{} // names in out are unique: a later assignment replaces in place
 	for _, l := range lists {
 		for _, v := range l {
-			out = envReplace(out, v)
+			if i, ok := idx[v.Name]; ok {
+				out[i] = v
+				continue
+			}
+			idx[v.Name] = len(out)
+			out = append(out, v)
 		}
 	}
 	return out

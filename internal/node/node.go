@@ -272,6 +272,7 @@ func (s *Snapshot) readResolved(r nodefs.Reader) {
 // order, so "what would resolved use without X" needs no second directory walk.
 func reparse(r nodefs.Reader, paths []string, skip func(string) bool) *systemd.ResolvedConfig {
 	cfg := &systemd.ResolvedConfig{}
+	parser := systemd.NewParser(cfg) // one parser for all files: linear in their number
 	for _, p := range paths {
 		if skip(p) {
 			continue
@@ -280,7 +281,7 @@ func reparse(r nodefs.Reader, paths []string, skip func(string) bool) *systemd.R
 		if err != nil {
 			continue // already reported by the first load
 		}
-		systemd.ParseResolvedConf(cfg, p, data)
+		parser.Parse(p, data)
 		cfg.Files = append(cfg.Files, p)
 	}
 	cfg.Warnings = nil

@@ -48,7 +48,9 @@ func manyDropInsTree(tb testing.TB) string {
 			return fmt.Sprintf("[Resolve]\nDNS=10.%d.%d.1\nDomains=d%d.example\n", a, b, i)
 		},
 		"etc/NetworkManager/conf.d/%05d.conf": func(i, a, b int) string {
-			return fmt.Sprintf("[main]\nplugins+=p%d\n[device-%d]\nmatch-device=interface-name:e%d\n", i, i, i)
+			// No `key+=` here: a chain of 20,000 files extending one list is still quadratic (each
+			// extension re-splits and re-joins the merged list, as NetworkManager's own merge does).
+			return fmt.Sprintf("[main]\nno-auto-default=e%d\n[device-%d]\nmatch-device=interface-name:e%d\n", i, i, i)
 		},
 		"usr/lib/NetworkManager/conf.d/%05d.conf": func(i, a, b int) string {
 			return fmt.Sprintf("[connection-%d]\nipv4.dns-priority=%d\n", i, i)

@@ -259,6 +259,9 @@ func (p *Plan) resolved(s *node.Snapshot) {
 			}
 		}
 		after := DropIn(servers, loops, dnsSources(s.ResolvedOthers))
+		if len(servers) > 0 {
+			after = dropClusterDomains(after, s.ResolvedOthers.Domains, f)
+		}
 		var before []byte
 		if cur.Exists {
 			before = cur.Data
@@ -366,6 +369,32 @@ func DropIn(servers, dropped, sources []string) []byte {
 	b.WriteString("\n[Resolve]\nDNS=\n")
 	if len(servers) > 0 {
 		fmt.Fprintf(&b, "DNS=%s\n", strings.Join(servers, " "))
+	}
+	return []byte(b.String())
+}
+
+// dropClusterDomains resets resolved's global Domains= in the drop-in when it lists cluster search
+// domains (kubespray's `Domains=default.svc.cluster.local svc.cluster.local`) and the drop-in gives
+// the global scope servers: harmless while that scope has no server (the lookups fail locally), a
+// leak of cluster names to the LAN resolver once it has (docs/contract.md "Cluster search domains
+// on the host"). The other domains, and routing-only ones, are kept in their order.
+func dropClusterDomains(dropIn []byte, domains []string, f Facts) []byte {
+	var keep, dropped []string
+	for _, d := range domains {
+		if !strings.HasPrefix(d, "~") && f.IsClusterDomain(d) {
+			dropped = append(dropped, d)
+			continue
+		}
+		keep = append(keep, d)
+	}
+	if len(dropped) == 0 {
+		return dropIn
+	}
+	var b strings.Builder
+	b.Write(dropIn)
+	fmt.Fprintf(&b, "# Cluster search domains dropped from the global scope, which now has servers: %s\nDomains=\n", strings.Join(dropped, " "))
+	if len(keep) > 0 {
+		fmt.Fprintf(&b, "Domains=%s\n", strings.Join(keep, " "))
 	}
 	return []byte(b.String())
 }

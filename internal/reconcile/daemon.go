@@ -590,7 +590,7 @@ func (d *Daemon) judge(p *policy.Plan, now time.Time) (held []policy.Change, sta
 				"rewrites", v.count, "window", time.Duration(d.fights.window), "content_sha256", v.digest[:16],
 				"resume", "after the other writer leaves it alone for one window")
 		case v.logNew:
-			log.Warn("another writer's content left as it is (backed off)", "path", c.Target, "content_sha256", v.digest[:16])
+			log.Warn("another writer's content left as it is (backed off)", "path", c.Target, "content_sha256", v.digest[:16], "last_logged", v.lastLogged)
 		case v.hold:
 			// Backed off and already said so: one line per distinct content, not one per event.
 		case v.count > 0:

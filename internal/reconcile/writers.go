@@ -77,13 +77,18 @@ func (f *fights) accepted(p string, current []byte) {
 	}
 }
 
+// maxLoggedContents bounds the distinct foreign contents logged in one backoff episode.
+const maxLoggedContents = 5
+
 // verdict is what the fight tracker says about a planned change of a target.
 type verdict struct {
-	hold    bool   // do not write: nodedns backed off this target
-	started bool   // the backoff started with this change
-	logNew  bool   // a distinct foreign content not logged before in this backoff
-	digest  string // the foreign content's SHA-256
-	count   int    // foreign rewrites within the window
+	hold    bool // do not write: nodedns backed off this target
+	started bool // the backoff started with this change
+	logNew  bool // a distinct foreign content not logged before in this backoff
+	// lastLogged: logNew for the last time in this backoff (maxLoggedContents reached).
+	lastLogged bool
+	digest     string // the foreign content's SHA-256
+	count      int    // foreign rewrites within the window
 }
 
 // change judges a planned write of target p whose current content is current, at now. A change of
@@ -93,9 +98,12 @@ func (f *fights) change(p string, current []byte, now time.Time) verdict {
 	v := verdict{digest: digest(current)}
 	if t.backoff != nil {
 		v.hold = true
-		if !t.logged[v.digest] {
+		// One line per distinct content, up to maxLoggedContents per backoff episode: a writer
+		// that never writes the same bytes twice (20,000 rewrites) must not flood the journal.
+		if !t.logged[v.digest] && len(t.logged) < maxLoggedContents {
 			t.logged[v.digest] = true
 			v.logNew = true
+			v.lastLogged = len(t.logged) == maxLoggedContents
 		}
 		v.count = len(t.rewrites)
 		return v

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"fmt"
 	"io/fs"
 	"path"
 	"testing"
@@ -159,5 +160,26 @@ func TestComplete(t *testing.T) {
 				t.Errorf("complete = %v (%s), want %v", got, why, tc.want)
 			}
 		})
+	}
+}
+
+// TestFightsLogBounded: a writer that never writes the same bytes twice, 20,000 times while
+// nodedns is backed off, gets maxLoggedContents log lines for the episode, the last one marked.
+func TestFightsLogBounded(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	f := newFights(2, time.Hour)
+	logged, last := 0, 0
+	for i := 0; i < 20000; i++ {
+		f.wrote("/etc/resolv.conf", []byte("ours\n"))
+		v := f.change("/etc/resolv.conf", []byte(fmt.Sprintf("theirs %d\n", i)), t0.Add(time.Duration(i)*time.Millisecond))
+		if v.logNew || v.started {
+			logged++
+		}
+		if v.lastLogged {
+			last++
+		}
+	}
+	if logged != maxLoggedContents || last != 1 {
+		t.Errorf("20,000 distinct foreign contents: %d logged (%d marked last), want %d (1)", logged, last, maxLoggedContents)
 	}
 }
