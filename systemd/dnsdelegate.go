@@ -198,43 +198,8 @@ func (p *delegateParser) warn(line int, msg string) {
 	p.warnings = append(p.warnings, Warning{Path: p.path, Line: line, Msg: msg})
 }
 
-// run splits lines as config_parse does (comments dropped before continuations; a trailing
-// backslash joins the next line with a space).
-func (p *delegateParser) run(data []byte) {
-	var line int
-	var continuation []byte
-	bomSeen := false
-	for _, raw := range splitLines(data) {
-		line++
-		if l := strings.TrimLeft(raw, whitespace); l != "" && strings.ContainsRune(comments, rune(l[0])) {
-			continue
-		}
-		l := raw
-		if !bomSeen && strings.HasPrefix(l, utf8BOM) {
-			l = l[len(utf8BOM):]
-			bomSeen = true
-		}
-		if endsEscaped(l) {
-			if continuation == nil {
-				continuation = []byte{}
-			}
-			continuation = append(continuation, l[:len(l)-1]...)
-			continuation = append(continuation, ' ')
-			continue
-		}
-		logical := l
-		if continuation != nil {
-			logical = string(continuation) + l
-			continuation = nil
-		}
-		if !p.parseLine(line, logical) {
-			return
-		}
-	}
-	if continuation != nil {
-		p.parseLine(line+1, string(continuation))
-	}
-}
+// run reads the logical lines as config_parse does (logicalLines).
+func (p *delegateParser) run(data []byte) { logicalLines(data, p.parseLine) }
 
 func (p *delegateParser) parseLine(line int, l string) bool {
 	l = strings.Trim(l, whitespace)

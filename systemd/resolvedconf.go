@@ -284,7 +284,13 @@ func (p *confParser) file(path string, data []byte) {
 
 const utf8BOM = "\xef\xbb\xbf"
 
-func (p *confParser) run(data []byte) {
+func (p *confParser) run(data []byte) { logicalLines(data, p.parseLine) }
+
+// logicalLines feeds parse the logical lines of a systemd configuration file as config_parse
+// (systemd 252 to 262) makes them: comment lines dropped before continuations, a UTF-8 BOM dropped
+// from the first line, a trailing backslash joining the next line with a space. parse returns false
+// to stop reading (a section header resolved rejects).
+func logicalLines(data []byte, parse func(line int, l string) bool) {
 	var (
 		line         int
 		continuation []byte // nil: none pending
@@ -320,13 +326,13 @@ func (p *confParser) run(data []byte) {
 			logical = string(continuation) + l
 			continuation = nil
 		}
-		if !p.parseLine(line, logical) {
+		if !parse(line, logical) {
 			return
 		}
 	}
 	if continuation != nil {
 		// config_parse parses a pending continuation at EOF as line+1.
-		p.parseLine(line+1, string(continuation))
+		parse(line+1, string(continuation))
 	}
 }
 

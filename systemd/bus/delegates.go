@@ -59,13 +59,9 @@ func decodeDelegate(id string, props map[string]dbus.Variant) (systemd.DelegateI
 		errs = append(errs, err)
 	}
 	if v, ok := props["Domains"]; ok {
-		var w []wireLinkDom
-		if err := v.Store(&w); err != nil {
-			errs = append(errs, fmt.Errorf("decode property Domains: %w", err))
-		}
-		for _, d := range w {
-			di.Domains = append(di.Domains, systemd.Domain{Name: d.Name, RoutingOnly: d.RoutingOnly})
-		}
+		var err error
+		di.Domains, err = decodeDomains(v)
+		errs = append(errs, err)
 	}
 	if v, ok := props["DefaultRoute"]; ok {
 		_ = v.Store(&di.DefaultRoute)

@@ -515,13 +515,9 @@ func decodeLink(ifindex int, props map[string]dbus.Variant) (systemd.LinkInfo, e
 		errs = append(errs, err)
 	}
 	if v, ok := props["Domains"]; ok {
-		var w []wireLinkDom
-		if err := v.Store(&w); err != nil {
-			errs = append(errs, fmt.Errorf("decode property Domains: %w", err))
-		}
-		for _, d := range w {
-			li.Domains = append(li.Domains, systemd.Domain{Name: d.Name, RoutingOnly: d.RoutingOnly})
-		}
+		var err error
+		li.Domains, err = decodeDomains(v)
+		errs = append(errs, err)
 	}
 	if v, ok := props["DefaultRoute"]; ok {
 		if err := v.Store(&li.DefaultRoute); err == nil {
@@ -625,4 +621,18 @@ func (c *Resolved) FlushCaches(ctx context.Context) error {
 	return c.do(ctx, "flush systemd-resolved's caches", func(ctx context.Context, conn *dbus.Conn) error {
 		return call(ctx, conn, resolvedPath, managerIface+".FlushCaches").Err
 	})
+}
+
+// decodeDomains reads a link's or a delegate's Domains property, a(sb): each name and whether it is
+// routing-only.
+func decodeDomains(v dbus.Variant) ([]systemd.Domain, error) {
+	var w []wireLinkDom
+	if err := v.Store(&w); err != nil {
+		return nil, fmt.Errorf("decode property Domains: %w", err)
+	}
+	var out []systemd.Domain
+	for _, d := range w {
+		out = append(out, systemd.Domain{Name: d.Name, RoutingOnly: d.RoutingOnly})
+	}
+	return out, nil
 }
