@@ -159,7 +159,7 @@ func TestRPMContents(t *testing.T) {
 	for _, f := range []string{"/usr/bin/nodedns", "/usr/lib/systemd/system/nodedns.service", "/etc/nodedns/config.yaml", "/usr/share/man/man1/nodedns.1.gz", "/usr/share/nodedns/npd/nodedns-monitor.json",
 		"/usr/lib/systemd/system-preset/80-nodedns.preset", "/usr/share/nodedns/prometheus/nodedns.rules.yml", "/usr/share/nodedns/grafana/nodedns.json",
 		// every directory the package creates is its own, so erase leaves none behind
-		"/etc/nodedns", "/usr/share/nodedns", "/usr/share/nodedns/npd", "/usr/share/licenses/nodedns"} {
+		"/etc/nodedns", "/usr/share/nodedns", "/usr/share/nodedns/npd", "/usr/share/nodedns/systemd", "/usr/share/licenses/nodedns"} {
 		if !strings.Contains(list, f+"\n") {
 			t.Errorf("rpm lacks %s:\n%s", f, list)
 		}
