@@ -85,6 +85,8 @@ func TestForkyNMOverResolved(t *testing.T) {
 			st := n.resolvedState(t)
 			t.Logf("resolved at start:\n%s", st)
 			confBefore := n.c.Run(t, "cd /etc/NetworkManager/conf.d && for f in $(ls -A); do echo \"== $f\"; cat \"$f\"; done")
+			const globalDNS = "busctl --system get-property org.freedesktop.NetworkManager /org/freedesktop/NetworkManager org.freedesktop.NetworkManager GlobalDnsConfiguration"
+			globalBefore := n.c.Run(t, globalDNS)
 			noLoop := func(when string) {
 				t.Helper()
 				got := n.resolvedState(t)
@@ -130,10 +132,22 @@ func TestForkyNMOverResolved(t *testing.T) {
 				t.Errorf("conf.d after restore:\n%s\nbefore:\n%s", got, confBefore)
 			}
 			if kubespray {
-				// As on 1.42: the Reload does not take the pushed server back; NM's next restart does.
+				// As on 1.42: the Reload does not take the pushed server back, and NM's next restart
+				// usually does, not always (seen on 1.42 in CI). What restore owes is NM's own
+				// configuration: its global DNS read back over D-Bus is kubespray's again.
 				n.c.Run(t, restartNM)
 				n.waitNM(t)
-				nstest.WaitFor(t, 10*time.Second, "resolved's state as before apply", func() bool { return n.resolvedState(t) == st })
+				if got := n.c.Run(t, globalDNS); got != globalBefore {
+					t.Errorf("NetworkManager's GlobalDnsConfiguration after restore and a restart:\n%s\nbefore apply:\n%s", got, globalBefore)
+				}
+				after := n.resolvedState(t)
+				t.Logf("resolved after restore and an NM restart:\n%s", after)
+				if strings.Contains(after, busLoop) {
+					t.Errorf("after restore and an NM restart: resolved holds 169.254.25.10")
+				}
+				if after != st {
+					t.Logf("resolved differs from its state before apply (the link server NM pushed while the override was in force)")
+				}
 			}
 		})
 	}
