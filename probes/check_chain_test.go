@@ -8,62 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodedns/nodedns/internal/testutil/fixture"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
 
 	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/resolvconf"
 )
-
-// kubesprayCacheCorefile is node-local-dns's Corefile as kubespray writes it (one block per cluster
-// zone, each forwarding to the CoreDNS service IP; the rest to the pod's resolv.conf).
-const kubesprayCacheCorefile = `cluster.local:53 {
-    errors
-    cache {
-        success 9984 30
-        denial 9984 5
-    }
-    reload
-    loop
-    bind 169.254.25.10
-    forward . 10.233.0.3 {
-        force_tcp
-    }
-    prometheus :9253
-    health 169.254.25.10:9254
-}
-in-addr.arpa:53 {
-    errors
-    cache 30
-    reload
-    loop
-    bind 169.254.25.10
-    forward . 10.233.0.3 {
-        force_tcp
-    }
-    prometheus :9253
-}
-ip6.arpa:53 {
-    errors
-    cache 30
-    reload
-    loop
-    bind 169.254.25.10
-    forward . 10.233.0.3 {
-        force_tcp
-    }
-    prometheus :9253
-}
-.:53 {
-    errors
-    cache 30
-    reload
-    loop
-    bind 169.254.25.10
-    forward . /etc/resolv.conf
-    prometheus :9253
-}
-`
 
 // kubesprayCoreDNSCorefile is the cluster's CoreDNS Corefile as kubespray writes it: the kubernetes
 // plugin answers cluster.local and passes unknown reverse names on to the forward.
@@ -127,7 +79,7 @@ func TestParseServerBlocksKubernetes(t *testing.T) {
 }
 
 func TestBlockFor(t *testing.T) {
-	blocks, err := ParseServerBlocks([]byte(kubesprayCacheCorefile))
+	blocks, err := ParseServerBlocks([]byte(fixture.KubesprayCorefile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +115,7 @@ func corednsProcess(t *testing.T, pid int, corefile string, files map[string]str
 // sends to the cluster DNS, which DNS servers send them back and through what.
 func TestPodLoops(t *testing.T) {
 	facts := policy.Facts{CacheAddrs: []netip.Addr{cache, netip.MustParseAddr("fd00:25::10")}, ClusterDomain: "cluster.local"}
-	kubespray, err := ParseCorefile([]byte(kubesprayCacheCorefile))
+	kubespray, err := ParseCorefile([]byte(fixture.KubesprayCorefile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +307,7 @@ func TestNotrackFirstSync(t *testing.T) {
 // kubelet's resolvConf (what a re-created pod gets) still lists a loop address.
 func TestPodLoopHint(t *testing.T) {
 	facts := policy.Facts{CacheAddrs: []netip.Addr{cache}, ClusterDomain: "cluster.local"}
-	kubespray, _ := ParseCorefile([]byte(kubesprayCacheCorefile))
+	kubespray, _ := ParseCorefile([]byte(fixture.KubesprayCorefile))
 	cf := CacheClusterForwards(facts, kubespray, true)
 	pls := PodLoops(facts, cf, []*CacheProcess{corednsProcess(t, 42, kubesprayCoreDNSCorefile, map[string]string{"/etc/resolv.conf": "nameserver 169.254.25.10\n"})})
 	if len(pls) != 1 {
@@ -407,7 +359,7 @@ func TestCacheLoopHintAfterApply(t *testing.T) {
 		env.Snapshot.KubeletResolv = readResolvForTest(t, tc.kubelet)
 		env.Host.Proc = fakeProc(t, map[string]string{"udp": procNetUDP}, fakeProcess{pid: 100, comm: "node-cache",
 			args: []string{"/node-cache", "-conf", "/etc/Corefile"}, sockets: []string{"4242"},
-			files: map[string]string{"/etc/Corefile": kubesprayCacheCorefile, "/etc/resolv.conf": "nameserver 169.254.25.10\n"}})
+			files: map[string]string{"/etc/Corefile": fixture.KubesprayCorefile, "/etc/resolv.conf": "nameserver 169.254.25.10\n"}})
 		r := dnsLoop{}.Run(context.Background(), env)
 		if r.Status != Problem || !strings.Contains(r.Message, "169.254.25.10 (from /etc/resolv.conf, read through /proc/100/root) is the node-local cache") {
 			t.Fatalf("kubelet %q: %s %s", tc.kubelet, r.Status, r.Message)

@@ -237,10 +237,10 @@ case "$reason" in BOUND|RENEW|REBIND|REBOOT)
 	%[1]s/usr/bin/resolvectl dns "$interface" $new_domain_name_servers
 	if [ -n "$new_domain_search" ]; then %[1]s/usr/bin/resolvectl domain "$interface" $new_domain_search; fi
 esac
-`, shq(rdir))), 0o755))
+`, nstest.Quote(rdir))), 0o755))
 	conf := filepath.Join(n.sb.Dir(), "dhclient.conf")
 	must(t, os.WriteFile(conf, []byte("request subnet-mask, broadcast-address, routers, domain-name, domain-name-servers, domain-search;\n"), 0o644))
-	n.sb.Run(t, fmt.Sprintf("dhclient -1 -cf %s -sf %s -lf /var/lib/dhcp/dhclient.enp1s0.leases -pf /run/dhclient.pid enp1s0", shq(conf), shq(script)))
+	n.sb.Run(t, fmt.Sprintf("dhclient -1 -cf %s -sf %s -lf /var/lib/dhcp/dhclient.enp1s0.leases -pf /run/dhclient.pid enp1s0", nstest.Quote(conf), nstest.Quote(script)))
 	nstest.WaitFor(t, 10*time.Second, "resolved's resolv.conf to list the DHCP domain", func() bool {
 		data, err := os.ReadFile(n.sb.Path("/run/systemd/resolve/resolv.conf"))
 		return err == nil && strings.Contains(string(data), dhcpDomain)

@@ -235,7 +235,7 @@ func (p *proc) stop(sig syscall.Signal) {
 	if p.exited() {
 		return
 	}
-	if pid, err := childPID(p.cmd.Process.Pid); err == nil {
+	if pid, err := nstest.ChildPID(p.cmd.Process.Pid); err == nil {
 		_ = syscall.Kill(pid, sig)
 	} else {
 		_ = p.cmd.Process.Signal(sig)
@@ -244,7 +244,7 @@ func (p *proc) stop(sig syscall.Signal) {
 	case <-p.done:
 	case <-time.After(10 * time.Second):
 		_ = p.cmd.Process.Kill()
-		if pid, err := childPID(p.cmd.Process.Pid); err == nil {
+		if pid, err := nstest.ChildPID(p.cmd.Process.Pid); err == nil {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		<-p.done
@@ -295,7 +295,7 @@ func (n *node) startCache(f *Figures, restarts int) {
 		}
 		f.Starts++
 		n.cache = n.start("unshare", "-m", "--propagation", "private", "sh", "-c",
-			fmt.Sprintf("mount --bind %s /etc/resolv.conf && exec %s -conf %s", shq(cachePod), shq(n.d.coredns), shq(corefile)))
+			fmt.Sprintf("mount --bind %s /etc/resolv.conf && exec %s -conf %s", nstest.Quote(cachePod), nstest.Quote(n.d.coredns), nstest.Quote(corefile)))
 		// Up: answering the cluster name; the loop plugin's probe of "." is sent at start and
 		// answered (or caught) within a second or two, so a cache still running 3 s after it
 		// answered has passed it.
@@ -396,9 +396,9 @@ func (n *node) podLookups(resolvConf string, names []string) []string {
 	must(n.d.t, os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"), 0o644))
 	var b strings.Builder
 	fmt.Fprintf(&b, "set -e\ntouch /etc/nsswitch.conf /etc/hosts\nmount --bind %s /etc/resolv.conf\nmount --bind %s /etc/nsswitch.conf\nmount --bind %s /etc/hosts\nset +e\n",
-		shq(resolvConf), shq(nsswitch), shq(hosts))
+		nstest.Quote(resolvConf), nstest.Quote(nsswitch), nstest.Quote(hosts))
 	for _, name := range names {
-		fmt.Fprintf(&b, "a=$(getent ahostsv4 %s); rc=$?; echo \"$rc ${a%%%% *}\"\n", shq(name))
+		fmt.Fprintf(&b, "a=$(getent ahostsv4 %s); rc=$?; echo \"$rc ${a%%%% *}\"\n", nstest.Quote(name))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -493,20 +493,6 @@ func (n *node) restore(p *proc, cfg string, start []byte) ([]string, bool) {
 	}
 	return lines, exact
 }
-
-func childPID(pid int) (int, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		return 0, err
-	}
-	f := strings.Fields(string(data))
-	if len(f) != 1 {
-		return 0, fmt.Errorf("process %d has children %q, want one", pid, f)
-	}
-	return strconv.Atoi(f[0])
-}
-
-func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func must(t testing.TB, err error) {
 	t.Helper()

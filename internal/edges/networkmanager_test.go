@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodedns/nodedns/internal/testutil/fixture"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
@@ -183,25 +185,12 @@ func TestNMValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
-			writeTree(t, root, tt.tree)
+			fixture.TreeAt(t, root, tt.tree)
 			err := (&NetworkManager{Binary: "/nonexistent", Store: testStore(root)}).Validate(context.Background(), root, tt.c)
 			if (err == nil) != (tt.error == "") || (err != nil && !strings.Contains(err.Error(), tt.error)) {
 				t.Errorf("Validate = %v, want an error with %q", err, tt.error)
 			}
 		})
-	}
-}
-
-func writeTree(t *testing.T, root string, tree map[string]string) {
-	t.Helper()
-	for p, data := range tree {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 
@@ -211,7 +200,7 @@ func writeTree(t *testing.T, root string, tree map[string]string) {
 // privileged tests run the real one.
 func TestNMPrintConfigCopy(t *testing.T) {
 	root := t.TempDir()
-	writeTree(t, root, map[string]string{
+	fixture.TreeAt(t, root, map[string]string{
 		"/etc/NetworkManager/conf.d/dns.conf":    "[global-dns-domain-*]\nservers=169.254.25.10\n",
 		"/etc/NetworkManager/conf.d/README":      "not read by NM\n",
 		"/etc/NetworkManager/conf.d/old.conf":    "x\n",

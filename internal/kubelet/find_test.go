@@ -1,30 +1,14 @@
 package kubelet
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nodedns/nodedns/internal/testutil/fixture"
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/nodefs"
 )
-
-// writeTree writes files (node path: content) under a fresh root.
-func writeTree(t *testing.T, tree map[string]string) string {
-	t.Helper()
-	root := t.TempDir()
-	for p, data := range tree {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
 
 const (
 	kubeadmDropIn = "[Service]\n" +
@@ -118,7 +102,7 @@ func TestFind(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			root := tc.root
 			if root == "" {
-				root = writeTree(t, tc.tree)
+				root = fixture.Tree(t, tc.tree)
 			}
 			cfg := config.Default()
 			if tc.config != "" {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodedns/nodedns/internal/testutil/fixture"
+
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/nodefs"
 )
@@ -59,7 +61,7 @@ func TestRancherChoice(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := nodefs.NewReader(writeTree(t, tc.files))
+			r := nodefs.NewReader(fixture.Tree(t, tc.files))
 			found, _, ps := Find(r, config.Default())
 			if found.Shape != tc.shape || found.ResolvConf != tc.resolv || !found.HasResolvConf || !strings.Contains(found.ResolvConfHow, tc.how) {
 				t.Errorf("found %+v, want %s with %s (%q)", found, tc.shape, tc.resolv, tc.how)
@@ -81,7 +83,7 @@ func TestRancherChoice(t *testing.T) {
 // TestConfigDirRecursive: kubelet walks --config-dir recursively in lexical order (filepath.WalkDir),
 // so a subdirectory's drop-ins come where its name sorts, and only *.conf files count.
 func TestConfigDirRecursive(t *testing.T) {
-	root := writeTree(t, map[string]string{
+	root := fixture.Tree(t, map[string]string{
 		"/d/10-a.conf":        "resolvConf: /a\n",
 		"/d/20-sub/99-z.conf": "resolvConf: /sub\n",
 		"/d/30-c.conf":        "clusterDomain: c.local\n",
@@ -112,7 +114,7 @@ func TestConfigDirRecursive(t *testing.T) {
 // ExecStart= or a variable of an environment file, and in kubeadm's KUBELET_EXTRA_ARGS when the
 // config comes from KUBELET_CONFIG_ARGS.
 func TestUnitResolvConfFlag(t *testing.T) {
-	root := writeTree(t, map[string]string{
+	root := fixture.Tree(t, map[string]string{
 		"/lib/systemd/system/kubelet.service":                   "[Service]\nExecStart=/usr/bin/kubelet\n",
 		"/lib/systemd/system/kubelet.service.d/10-kubeadm.conf": "[Service]\nEnvironment=\"KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml\"\nEnvironmentFile=-/etc/default/kubelet\nExecStart=\nExecStart=/usr/bin/kubelet $KUBELET_CONFIG_ARGS $KUBELET_EXTRA_ARGS\n",
 		"/etc/default/kubelet":                                  "KUBELET_EXTRA_ARGS=\"--v=2 --resolv-conf /etc/kubelet-resolv.conf\"\n",

@@ -8,26 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodedns/nodedns/internal/testutil/fixture"
+
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/kubelet"
 	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
-// writeTree writes files (node path: content) under a fresh root.
-func writeTree(t *testing.T, tree map[string]string) string {
-	t.Helper()
-	root := t.TempDir()
-	for p, data := range tree {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
+// writeTree writes a node tree under a fresh root (fixture.Tree).
+var writeTree = fixture.Tree
 
 const kubeletYAML = "kind: KubeletConfiguration\nclusterDNS: [169.254.25.10]\nresolvConf: /run/systemd/resolve/resolv.conf\n"
 

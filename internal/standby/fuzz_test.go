@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/nodedns/nodedns/internal/testutil/fixture"
+
 	"github.com/nodedns/nodedns/internal/standby"
 	"github.com/nodedns/nodedns/probes"
 )
@@ -11,7 +13,7 @@ import (
 // FuzzClusterDNSFromCorefile: whatever a Corefile says, the cluster DNS read from it never panics,
 // and Choose never hands the forwarder a loop address from it.
 func FuzzClusterDNSFromCorefile(f *testing.F) {
-	f.Add([]byte(kubesprayCorefile), "cluster.local")
+	f.Add([]byte(fixture.KubesprayCorefile), "cluster.local")
 	f.Add([]byte("cluster.local:53 {\n forward . 169.254.25.10 dns://[fd00::1]:53 127.0.0.53 tls://10.0.0.1\n}\n"), "cluster.local.")
 	f.Add([]byte(".:53 {\n forward cluster.local 10.96.0.10:5353\n}\n"), "CLUSTER.LOCAL")
 	f.Fuzz(func(t *testing.T, corefile []byte, domain string) {

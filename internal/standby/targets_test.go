@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/nodedns/nodedns/internal/testutil/fixture"
+
 	"github.com/nodedns/nodedns/internal/standby"
 	"github.com/nodedns/nodedns/probes"
 	"github.com/nodedns/nodedns/resolvconf"
@@ -22,55 +24,6 @@ func addrs(s ...string) []netip.Addr {
 	return out
 }
 
-// kubesprayCorefile is node-cache's Corefile as kubespray renders it (nodelocaldns-config.yml).
-const kubesprayCorefile = `cluster.local:53 {
-    errors
-    cache {
-        success 9984 30
-        denial 9984 5
-    }
-    reload
-    loop
-    bind 169.254.25.10
-    forward . 10.233.0.3 {
-        force_tcp
-    }
-    prometheus :9253
-    health 169.254.25.10:9254
-}
-in-addr.arpa:53 {
-    errors
-    cache 30
-    reload
-    loop
-    bind 169.254.25.10
-    forward . 10.233.0.3 {
-        force_tcp
-    }
-    prometheus :9253
-}
-ip6.arpa:53 {
-    errors
-    cache 30
-    reload
-    loop
-    bind 169.254.25.10
-    forward . 10.233.0.3 {
-        force_tcp
-    }
-    prometheus :9253
-}
-.:53 {
-    errors
-    cache 30
-    reload
-    loop
-    bind 169.254.25.10
-    forward . /etc/resolv.conf
-    prometheus :9253
-}
-`
-
 func forwards(t *testing.T, corefile string) []standby.Forward {
 	t.Helper()
 	fs, err := probes.ParseCorefile([]byte(corefile))
@@ -85,11 +38,11 @@ func forwards(t *testing.T, corefile string) []standby.Forward {
 }
 
 func TestClusterDNSFromKubesprayCorefile(t *testing.T) {
-	got := standby.ClusterDNSFromCorefile(forwards(t, kubesprayCorefile), "cluster.local.")
+	got := standby.ClusterDNSFromCorefile(forwards(t, fixture.KubesprayCorefile), "cluster.local.")
 	if want := addrs("10.233.0.3"); !slices.Equal(got, want) {
 		t.Fatalf("cluster DNS from the Corefile = %v, want %v", got, want)
 	}
-	if got := standby.ClusterDNSFromCorefile(forwards(t, kubesprayCorefile), "other.domain"); len(got) != 0 {
+	if got := standby.ClusterDNSFromCorefile(forwards(t, fixture.KubesprayCorefile), "other.domain"); len(got) != 0 {
 		t.Fatalf("a Corefile without the cluster domain gave %v", got)
 	}
 }

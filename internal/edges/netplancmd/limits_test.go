@@ -3,32 +3,16 @@ package netplancmd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nodedns/nodedns/internal/testutil/fixture"
+
 	"github.com/nodedns/nodedns/netplan"
 )
-
-// deepFlow is a netplan file nested n levels deep in flow style ({a: {a: ...}}), the shape that
-// kept `netplan generate` busy for 50 s at 100,000 levels.
-func deepFlow(n int) []byte {
-	return []byte("network:\n  ethernets:\n    x: " + strings.Repeat("{a: ", n) + "1" + strings.Repeat("}", n) + "\n")
-}
-
-// deepBlock nests n block mappings under an interface, two spaces a level.
-func deepBlock(n int) []byte {
-	var b strings.Builder
-	b.WriteString("network:\n  ethernets:\n    x:\n")
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, "%sk%d:\n", strings.Repeat("  ", i+3), i)
-	}
-	fmt.Fprintf(&b, "%sv: 1\n", strings.Repeat("  ", n+3))
-	return []byte(b.String())
-}
 
 // TestRunnerRefusesUnboundedFiles: a file over nodedns's bounds never reaches netplan. The netplan
 // binary here is a script that records being run: it must not be.
@@ -45,7 +29,7 @@ func TestRunnerRefusesUnboundedFiles(t *testing.T) {
 	ctx := context.Background()
 
 	// The node's own file is too deep: Generate and Get refuse it.
-	if err := os.WriteFile(filepath.Join(root, "etc/netplan/50-deep.yaml"), deepFlow(100000), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "etc/netplan/50-deep.yaml"), fixture.DeepFlowNetplan(100000), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -61,7 +45,7 @@ func TestRunnerRefusesUnboundedFiles(t *testing.T) {
 	if err := os.Remove(filepath.Join(root, "etc/netplan/50-deep.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Validate(ctx, root, netplan.NodednsFile, deepBlock(netplan.MaxDepth+1)); !errors.Is(err, netplan.ErrLimit) {
+	if err := r.Validate(ctx, root, netplan.NodednsFile, fixture.DeepBlockNetplan(netplan.MaxDepth+1)); !errors.Is(err, netplan.ErrLimit) {
 		t.Errorf("Validate: %v; want netplan.ErrLimit", err)
 	}
 	if _, err := os.Stat(ran); err == nil {

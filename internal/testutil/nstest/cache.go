@@ -207,7 +207,7 @@ func (c *Cache) Start(t testing.TB) {
 func (c *Cache) Stop() {
 	if c.Cmd != nil && c.Cmd.Process != nil {
 		if c.sb.Opts.PIDNamespace {
-			if pid, err := childPID(c.Cmd.Process.Pid); err == nil {
+			if pid, err := ChildPID(c.Cmd.Process.Pid); err == nil {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}
@@ -224,7 +224,7 @@ func (c *Cache) PID() int {
 		return 0
 	}
 	if c.sb.Opts.PIDNamespace {
-		if pid, err := childPID(c.Cmd.Process.Pid); err == nil {
+		if pid, err := ChildPID(c.Cmd.Process.Pid); err == nil {
 			return pid
 		}
 		return 0

@@ -139,6 +139,6 @@ func FileHas(p, s string) bool {
 func (sb *Sandbox) NetworkFile(t testing.TB, name, iface string) string {
 	t.Helper()
 	p := "/run/systemd/network/" + name + ".network"
-	sb.Run(t, fmt.Sprintf("mkdir -p /run/systemd/network && cat > %s <<'EOF'\n[Match]\nName=%s\n\n[Network]\nDHCP=ipv4\n\n[DHCPv4]\nUseDomains=yes\n\nEOF\n", shq(p), iface))
+	sb.Run(t, fmt.Sprintf("mkdir -p /run/systemd/network && cat > %s <<'EOF'\n[Match]\nName=%s\n\n[Network]\nDHCP=ipv4\n\n[DHCPv4]\nUseDomains=yes\n\nEOF\n", Quote(p), iface))
 	return p
 }

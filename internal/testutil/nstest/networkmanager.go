@@ -162,7 +162,7 @@ mount -t tmpfs -o mode=0755 tmpfs /etc/NetworkManager
 mkdir -p /etc/NetworkManager/conf.d /etc/NetworkManager/system-connections
 `)
 	if o.Hostname != "" {
-		node.Run(t, "hostname "+shq(o.Hostname))
+		node.Run(t, "hostname "+Quote(o.Hostname))
 	}
 	conf := o.Conf
 	if conf == "" {
@@ -259,7 +259,7 @@ stop)
 	: > "$pidf"
 	;;
 esac
-`, shq(nm.pid), shq(lib), shq(filepath.Join(nm.Dir, "usr/sbin/NetworkManager")), shq(nm.Log))
+`, Quote(nm.pid), Quote(lib), Quote(filepath.Join(nm.Dir, "usr/sbin/NetworkManager")), Quote(nm.Log))
 	if err := os.WriteFile(nm.script, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func (nm *NetworkManager) Restart(t testing.TB) {
 
 // Running reports whether the NetworkManager process started last is alive (not a zombie).
 func (nm *NetworkManager) Running() bool {
-	_, err := nm.Node.Try(fmt.Sprintf(`p=$(cat %s) && [ -n "$p" ] && kill -0 "$p" && ! grep -q '^State:[[:space:]]*Z' /proc/"$p"/status`, shq(nm.pid)))
+	_, err := nm.Node.Try(fmt.Sprintf(`p=$(cat %s) && [ -n "$p" ] && kill -0 "$p" && ! grep -q '^State:[[:space:]]*Z' /proc/"$p"/status`, Quote(nm.pid)))
 	return err == nil
 }
 

@@ -99,8 +99,8 @@ func NewWith(t testing.TB, o Options) *Sandbox {
 		"mount -t tmpfs -o mode=0755 tmpfs /run",
 		"mkdir -p /run/systemd /run/dbus /run/netns",
 		// ip netns exec has already mounted a sysfs showing the namespace's own links.
-		"mount --bind " + shq(empty) + " /etc/resolv.conf",
-		": > " + shq(ready),
+		"mount --bind " + Quote(empty) + " /etc/resolv.conf",
+		": > " + Quote(ready),
 		"exec sleep infinity",
 	}, "\n")
 	unshare := []string{"netns", "exec", sb.Name, "unshare", "-m"}
@@ -140,7 +140,7 @@ func NewWith(t testing.TB, o Options) *Sandbox {
 	sb.exited = exited
 	if o.PIDNamespace {
 		// unshare -f forks the namespace's init: its host PID is the holder's only child.
-		pid, err := childPID(sb.PID)
+		pid, err := ChildPID(sb.PID)
 		if err != nil {
 			t.Fatalf("sandbox %s: find its init: %v", sb.Name, err)
 		}
@@ -149,8 +149,8 @@ func NewWith(t testing.TB, o Options) *Sandbox {
 	return sb
 }
 
-// childPID returns the only child of pid (from /proc/PID/task/PID/children).
-func childPID(pid int) (int, error) {
+// ChildPID returns the only child of pid (from /proc/PID/task/PID/children).
+func ChildPID(pid int) (int, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
 	if err != nil {
 		return 0, err
@@ -166,7 +166,8 @@ func childPID(pid int) (int, error) {
 	return child, nil
 }
 
-func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+// Quote single-quotes s for sh.
+func Quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func (sb *Sandbox) cleanup() {
 	sb.mu.Lock()

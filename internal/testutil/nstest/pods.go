@@ -102,7 +102,7 @@ func (sb *Sandbox) AddPod(t testing.TB, o PodOptions) *Pod {
 	p.HostIPv6 = netip.MustParseAddr(fmt.Sprintf("fd00:200:0:%x::1", n))
 
 	if p.Netns != "" {
-		sb.Run(t, "ip netns add "+shq(p.Netns))
+		sb.Run(t, "ip netns add "+Quote(p.Netns))
 	}
 	if !o.NoProcess {
 		p.start(t, o)
@@ -125,7 +125,7 @@ ip link set %[1]s up
 %[6]s ip link set %[2]s up
 %[6]s ip route add default via %[4]s
 %[6]s ip -6 route add default via %[5]s
-`, p.HostIf, p.PodIf, shq(target), p.HostIPv4, p.HostIPv6, in, p.IPv4, p.IPv6))
+`, p.HostIf, p.PodIf, Quote(target), p.HostIPv4, p.HostIPv6, in, p.IPv4, p.IPv6))
 	if o.Cgroup != "" && !o.NoProcess {
 		p.joinCgroup(t, o)
 	}
@@ -137,9 +137,9 @@ ip link set %[1]s up
 func (p *Pod) start(t testing.TB, o PodOptions) {
 	t.Helper()
 	ready := fmt.Sprintf("/run/nstest-pod-%d-%s.ready", podSeq.Load(), randHex(t, 4))
-	script := ": > " + shq(ready) + " && exec sleep infinity"
+	script := ": > " + Quote(ready) + " && exec sleep infinity"
 	if !o.HostUTS {
-		script = "hostname " + shq(o.Name) + " && " + script
+		script = "hostname " + Quote(o.Name) + " && " + script
 	}
 	var argv []string
 	if p.Netns != "" {
@@ -189,7 +189,7 @@ func nsPID(pid int) (int, error) {
 // in is the command prefix that runs a program in the pod's network namespace, inside the node.
 func (p *Pod) in() string {
 	if p.Netns != "" {
-		return "ip netns exec " + shq(p.Netns)
+		return "ip netns exec " + Quote(p.Netns)
 	}
 	return fmt.Sprintf("nsenter -t %d -n", p.NodePID)
 }
@@ -198,7 +198,7 @@ func (p *Pod) in() string {
 // returns its output; an error fails the test.
 func (p *Pod) Run(t testing.TB, script string) string {
 	t.Helper()
-	return p.sb.Run(t, p.in()+" sh -c "+shq(script))
+	return p.sb.Run(t, p.in()+" sh -c "+Quote(script))
 }
 
 // NetState is the pod namespace's links, addresses, routes, rules and peer namespace ids as ip
@@ -291,7 +291,7 @@ func (sb *Sandbox) StartPID(t testing.TB, name string, args ...string) (*exec.Cm
 	var pid int
 	WaitFor(t, 10*time.Second, name+" to start in the sandbox", func() bool {
 		var err error
-		pid, err = childPID(cmd.Process.Pid)
+		pid, err = ChildPID(cmd.Process.Pid)
 		return err == nil
 	})
 	t.Cleanup(func() { killWait(pid) })

@@ -88,7 +88,7 @@ if [ -s %[1]s ]; then
 fi
 LD_LIBRARY_PATH=%[2]s/usr/lib/x86_64-linux-gnu/systemd SYSTEMD_LOG_LEVEL=debug setsid %[2]s/lib/systemd/systemd-resolved >>%[3]s 2>&1 </dev/null &
 echo $! > %[1]s
-`, shq(pid), shq(dir), shq(r.Log))
+`, Quote(pid), Quote(dir), Quote(r.Log))
 	if err := os.WriteFile(r.RestartScript, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ echo $! > %[1]s
 			}
 			t.Logf("systemd-resolved log (last lines):\n%s", strings.Join(lines, "\n"))
 		}
-		_, _ = sb.Try("[ -s " + shq(pid) + " ] && kill $(cat " + shq(pid) + ")")
+		_, _ = sb.Try("[ -s " + Quote(pid) + " ] && kill $(cat " + Quote(pid) + ")")
 	})
 	r.Restart(t)
 	return r
@@ -118,7 +118,7 @@ func (r *Resolved) Restart(t testing.TB) {
 func (r *Resolved) Stop(t testing.TB) {
 	t.Helper()
 	pid := filepath.Join(r.sb.dir, "resolved.pid")
-	r.sb.Run(t, fmt.Sprintf(`p=$(cat %[1]s); kill "$p"; while kill -0 "$p" 2>/dev/null; do sleep 0.02; done; : > %[1]s`, shq(pid)))
+	r.sb.Run(t, fmt.Sprintf(`p=$(cat %[1]s); kill "$p"; while kill -0 "$p" 2>/dev/null; do sleep 0.02; done; : > %[1]s`, Quote(pid)))
 }
 
 // PID returns resolved's process id.

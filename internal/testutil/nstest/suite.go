@@ -85,10 +85,10 @@ func (sb *Sandbox) NewChroot(t testing.TB, tree string) *Chroot {
 			t.Fatal(err)
 		}
 	}
-	r := shq(c.Root)
+	r := Quote(c.Root)
 	sb.Run(t, strings.Join([]string{
 		"set -e",
-		fmt.Sprintf("mount -t overlay overlay -o lowerdir=%s,upperdir=%s,workdir=%s %s", shq(tree), shq(up), shq(work), r),
+		fmt.Sprintf("mount -t overlay overlay -o lowerdir=%s,upperdir=%s,workdir=%s %s", Quote(tree), Quote(up), Quote(work), r),
 		"mount -t proc proc " + r + "/proc",
 		"mount -t sysfs -o ro sysfs " + r + "/sys",
 		"mount -t tmpfs -o mode=0755 tmpfs " + r + "/run",
@@ -119,7 +119,7 @@ func (c *Chroot) Run(t testing.TB, script string) string {
 func (c *Chroot) Try(script string) (string, error) { return c.sb.Try(c.wrap(script)) }
 
 func (c *Chroot) wrap(script string) string {
-	return "SYSTEMD_IGNORE_CHROOT=1 chroot " + shq(c.Root) + " /bin/sh -c " + shq(script)
+	return "SYSTEMD_IGNORE_CHROOT=1 chroot " + Quote(c.Root) + " /bin/sh -c " + Quote(script)
 }
 
 // Write writes a file inside the tree (its directories made as needed).
@@ -153,7 +153,7 @@ func (c *Chroot) StartDaemon(t testing.TB, name string, argv ...string) (restart
 	pid, log := "/run/nstest-"+name+".pid", "/run/"+name+".log"
 	var q []string
 	for _, a := range argv {
-		q = append(q, shq(a))
+		q = append(q, Quote(a))
 	}
 	c.Write(t, restart, fmt.Sprintf(`#!/bin/sh
 # Restart %[1]s in the nstest chroot (PID 1 is not systemd here).

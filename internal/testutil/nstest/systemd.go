@@ -64,7 +64,7 @@ func BootSystemd(t testing.TB, o SystemdOptions) *Systemd {
 		"mount -t sysfs -o ro sysfs /sys",
 		"mount -t cgroup2 cgroup2 /sys/fs/cgroup",
 		"mount -t tmpfs -o mode=0755 tmpfs /run",
-		"mkdir -p " + dir + " && cp -a " + shq(o.Work) + "/. " + dir + "/",
+		"mkdir -p " + dir + " && cp -a " + Quote(o.Work) + "/. " + dir + "/",
 		"mount -t tmpfs -o mode=1777 tmpfs /tmp",
 		// systemd writes status to /dev/console: a pty of its own (script's), never the real one.
 		"mount --bind \"$(tty 2>/dev/null || echo /dev/null)\" /dev/console",
@@ -73,7 +73,7 @@ func BootSystemd(t testing.TB, o SystemdOptions) *Systemd {
 	), "\n")
 	s := &Systemd{Dir: dir, t: t, console: &syncWriter{}, done: make(chan struct{})}
 	s.cmd = exec.Command("script", "-qfec",
-		"unshare --pid --fork --mount --net --cgroup --uts --ipc --propagation private sh -c "+shq(script), "/dev/null")
+		"unshare --pid --fork --mount --net --cgroup --uts --ipc --propagation private sh -c "+Quote(script), "/dev/null")
 	s.cmd.Stdout, s.cmd.Stderr = s.console, s.console
 	// Wait must not hang on a pipe a stray process in the namespace still holds.
 	s.cmd.WaitDelay = 5 * time.Second
