@@ -99,6 +99,9 @@ func Writes() []string {
 		"/etc/systemd/dns-delegate.d/*.dns-delegate.d/*.conf",
 	}
 	ws = append(ws, netplan.Writes()...)
+	// kubelet.manage's edit of kubelet's config (docs/contract.md "kubelet.manage"): declared
+	// whatever the config says, so that restore gives it back after kubelet.manage is turned off.
+	ws = append(ws, kubelet.Writes()...)
 	return append(ws, networkmanager.Writes()...)
 }
 
