@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"unicode/utf8"
@@ -37,7 +38,9 @@ func safeValue(v string) bool {
 func yamlTop(data []byte) (*yaml.Node, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
+	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+		return nil, nil // no document: a mapping with no key
+	} else if err != nil {
 		return nil, fmt.Errorf("not YAML: %w", err)
 	}
 	var more yaml.Node
@@ -123,6 +126,7 @@ func SetYAMLListItem(data []byte, key string, line int, item string) ([]byte, er
 		return nil, err
 	}
 	var at *yaml.Node
+	inFlow := false
 	for i := 0; i+1 < len(top.Content); i += 2 {
 		k, v := top.Content[i], top.Content[i+1]
 		if strings.TrimSuffix(k.Value, "+") != key {
@@ -131,17 +135,22 @@ func SetYAMLListItem(data []byte, key string, line int, item string) ([]byte, er
 		switch v.Kind {
 		case yaml.ScalarNode:
 			if v.Line == line {
-				at = v
+				at, inFlow = v, false
 				want[k.Value] = item
 			}
 		case yaml.SequenceNode:
+			// On the line, the item that sets the same flag (a flow list holds several).
+			var hit *yaml.Node
+			hitAt := -1
 			for j, it := range v.Content {
-				if it.Kind == yaml.ScalarNode && it.Line == line {
-					at = it
-					list, _ := want[k.Value].([]any)
-					if j < len(list) {
-						list[j] = item
-					}
+				if it.Kind == yaml.ScalarNode && it.Line == line && (hit == nil || strings.HasPrefix(strings.TrimLeft(it.Value, "-"), name+"=")) {
+					hit, hitAt = it, j
+				}
+			}
+			if hit != nil {
+				at, inFlow = hit, v.Style&yaml.FlowStyle != 0
+				if list, _ := want[k.Value].([]any); hitAt < len(list) {
+					list[hitAt] = item
 				}
 			}
 		}
@@ -149,7 +158,7 @@ func SetYAMLListItem(data []byte, key string, line int, item string) ([]byte, er
 	if at == nil {
 		return nil, fmt.Errorf("no %s item on line %d", key, line)
 	}
-	out, err := spliceScalar(data, at, item, top.Style&yaml.FlowStyle != 0)
+	out, err := spliceScalar(data, at, item, inFlow)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
@@ -330,14 +339,30 @@ func SetEnvVar(p string, data []byte, name string, line int, value string) ([]by
 	}
 	text := data[start:end]
 	i := bytes.Index(text, []byte(name+"="))
-	if i < 0 || strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(text[:i])), "export")) != "" {
+	if i < 0 || strings.TrimSpace(string(text[:i])) != "" {
 		return nil, fmt.Errorf("line %d does not assign %s", line, name)
+	}
+	// The whole rest of the line must be the value, bare or quoted: anything else (a value that
+	// goes on, an escape, a comment) is not edited.
+	old, ok := before[name]
+	rest := strings.TrimRight(string(text[i+len(name)+1:]), " \t\r")
+	quote := ""
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("no %s", name)
+	case rest == old && !strings.ContainsAny(old, "\"'\\#"):
+	case rest == `"`+old+`"` && !strings.ContainsAny(old, "\"\\$`"):
+		quote = `"`
+	case rest == "'"+old+"'" && !strings.Contains(old, "'"):
+		quote = "'"
+	default:
+		return nil, fmt.Errorf("%s's value on line %d is not one plain or quoted word: left as it is", name, line)
 	}
 	valStart := start + i + len(name) + 1
 	out := make([]byte, 0, len(data)+len(value))
 	out = append(out, data[:valStart]...)
-	out = append(out, value...)
-	out = append(out, data[end:]...)
+	out = append(out, quote+value+quote...)
+	out = append(out, data[valStart+len(rest):]...)
 	before[name] = value
 	after, _, err := envVars(p, out)
 	if err != nil {
