@@ -60,12 +60,12 @@ const AddedComment = "Added by nodedns (kubelet.manage); `nodedns restore` gives
 
 // envFilePatterns are the environment files of the shapes nodedns may edit: kubespray's
 // kubelet.env, kubeadm's kubeadm-flags.env, the distributions' /etc/default and /etc/sysconfig
-// files, and those RKE2's and k3s's installers write for their units.
+// files, and the one k3s's installer writes for its unit. RKE2's own rke2-*.env live under /usr,
+// which the packaged unit cannot write (ProtectSystem=strict): a variable set there is blocked.
 var envFilePatterns = []string{
 	"/etc/kubernetes/kubelet.env", "/var/lib/kubelet/kubeadm-flags.env", "/etc/default/kubelet", "/etc/sysconfig/kubelet",
 	"/etc/systemd/system/k3s*.service.env", "/etc/default/k3s*", "/etc/sysconfig/k3s*",
 	"/etc/default/rke2-*", "/etc/sysconfig/rke2-*",
-	"/usr/local/lib/systemd/system/rke2-*.env", "/usr/lib/systemd/system/rke2-*.env",
 }
 
 // Writes are the node paths kubelet.manage may change (path.Match patterns): kubelet's config where
