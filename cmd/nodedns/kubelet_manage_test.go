@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/nodedns/nodedns/internal/testutil/golden"
 	"github.com/nodedns/nodedns/probes"
 )
@@ -216,5 +218,43 @@ func TestKubeletManageBlocked(t *testing.T) {
 		if strings.HasPrefix(p, "var/lib/kubelet") || strings.HasPrefix(p, "etc/systemd") || strings.HasPrefix(p, "usr/") {
 			t.Errorf("apply changed %s although kubelet's flag is blocked", p)
 		}
+	}
+}
+
+// TestKubesprayReadmeKubeletManage tries packaging/kubespray/README.md's "Finishing the node in one
+// play" as written: its role vars through the role's config template (Ansible), then apply on a
+// kubespray node points kubelet-config.yaml at nodedns's file, and the plan restarts kubelet.service
+// (an action: carried out on the live node, pending under --root).
+func TestKubesprayReadmeKubeletManage(t *testing.T) {
+	block := readmeBlock(t, readmeBlocks(t), "nodedns_kubelet_manage: true")
+	var vars map[string]any
+	if err := yaml.Unmarshal([]byte(dedent(block)), &vars); err != nil {
+		t.Fatalf("the README's kubelet.manage snippet: %v", err)
+	}
+	_, config := ansibleRender(t, "{}\n", vars)
+	for _, want := range []string{"kubelet:\n", "  manage: true\n", "  restart: true\n"} {
+		contains(t, "the role's config", config, want)
+	}
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	must(t, os.WriteFile(cfg, []byte(config), 0o644))
+	root := copyTree(t, "testdata/kubespray/dhclient")
+	orig := treeState(t, root)
+	pl, r := planOf(t, "--config", cfg, "--root", root)
+	var restart bool
+	for _, a := range pl.Actions {
+		restart = restart || (a.Kind == "restart-kubelet" && a.Target == "kubelet.service")
+	}
+	if !restart {
+		t.Errorf("the plan with the README's role vars does not restart kubelet.service:\n%s", r.stdout)
+	}
+	if ap := nodedns(t, "--config", cfg, "--root", root, "apply"); ap.code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", ap.code, ap.stdout, ap.stderr)
+	}
+	contains(t, "kubelet-config.yaml", readFile(t, root, kubesprayKubeletConfig), "\nresolvConf: \"/var/lib/nodedns/resolv.conf\"\n")
+	if rs := nodedns(t, "--config", cfg, "--root", root, "restore"); rs.code != 0 {
+		t.Fatalf("restore: exit %d\n%s%s", rs.code, rs.stdout, rs.stderr)
+	}
+	if diff := treeDiff(orig, treeState(t, root)); diff != "" {
+		t.Errorf("restore did not give back every byte:\n%s", diff)
 	}
 }

@@ -112,8 +112,8 @@ type Edit struct {
 
 // Manage plans pointing kubelet at file (kubelet.manage), from k as read from the node's files
 // (Load of Find: what kubelet reads when it starts next). ok is false when there is nothing to do:
-// kubelet reads file already, its config cannot be used (then nothing is changed anyway), or its
-// config disables resolvConf ("").
+// kubelet reads file already, its config cannot be used (then nothing is changed anyway), its
+// config disables resolvConf (""), or no kubelet is found at all (no unit, no config).
 func Manage(r nodefs.Reader, k Config, file string) (e Edit, ok bool) {
 	if k.Err != nil || k.ResolvConf == "" || path.Clean(k.ResolvConf) == path.Clean(file) {
 		return Edit{}, false
@@ -157,6 +157,9 @@ func Manage(r nodefs.Reader, k Config, file string) (e Edit, ok bool) {
 	}
 	if k.ConfigDir != "" {
 		return dropIn(r, k, file)
+	}
+	if k.Path == "" && k.Unit == "" {
+		return Edit{}, false // no kubelet on this node (an image build, a node not joined yet)
 	}
 	if k.Path == "" {
 		return block("kubelet's config", "kubelet runs without a config file (%s): there is no resolvConf to set; give kubelet a --config or set kubelet.config", k.How)
