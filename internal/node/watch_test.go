@@ -76,9 +76,15 @@ func notWatched(p string) bool {
 func TestWatchesCoverEveryRead(t *testing.T) {
 	roots := testRoots(t)
 	cfg := config.Default()
+	manage := cfg
+	manage.Kubelet.Manage = true
 	for name, root := range roots {
 		t.Run(name, func(t *testing.T) {
 			watchesCoverEveryRead(t, root, cfg)
+		})
+		// kubelet.manage reads the file it edits and nodedns's restart record.
+		t.Run(name+" kubelet.manage", func(t *testing.T) {
+			watchesCoverEveryRead(t, root, manage)
 		})
 	}
 }

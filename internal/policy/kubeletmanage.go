@@ -28,7 +28,7 @@ func (p *Plan) kubeletManage(s *node.Snapshot, cfg config.Config) {
 			p.block(e.Path, "nodedns's file %s is not written (%s): kubelet is not pointed at it", cfg.Kubelet.ResolvConf, p.BlockedFor(cfg.Kubelet.ResolvConf)[0].Reason)
 			return
 		case processOnly(s):
-			p.block(unit, "the running kubelet sets --resolv-conf=%s (%s), which none of its files says: it was started by hand or by another supervisor, and changing its files would not change it; point it at %s where it is started", s.Kubelet.ResolvConf, s.Kubelet.ResolvConfFrom, cfg.Kubelet.ResolvConf)
+			p.block(unit, "the running kubelet sets --resolv-conf=%s (%s), which none of the files nodedns edits gives it (an ExecStart= flag, or a start by hand or by another supervisor): changing those files would not change it; point it at %s where it is started", s.Kubelet.ResolvConf, s.Kubelet.ResolvConfFrom, cfg.Kubelet.ResolvConf)
 			return
 		}
 		n := len(p.Changes)

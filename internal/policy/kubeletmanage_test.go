@@ -94,7 +94,7 @@ func TestKubeletManageProcessOnly(t *testing.T) {
 	s.Kubelet.ResolvOrigin = kubelet.Origin{Kind: kubelet.OriginProcess}
 	p := policy.Compute(s, cfg)
 	bs := p.BlockedFor(kubelet.Unit)
-	if len(bs) != 1 || !strings.Contains(bs[0].Reason, "which none of its files says") {
+	if len(bs) != 1 || !strings.Contains(bs[0].Reason, "which none of the files nodedns edits gives it") {
 		t.Errorf("blocked: %+v", p.Blocked)
 	}
 	for _, c := range p.Changes {
