@@ -18,6 +18,14 @@ func (kubeletResolvConf) ID() string { return "kubelet.resolvconf" }
 func (kubeletResolvConf) Run(_ context.Context, env *Env) Result {
 	s := env.Snapshot
 	k := s.Kubelet
+	rf := s.KubeletResolv
+	owed, owedHint := kubeletRestartOwed(env)
+	running := ""
+	if kf := s.KubeletFiles; owed && kf.Err == nil && kf.ResolvConf == env.Config.Kubelet.ResolvConf && k.ResolvConf != kf.ResolvConf {
+		// docs/contract.md "kubelet.manage": judge the file kubelet reads once it restarts
+		// (nodedns's), and say the running kubelet still reads another.
+		running, k, rf = k.ResolvConf, kf, s.NodednsResolv
+	}
 	// Which file kubelet reads, and why (docs/contract.md "Kubelet's config").
 	config := "kubelet's config " + k.Path + " (" + k.How + ")"
 	switch {
@@ -42,7 +50,6 @@ func (kubeletResolvConf) Run(_ context.Context, env *Env) Result {
 	ours := k.ResolvConf == env.Config.Kubelet.ResolvConf
 	pw, ps := kubelet.Point(k, env.Config.Kubelet.ResolvConf)
 	pointHint := pw + ": " + ps + ", so that kubelet uses nodedns's loop-free file"
-	owed, owedHint := kubeletRestartOwed(env)
 	if e := s.KubeletManage; env.Config.Kubelet.Manage && e != nil {
 		// kubelet.manage: apply points kubelet at nodedns's file, or the plan says why not.
 		pointHint = planHint(env, "", pointHint, e.Path, e.Target)
@@ -54,7 +61,6 @@ func (kubeletResolvConf) Run(_ context.Context, env *Env) Result {
 		r.Message += "; " + config
 		return r
 	}
-	rf := s.KubeletResolv
 	switch {
 	case !rf.Exists:
 		hint := planHint(env, policy.PendingKubelet, "", env.Config.Kubelet.ResolvConf)
@@ -90,6 +96,9 @@ func (kubeletResolvConf) Run(_ context.Context, env *Env) Result {
 		// the running kubelet still reads the one it started with.
 		res.Status, res.Hint = Problem, owedHint
 		res.Message += "; but the running kubelet still reads the resolv.conf it started with until it restarts"
+		if running != "" {
+			res.Message = strings.Replace(res.Message, "the resolv.conf it started with", running, 1)
+		}
 		return withConfig(res)
 	}
 	if !ours {
