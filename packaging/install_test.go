@@ -476,7 +476,9 @@ func TestAnsibleRole(t *testing.T) {
 		// cache. This chroot has no kubelet, so the cache address is given here, with upstreams: they
 		// exercise the role's config template.
 		// standby on: the role installs the standby's unit drop-in.
-		"-e", `{"nodedns_config": {"upstreams": ["10.0.0.2"], "nodeLocalDNS": {"addresses": ["169.254.25.10"], "standby": "on"}}}`)
+		"-e", `{"nodedns_config": {"upstreams": ["10.0.0.2"], "nodeLocalDNS": {"addresses": ["169.254.25.10"], "standby": "on"}}}`,
+		// kubelet.manage on: the role sets both keys and installs kubelet.manage's unit drop-in.
+		"-e", `{"nodedns_kubelet_manage": true, "nodedns_kubelet_restart": true}`)
 	cmd.Dir = "ansible"
 	cmd.Env = append(os.Environ(), "ANSIBLE_ROLES_PATH=roles", "ANSIBLE_LOCAL_TEMP="+filepath.Join(work, "tmp"), "HOME="+work,
 		"ANSIBLE_NOCOLOR=1", "ANSIBLE_HOST_KEY_CHECKING=False")
@@ -495,7 +497,7 @@ func TestAnsibleRole(t *testing.T) {
 		t.Errorf("installed version %q, want %s-1", got, v1)
 	}
 	cfg := c.read("/etc/nodedns/config.yaml")
-	for _, want := range []string{"Managed by Ansible", "upstreams:", "10.0.0.2", "169.254.25.10"} {
+	for _, want := range []string{"Managed by Ansible", "upstreams:", "10.0.0.2", "169.254.25.10", "kubelet:\n  manage: true\n  restart: true\n"} {
 		if !strings.Contains(cfg, want) {
 			t.Errorf("templated config lacks %q:\n%s", want, cfg)
 		}
@@ -503,6 +505,9 @@ func TestAnsibleRole(t *testing.T) {
 	c.sh("nodedns --config /etc/nodedns/config.yaml version >/dev/null")
 	if got, want := c.read("/etc/systemd/system/nodedns.service.d/standby.conf"), string(readRepo(t, "packaging/systemd/standby.conf")); got != want {
 		t.Errorf("standby on: the role installed the standby drop-in as %q, want the package's", got)
+	}
+	if got, want := c.read("/etc/systemd/system/nodedns.service.d/kubelet-manage.conf"), string(readRepo(t, "packaging/systemd/kubelet-manage.conf")); got != want {
+		t.Errorf("kubelet.manage on: the role installed its drop-in as %q, want the package's", got)
 	}
 	if _, err := os.Readlink(c.path("/etc/systemd/system/multi-user.target.wants/nodedns.service")); err != nil {
 		t.Errorf("the unit is not enabled for the next boot: %v", err)

@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/kubelet"
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/probes"
 )
@@ -166,6 +167,9 @@ func testUnit(t *testing.T) {
 	}
 	targets = append(targets, node.Writes()...)
 	for _, target := range targets {
+		if slices.Contains(kubelet.Writes(), target) {
+			continue // kubelet.manage's: writable with its drop-in (TestKubeletManageDropIn)
+		}
 		// The atomic write renames a temp file in the target's directory: the directory must be writable.
 		dir := path.Dir(target)
 		if !slices.ContainsFunc(writable, func(w string) bool { return dir == w || strings.HasPrefix(dir, w+"/") }) {
@@ -519,4 +523,68 @@ func TestStandbyDropIn(t *testing.T) {
 		t.Fatalf("systemd-analyze printed no score:\n%s", out)
 	}
 	t.Logf("exposure with the standby drop-in: %s (the base unit's is at most 2.0)", score[1])
+}
+
+// TestKubeletManageDropIn: kubelet.manage's drop-in (docs/contract.md "kubelet.manage") makes every
+// file kubelet.manage may change writable under the unit's ProtectSystem=strict, adds nothing
+// else, and is needed (the base unit alone cannot write /var/lib/kubelet); systemd 252's
+// `systemd-analyze verify` loads the unit with it without a complaint about it.
+func TestKubeletManageDropIn(t *testing.T) {
+	data := readRepo(t, "packaging/systemd/kubelet-manage.conf")
+	drop := parseUnit(t, data)
+	if len(drop) != 1 || len(drop["Service"]) != 1 || strings.Join(drop.words("Service", "ReadWritePaths"), " ") != "-/var/lib/kubelet" {
+		t.Errorf("kubelet-manage.conf sets %v, want exactly ReadWritePaths=-/var/lib/kubelet", drop)
+	}
+	nfpm := string(readRepo(t, "nfpm.yaml"))
+	if !strings.Contains(nfpm, "src: packaging/systemd/kubelet-manage.conf\n    dst: /usr/share/nodedns/systemd/kubelet-manage.conf") {
+		t.Errorf("nfpm.yaml does not ship kubelet-manage.conf inactive under /usr/share/nodedns/systemd")
+	}
+	base := parseUnit(t, readRepo(t, "packaging/systemd/nodedns.service"))
+	if base.one(t, "Service", "ProtectSystem") != "strict" {
+		t.Fatal("the unit is no longer ProtectSystem=strict: this test's premise is gone")
+	}
+	writable := func(u []unitFile, p string) bool {
+		for _, f := range u {
+			for _, w := range f.words("Service", "ReadWritePaths") {
+				w = strings.TrimPrefix(w, "-")
+				if p == w || strings.HasPrefix(p, w+"/") {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	needed := false
+	for _, pat := range kubelet.Writes() {
+		// The directory an atomic write renames in: the pattern's part before its first wildcard.
+		dir := path.Dir(pat)
+		if i := strings.IndexAny(dir, "*?["); i >= 0 {
+			dir = path.Dir(dir[:i] + "x")
+		}
+		if !writable([]unitFile{base, drop}, dir) {
+			t.Errorf("kubelet.manage may change %s, but %s is read-only under the unit and its drop-in", pat, dir)
+		}
+		if !writable([]unitFile{base}, dir) {
+			needed = true
+		}
+	}
+	if !needed {
+		t.Error("every file kubelet.manage changes is writable without the drop-in: it grants what is not needed")
+	}
+	sa, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze not installed")
+	}
+	dir := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(dir, "nodedns.service.d"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "nodedns.service"), readRepo(t, "packaging/systemd/nodedns.service"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "nodedns.service.d", "kubelet-manage.conf"), data, 0o644))
+	// The binary is not installed here: the test's own drop-in names one that exists.
+	must(t, os.WriteFile(filepath.Join(dir, "nodedns.service.d", "zz-test.conf"), []byte("[Service]\nExecStart=\nExecStart=/bin/true\nExecReload=\n"), 0o644))
+	cmd := exec.Command(sa, "verify", "--man=no", "nodedns.service")
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "SYSTEMD_UNIT_PATH="+dir+":")
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.Contains(string(out), "kubelet-manage.conf") {
+		t.Errorf("systemd-analyze verify with the drop-in: %v\n%s", err, out)
+	}
 }

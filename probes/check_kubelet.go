@@ -3,9 +3,11 @@ package probes
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/nodedns/nodedns/internal/kubelet"
+	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/policy"
 )
 
@@ -16,6 +18,14 @@ func (kubeletResolvConf) ID() string { return "kubelet.resolvconf" }
 func (kubeletResolvConf) Run(_ context.Context, env *Env) Result {
 	s := env.Snapshot
 	k := s.Kubelet
+	rf := s.KubeletResolv
+	owed, owedHint := kubeletRestartOwed(env)
+	running := ""
+	if kf := s.KubeletFiles; owed && kf.Err == nil && kf.ResolvConf == env.Config.Kubelet.ResolvConf && k.ResolvConf != kf.ResolvConf {
+		// docs/contract.md "kubelet.manage": judge the file kubelet reads once it restarts
+		// (nodedns's), and say the running kubelet still reads another.
+		running, k, rf = k.ResolvConf, kf, s.NodednsResolv
+	}
 	// Which file kubelet reads, and why (docs/contract.md "Kubelet's config").
 	config := "kubelet's config " + k.Path + " (" + k.How + ")"
 	switch {
@@ -40,11 +50,17 @@ func (kubeletResolvConf) Run(_ context.Context, env *Env) Result {
 	ours := k.ResolvConf == env.Config.Kubelet.ResolvConf
 	pw, ps := kubelet.Point(k, env.Config.Kubelet.ResolvConf)
 	pointHint := pw + ": " + ps + ", so that kubelet uses nodedns's loop-free file"
+	if e := s.KubeletManage; env.Config.Kubelet.Manage && e != nil {
+		// kubelet.manage: apply points kubelet at nodedns's file, or the plan says why not.
+		pointHint = planHint(env, "", pointHint, e.Path, e.Target)
+	}
+	if owed && !ours {
+		pointHint = owedHint // the files point at nodedns's file; the running kubelet does not yet
+	}
 	withConfig := func(r Result) Result {
 		r.Message += "; " + config
 		return r
 	}
-	rf := s.KubeletResolv
 	switch {
 	case !rf.Exists:
 		hint := planHint(env, policy.PendingKubelet, "", env.Config.Kubelet.ResolvConf)
@@ -75,6 +91,16 @@ func (kubeletResolvConf) Run(_ context.Context, env *Env) Result {
 		return withConfig(Result{Status: Problem, Message: where + " " + strings.Join(problems, "; "), Hint: hint})
 	}
 	res := Result{Status: OK, Message: where + " is loop-free (" + describeResolv(rf) + ")"}
+	if ours && owed {
+		// docs/contract.md "kubelet.manage": the file kubelet reads after its restart is right, but
+		// the running kubelet still reads the one it started with.
+		res.Status, res.Hint = Problem, owedHint
+		res.Message += "; but the running kubelet still reads the resolv.conf it started with until it restarts"
+		if running != "" {
+			res.Message = strings.Replace(res.Message, "the resolv.conf it started with", running, 1)
+		}
+		return withConfig(res)
+	}
 	if !ours {
 		res.Hint = pointHint
 	} else if env.Plan.Planned(env.Config.Kubelet.ResolvConf) {
@@ -82,4 +108,34 @@ func (kubeletResolvConf) Run(_ context.Context, env *Env) Result {
 		res.Hint = hintApply
 	}
 	return withConfig(res)
+}
+
+// kubeletRestartOwed: kubelet.manage changed kubelet's config and kubelet has not been seen to
+// restart since (nodedns's record is there and the plan does not clear it); the hint is the
+// pending restart step, or apply when the plan restarts kubelet itself (kubelet.restart).
+func kubeletRestartOwed(env *Env) (bool, string) {
+	s, p := env.Snapshot, env.Plan
+	if !env.Config.Kubelet.Manage || s.KubeletRestart == nil {
+		return false, ""
+	}
+	for _, c := range p.Changes {
+		if c.Path == node.KubeletRestartFile && c.Op == policy.OpRemove {
+			return false, "" // seen restarted: apply clears the record
+		}
+	}
+	for _, a := range p.Actions {
+		if _, ok := a.(policy.RestartKubelet); ok {
+			return true, hintApply
+		}
+	}
+	var ps []policy.Pending
+	for _, pd := range p.Pending {
+		if slices.Contains(pd.About, policy.PendingKubelet) {
+			ps = append(ps, pd)
+		}
+	}
+	if len(ps) == 0 {
+		return true, hintApply
+	}
+	return true, pendingHint(ps)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/kubelet"
@@ -46,6 +47,53 @@ func TestKubeletResolvConfNamesTheConfig(t *testing.T) {
 				if !strings.Contains(r.Message, m) {
 					t.Errorf("message %q lacks %q", r.Message, m)
 				}
+			}
+		})
+	}
+}
+
+// TestKubeletResolvConfRestartOwed (docs/contract.md "kubelet.manage"): once nodedns pointed
+// kubelet's files at its file, the check judges that file (what kubelet reads after its restart)
+// but is a problem while the running kubelet, started before the change, still reads its old one;
+// once a kubelet started after the change runs, the check judges what it runs with (here a stub,
+// as a kubelet started by hand with another flag would).
+func TestKubeletResolvConfRestartOwed(t *testing.T) {
+	good, err := resolvconf.Parse([]byte("nameserver 10.66.0.53\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stub, err := resolvconf.Parse([]byte("nameserver 127.0.0.53\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := node.ResolvFile{Path: "/var/lib/nodedns/resolv.conf", Target: "/var/lib/nodedns/resolv.conf", Exists: true, File: good, Data: []byte("nameserver 10.66.0.53\n")}
+	old := node.ResolvFile{Path: "/etc/resolv.conf", Target: "/etc/resolv.conf", Exists: true, File: stub, Data: []byte("nameserver 127.0.0.53\n")}
+	changed := time.Date(2026, 11, 27, 4, 0, 0, 0, time.UTC)
+	cfg := config.Default()
+	cfg.Kubelet.Manage = true
+	for _, tc := range []struct {
+		name    string
+		started time.Time
+		want    Status
+		message string
+	}{
+		{"kubelet started before the change", changed.Add(-time.Hour), Problem, "kubelet's resolvConf /var/lib/nodedns/resolv.conf (/etc/default/kubelet) is loop-free (nameservers: 10.66.0.53); but the running kubelet still reads /etc/resolv.conf until it restarts"},
+		{"kubelet started after the change: judged as it runs", changed.Add(time.Minute), Problem, "kubelet's resolvConf /etc/resolv.conf"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := kubelet.Config{Path: kubelet.KubeadmConfig, Exists: true, ResolvConf: "/var/lib/nodedns/resolv.conf", ResolvConfFrom: "/etc/default/kubelet", Unit: kubelet.Unit, Shape: kubelet.ShapeKubelet,
+				ResolvOrigin: kubelet.Origin{Kind: kubelet.OriginEnvFile, Path: "/etc/default/kubelet", Line: 1, Var: "KUBELET_EXTRA_ARGS"}}
+			running := files
+			running.ResolvConf, running.ResolvConfFrom, running.ResolvOrigin, running.PID = "/etc/resolv.conf", "--resolv-conf of the running kubelet, pid 812", kubelet.Origin{Kind: kubelet.OriginProcess}, 812
+			s := &node.Snapshot{Now: changed.Add(2 * time.Hour), Kubelet: running, KubeletFiles: files, KubeletResolv: old, NodednsResolv: ours, ResolvConf: old,
+				KubeletRestart: &node.KubeletRestart{Unit: kubelet.Unit, File: "/etc/default/kubelet", Changed: changed}, KubeletStarted: tc.started}
+			env := &Env{Snapshot: s, Config: cfg, Plan: policy.Compute(s, cfg)}
+			r := kubeletResolvConf{}.Run(context.Background(), env)
+			if r.Status != tc.want || !strings.HasPrefix(r.Message, tc.message) {
+				t.Errorf("%s %q; want %s %q", r.Status, r.Message, tc.want, tc.message)
+			}
+			if tc.started.Before(changed) && !strings.Contains(r.Hint, "`systemctl restart kubelet.service`") {
+				t.Errorf("hint %q does not name the restart", r.Hint)
 			}
 		})
 	}

@@ -95,6 +95,12 @@ The configuration (every key commented out in the packaged file: the built\-in d
 .I /var/lib/nodedns/resolv.conf
 The loop\-free resolv.conf nodedns writes for kubelet (resolvConf).
 .TP
+.I /var/lib/nodedns/kubelet\-restart.json
+With kubelet.manage: the record that kubelet must restart to read the config nodedns changed.
+.TP
+.I /usr/share/nodedns/systemd/kubelet\-manage.conf
+The unit drop\-in kubelet.manage needs, installed into /etc/systemd/system/nodedns.service.d/.
+.TP
 .I /var/lib/nodedns/backup
 One backup of every file nodedns changed, used by
 .BR "nodedns restore" .

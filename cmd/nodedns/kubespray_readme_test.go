@@ -76,7 +76,7 @@ func ansibleRender(t *testing.T, extraVars string, roleVars map[string]any) (kub
       template: {src: ` + abs("testdata/kubespray/ansible/kubelet-config-resolvconf.j2") + `, dest: ` + filepath.Join(out, "resolvconf") + `}
     - name: the nodedns role's config (its tasks/main.yml "Configure nodedns")
       template: {src: ` + abs("../../packaging/ansible/roles/nodedns/templates/config.yaml.j2") + `, dest: ` + filepath.Join(out, "config.yaml") + `}
-      when: nodedns_config | default({}) | length > 0
+      when: nodedns_config | default({}) | length > 0 or nodedns_kubelet_manage | default(false) | bool
 `
 	must(t, os.WriteFile(filepath.Join(work, "play.yml"), []byte(play), 0o644))
 	must(t, os.WriteFile(filepath.Join(work, "inventory"), []byte("localhost\n"), 0o644))

@@ -80,6 +80,11 @@ type Kubelet struct {
 	// Config is KubeletConfigAuto or the node path of kubelet's config file.
 	Config     string
 	ResolvConf string
+	// Manage makes apply point the configuration kubelet really reads at ResolvConf
+	// (docs/contract.md "kubelet.manage"); Restart makes apply restart the unit that starts kubelet
+	// afterwards over systemd's D-Bus API (meaningful only with Manage).
+	Manage  bool
+	Restart bool
 }
 
 // Resolved configures how systemd-resolved is handled.
@@ -212,6 +217,8 @@ var coreKeys = []key{
 		return
 	}},
 	{"kubelet.resolvConf", DefaultKubeletResolvConf, func(c *Config, v any) (err error) { c.Kubelet.ResolvConf, err = absPath(v); return }},
+	{"kubelet.manage", false, func(c *Config, v any) (err error) { c.Kubelet.Manage, err = boolean(v); return }},
+	{"kubelet.restart", false, func(c *Config, v any) (err error) { c.Kubelet.Restart, err = boolean(v); return }},
 	{"resolved.restartCommand", []string{}, func(c *Config, v any) (err error) { c.Resolved.RestartCommand, err = strList(v); return }},
 	{"netplan.mode", "", func(c *Config, v any) error {
 		// YAML `mode: false` means off (docs/contract.md); viper hands us a bool or, from env, a string.
@@ -336,6 +343,10 @@ func FromSettings(settings map[string]any, managed ...string) (Config, error) {
 	if c.NodeLocalDNS.Standby && c.NodeLocalDNS.Mode != CacheAuto && c.NodeLocalDNS.Mode != CacheInterface {
 		// docs/contract.md "Standby": only a cache on its own interface leaves an address to hold.
 		return Config{}, &Error{Key: "nodeLocalDNS.standby", Value: true, Err: fmt.Errorf("needs nodeLocalDNS.mode interface or auto, not %s", c.NodeLocalDNS.Mode)}
+	}
+	if c.Kubelet.Restart && !c.Kubelet.Manage {
+		// docs/contract.md "kubelet.manage": the restart is of a change nodedns made.
+		return Config{}, &Error{Key: "kubelet.restart", Value: true, Err: fmt.Errorf("needs kubelet.manage: true (nodedns restarts kubelet only after it changed kubelet's config)")}
 	}
 	return c, nil
 }

@@ -80,6 +80,39 @@ func TestFromSettings(t *testing.T) {
 			wantErr:  "not true or false",
 		},
 		{
+			name:     "kubelet.manage and kubelet.restart, from YAML and from env",
+			settings: map[string]any{"kubelet.manage": true, "kubelet.restart": "true"},
+			check: func(t *testing.T, c Config) {
+				if !c.Kubelet.Manage || !c.Kubelet.Restart {
+					t.Errorf("kubelet: %+v", c.Kubelet)
+				}
+			},
+		},
+		{
+			name:     "kubelet.manage and kubelet.restart are off by default",
+			settings: map[string]any{},
+			check: func(t *testing.T, c Config) {
+				if c.Kubelet.Manage || c.Kubelet.Restart {
+					t.Errorf("kubelet: %+v", c.Kubelet)
+				}
+			},
+		},
+		{
+			name:     "kubelet.restart needs kubelet.manage",
+			settings: map[string]any{"kubelet.restart": true},
+			wantErr:  "config key kubelet.restart: value true: needs kubelet.manage: true",
+		},
+		{
+			name:     "kubelet.restart needs kubelet.manage, even when manage is said false",
+			settings: map[string]any{"kubelet.restart": "true", "kubelet.manage": false},
+			wantErr:  "config key kubelet.restart",
+		},
+		{
+			name:     "kubelet.manage rejects nonsense",
+			settings: map[string]any{"kubelet.manage": "yes please"},
+			wantErr:  "config key kubelet.manage",
+		},
+		{
 			name:     "env string lists",
 			settings: map[string]any{"upstreams": "10.0.0.2, 10.0.0.3"},
 			check: func(t *testing.T, c Config) {

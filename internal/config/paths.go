@@ -10,7 +10,7 @@ import (
 
 // StateFiles are nodedns's own state files directly in StateDir (docs/contract.md, "Where things
 // live"); with the backup and temp directories they are never a path a config key may name.
-var StateFiles = []string{"state.json", "writers.json", "resolved-links.json"}
+var StateFiles = []string{"state.json", "writers.json", "resolved-links.json", "kubelet-restart.json"}
 
 // configDirs are directories in which another program reads every file as its configuration (or runs
 // it): a file a config key names there would be taken for one of theirs.

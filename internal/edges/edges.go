@@ -74,7 +74,7 @@ func New(root string, cfg config.Config, log *slog.Logger) *Edges {
 		networkdLeases{root: "/"},
 	}
 	n.Validators = []reconcile.Validator{netplanValidator{store: st}, nm}
-	n.Actors = []reconcile.Actor{resolved, nm, commands{}}
+	n.Actors = []reconcile.Actor{resolved, nm, commands{}, KubeletRestarter{Log: log}}
 	if n.Live() {
 		e.Events = []reconcile.EventSource{resolved, nm}
 		e.Probes = probes.NewLive(cfg.Probes.Timeout, probes.FileState{Store: st})

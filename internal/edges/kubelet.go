@@ -2,6 +2,13 @@ package edges
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	sdbus "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/systemd/bus"
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/kubelet"
@@ -30,6 +37,52 @@ func (k kubeletProcess) Observe(_ context.Context, s *node.Snapshot) error {
 	}
 	if ok {
 		s.UseKubeletConfig(k.files, kubelet.Complete(k.files, found))
+		if k.cfg.Kubelet.Manage && found.PID > 0 {
+			// docs/contract.md "kubelet.manage": a kubelet started after nodedns changed its config
+			// reads the new one.
+			if t, err := kubelet.StartTime(k.proc, found.PID); err == nil {
+				s.KubeletStarted = t
+			}
+		}
+	}
+	return nil
+}
+
+// KubeletRestarter is the Actor of policy.RestartKubelet (kubelet.restart, docs/contract.md
+// "kubelet.manage"): the unit that starts kubelet is restarted over systemd's D-Bus API, in
+// "replace" mode, and the job's result awaited, with the restart machinery systemd-resolved's
+// restart uses (bus.Restarter).
+type KubeletRestarter struct {
+	// Timeout bounds the restart, waiting for the job included (default 3 minutes: k3s and RKE2
+	// are Type=notify units that report ready only once their agent runs).
+	Timeout time.Duration
+	// DialSystemd connects to systemd's manager; nil: PID 1's private socket, else the system bus.
+	DialSystemd func(ctx context.Context) (*sdbus.Conn, error)
+	Log         *slog.Logger
+}
+
+// Handles implements reconcile.Actor.
+func (KubeletRestarter) Handles(a policy.Action) bool {
+	_, ok := a.(policy.RestartKubelet)
+	return ok
+}
+
+// Do implements reconcile.Actor.
+func (k KubeletRestarter) Do(ctx context.Context, a policy.Action) error {
+	rk, ok := a.(policy.RestartKubelet)
+	if !ok {
+		return fmt.Errorf("%s: not a kubelet action", a.Kind())
+	}
+	timeout := k.Timeout
+	if timeout <= 0 {
+		timeout = 3 * time.Minute
+	}
+	r := &bus.Restarter{Unit: rk.Unit, Timeout: timeout, DialSystemd: k.DialSystemd}
+	if err := r.Restart(ctx); err != nil {
+		return err
+	}
+	if k.Log != nil {
+		k.Log.Info("restarted the unit that starts kubelet", "unit", rk.Unit, "how", "systemd D-Bus RestartUnit")
 	}
 	return nil
 }

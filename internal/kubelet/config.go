@@ -38,6 +38,11 @@ type Config struct {
 	// ResolvConfFrom is the file (config or drop-in, file:line when known) or flag that decided
 	// ResolvConf, "" when kubelet's default.
 	ResolvConfFrom string
+	// ResolvOrigin is where a flag (or RKE2's and k3s's choice) sets ResolvConf, for
+	// kubelet.manage; zero when kubelet's config or a drop-in decides.
+	ResolvOrigin Origin
+	// PID is the running kubelet's (k3s's) process when it was read from /proc, else 0.
+	PID int
 	// Unit, Shape and RancherConfig are Found's: who starts kubelet, for boot.persistence and hints.
 	Unit, Shape, RancherConfig string
 	Kubeadm                    bool
@@ -196,7 +201,9 @@ func Load(r nodefs.Reader, found Found) Config {
 	}
 	if found.HasResolvConf && k.Err == nil {
 		k.ResolvConf, k.ResolvConfSet, k.ResolvConfFrom = found.ResolvConf, true, found.ResolvConfHow
+		k.ResolvOrigin = found.ResolvOrigin
 	}
+	k.PID = found.PID
 	return k
 }
 

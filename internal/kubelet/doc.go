@@ -15,9 +15,13 @@
 //   - rancher.go: RKE2 and k3s, whose units name no kubelet config: the resolv.conf they choose
 //     and pass to kubelet (their config.yaml and config.yaml.d, kubelet-arg, *_RESOLV_CONF, their
 //     test of /etc/resolv.conf), from the files or from a running k3s (Complete);
-//   - hint.go: how to point kubelet at a file, in each shape's own language.
+//   - hint.go: how to point kubelet at a file, in each shape's own language;
+//   - manage.go: kubelet.manage (docs/contract.md "kubelet.manage"): the one place whose value
+//     wins, the edit that points it at nodedns's file or why it cannot, and Writes, the paths it
+//     may change; edit.go: those edits as bytes in, bytes out (a YAML scalar, an environment
+//     file's variable or --resolv-conf), each checked by reading the result again (fuzzed).
 //
 // Another way to start kubelet is a new file here, a unit in Units or a step in Find, and its paths
-// in Watches. The package reads through a nodefs.Reader (and /proc through nodefs.ReadKernel) and
-// never writes.
+// in Watches (and, for kubelet.manage, in Writes). The package reads through a nodefs.Reader (and
+// /proc through nodefs.ReadKernel) and never writes: policy plans kubelet.manage's edit as a change.
 package kubelet

@@ -61,6 +61,11 @@ type Found struct {
 	HasResolvConf bool
 	// ResolvConfHow says where ResolvConf comes from, for `check`.
 	ResolvConfHow string
+	// ResolvOrigin is where ResolvConf is set, for kubelet.manage (manage.go); zero when no flag
+	// sets it.
+	ResolvOrigin Origin
+	// PID is the running kubelet's (or k3s's) process, 0 when read from files.
+	PID int
 	// RancherConfig is RKE2's or k3s's config.yaml, where their hints point.
 	RancherConfig string
 	// Kubeadm: kubelet.service is kubeadm's (its 10-kubeadm.conf drop-in or kubeadm-flags.env).

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nodedns/nodedns/internal/nodefs"
 )
@@ -75,7 +76,7 @@ func readProcess(proc string, pid int) (Found, bool, error) {
 		return readK3s(dir, pid, args)
 	}
 	fl := FlagsFromArgs(args[1:])
-	found := Found{How: fmt.Sprintf("--config of the running kubelet, pid %d", pid), Shape: ShapeKubelet}
+	found := Found{How: fmt.Sprintf("--config of the running kubelet, pid %d", pid), Shape: ShapeKubelet, PID: pid}
 	// RKE2 runs kubelet as its child, from its data directory's bin.
 	if strings.Contains(exe, "/rancher/rke2/") || parentComm(proc, dir) == "rke2" {
 		found.Shape, found.Unit, found.RancherConfig = ShapeRKE2, "", RancherConfig(ShapeRKE2)
@@ -103,6 +104,7 @@ func readProcess(proc string, pid int) (Found, bool, error) {
 	if fl.HasResolvConf {
 		found.ResolvConf, found.HasResolvConf = abs(fl.ResolvConf), true
 		found.ResolvConfHow = fmt.Sprintf("--resolv-conf of the running kubelet, pid %d", pid)
+		found.ResolvOrigin = Origin{Kind: OriginProcess}
 	}
 	return found, true, nil
 }
@@ -143,7 +145,7 @@ func readK3s(dir string, pid int, args []string) (Found, bool, error) {
 	if sub != "server" && sub != "agent" {
 		return Found{}, false, nil // `k3s kubectl`, `k3s crictl`, ...: no kubelet in there
 	}
-	found := Found{Shape: ShapeK3s, RancherConfig: RancherConfig(ShapeK3s),
+	found := Found{Shape: ShapeK3s, RancherConfig: RancherConfig(ShapeK3s), PID: pid,
 		How: fmt.Sprintf("the running k3s %s (pid %d) runs kubelet inside itself", sub, pid)}
 	p := &rancherProcess{pid: pid}
 	for i := 1; i < len(args); i++ {
@@ -173,4 +175,50 @@ func readK3s(dir string, pid int, args []string) (Found, bool, error) {
 	}
 	found.process = p
 	return found, true, nil
+}
+
+// userHZ is the unit of /proc/PID/stat's starttime (USER_HZ, 100 on every Linux architecture).
+const userHZ = 100
+
+// StartTime is when process pid started: /proc/PID/stat's starttime (field 22, clock ticks since
+// boot) after /proc/stat's btime. kubelet.manage compares it with when nodedns changed kubelet's
+// config (docs/contract.md "kubelet.manage"). Good to the second.
+func StartTime(proc string, pid int) (time.Time, error) {
+	stat, err := nodefs.ReadKernel(filepath.Join(proc, strconv.Itoa(pid), "stat"), procKind)
+	if err != nil {
+		return time.Time{}, err
+	}
+	ticks, err := statStartTicks(stat)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s/%d/stat: %w", proc, pid, err)
+	}
+	all, err := nodefs.ReadKernel(filepath.Join(proc, "stat"), procKind)
+	if err != nil {
+		return time.Time{}, err
+	}
+	for _, l := range strings.Split(string(all), "\n") {
+		if v, ok := strings.CutPrefix(l, "btime "); ok {
+			bt, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return time.Time{}, fmt.Errorf("%s/stat: btime %q", proc, v)
+			}
+			return time.Unix(bt, 0).Add(time.Duration(ticks) * time.Second / userHZ), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%s/stat: no btime", proc)
+}
+
+// statStartTicks reads starttime from /proc/PID/stat: "pid (comm) state ..." with comm cut at the
+// last ')', then field 22 counting from pid.
+func statStartTicks(stat []byte) (uint64, error) {
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 {
+		return 0, errors.New("no command name")
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	// f[0] is field 3 (state): starttime, field 22, is f[19].
+	if len(f) < 20 {
+		return 0, errors.New("too few fields")
+	}
+	return strconv.ParseUint(f[19], 10, 64)
 }

@@ -171,3 +171,31 @@ func TestProcessLive(t *testing.T) {
 		t.Errorf("the running kubelet's config read as %+v", k)
 	}
 }
+
+// TestStartTime: /proc/PID/stat's starttime (clock ticks since boot, field 22, after a comm with
+// spaces and parentheses) over /proc/stat's btime; and against this test's own process in the real
+// /proc, which started before now and after boot.
+func TestStartTime(t *testing.T) {
+	proc := fakeProc(t, map[int][3]string{812: {"kubelet", "kubelet\x00", "/"}})
+	stat := "812 (kube (let) x) S 1 812 812 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 12 0 12345 1000 100"
+	if err := os.WriteFile(filepath.Join(proc, "812", "stat"), []byte(stat+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proc, "stat"), []byte("cpu  1 2 3\nbtime 1700000000\nprocesses 9\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := StartTime(proc, 812)
+	if want := time.Unix(1700000000, 0).Add(123450 * time.Millisecond); err != nil || !got.Equal(want) {
+		t.Errorf("StartTime = %v, %v; want %v", got, err, want)
+	}
+	if _, err := StartTime(proc, 813); err == nil {
+		t.Error("a process that is not there has a start time")
+	}
+	self, err := StartTime("/proc", os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if self.After(time.Now()) || time.Since(self) > 24*time.Hour {
+		t.Errorf("this test's process started at %v", self)
+	}
+}

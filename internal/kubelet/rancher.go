@@ -141,17 +141,25 @@ func (in *Inputs) rancher(r nodefs.Reader, problem func(string, int, string), sh
 		i := lastResolvArg(o.kubeletArgs)
 		found.ResolvConf = strings.TrimPrefix(strings.TrimPrefix(o.kubeletArgs[i], "--"), "resolv-conf=")
 		found.ResolvConfHow = fmt.Sprintf("kubelet-arg resolv-conf (%s)", o.kubeletArgAt[i])
+		found.ResolvOrigin = originAt(OriginRancherArg, o.kubeletArgAt[i])
 	case o.resolvConf != "":
 		found.ResolvConf = o.resolvConf
 		found.ResolvConfHow = fmt.Sprintf("resolv-conf (%s)", o.resolvConfAt)
+		found.ResolvOrigin = originAt(OriginRancherKey, o.resolvConfAt)
 	case envSet != nil && proc != nil:
 		found.ResolvConf = envSet.Value
 		found.ResolvConfHow = fmt.Sprintf("%s in %s", envName, envSet.Source.Path)
+		found.ResolvOrigin = Origin{Kind: OriginProcess, Var: envName}
 	case envSet != nil:
 		found.ResolvConf = envSet.Value
 		found.ResolvConfHow = fmt.Sprintf("%s (%s) of %s", envName, envSet.Source, unit)
+		found.ResolvOrigin = Origin{Kind: OriginEnvFile, Path: envSet.Source.Path, Line: envSet.Source.Line, Var: envName}
+		if in.unitFile(envSet.Source.Path) {
+			found.ResolvOrigin.Kind = OriginUnitEnv
+		}
 	default:
 		found.ResolvConf, found.ResolvConfHow = chooseResolv(r, shape, dataDir)
+		found.ResolvOrigin = Origin{Kind: OriginRancherChoice}
 	}
 	found.ResolvConf = absFromRoot(found.ResolvConf)
 	return found

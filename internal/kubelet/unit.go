@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/nodedns/nodedns/internal/nodefs"
@@ -79,8 +80,13 @@ func (in *Inputs) fromUnit(r nodefs.Reader, problem func(string, int, string)) (
 	if ref.HasResolvConf {
 		found.ResolvConf, found.HasResolvConf = absFromRoot(ref.ResolvConf), true
 		found.ResolvConfHow = fmt.Sprintf("--resolv-conf in ExecStart= (%s) of %s", ref.ResolvConfSource, unit)
+		found.ResolvOrigin = Origin{Kind: OriginExecStart, Path: ref.ResolvConfSource.Path, Line: ref.ResolvConfSource.Line}
 		if ref.ResolvConfVar != "" {
 			found.ResolvConfHow = fmt.Sprintf("--resolv-conf in $%s (%s) of %s", ref.ResolvConfVar, ref.ResolvConfSource, unit)
+			found.ResolvOrigin = Origin{Kind: OriginEnvFile, Path: ref.ResolvConfSource.Path, Line: ref.ResolvConfSource.Line, Var: ref.ResolvConfVar}
+			if in.unitFile(ref.ResolvConfSource.Path) {
+				found.ResolvOrigin.Kind = OriginUnitEnv // Environment= in the unit or a drop-in
+			}
 		}
 	}
 	if !ok {
@@ -99,6 +105,11 @@ func (in *Inputs) fromUnit(r nodefs.Reader, problem func(string, int, string)) (
 		found.How = fmt.Sprintf("--config in ExecStart= (%s) of %s", ref.Source, unit)
 	}
 	return found, true
+}
+
+// unitFile reports whether p is the unit found or one of its drop-ins (not an environment file).
+func (in *Inputs) unitFile(p string) bool {
+	return p == in.Unit || slices.Contains(in.DropIns, p)
 }
 
 // pickUnit finds the unit that starts kubelet: the first of Units that is enabled (a link in a

@@ -21,6 +21,8 @@ func (s *Snapshot) readKubelet(r nodefs.Reader, cfg config.Config) {
 	}
 	s.kubeletInputs = in
 	s.loadKubelet(r, found)
+	s.KubeletFiles = s.Kubelet
+	s.readKubeletManage(r, cfg)
 }
 
 // loadKubelet reads the config found and its --config-dir drop-ins; a config that cannot be used is

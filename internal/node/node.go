@@ -152,6 +152,16 @@ type Snapshot struct {
 	kubeletInputs kubelet.Inputs // what finding Kubelet.Path read (KubeletSources)
 	KubeletResolv ResolvFile     // the file kubelet's resolvConf names ("" when disabled)
 	NodednsResolv ResolvFile     // the kubelet resolv.conf nodedns writes (config kubelet.resolvConf)
+	// KubeletFiles is kubelet's config as the node's files say (what kubelet reads when it starts
+	// next), before a running kubelet's own command line replaces Kubelet on the live node.
+	KubeletFiles kubelet.Config
+	// KubeletManage is kubelet.manage's edit (nil when kubelet.manage is off or nothing is to do),
+	// KubeletRestart nodedns's record that kubelet must restart to read it (kubeletmanage.go).
+	KubeletManage  *kubelet.Edit
+	KubeletRestart *KubeletRestart
+	// KubeletStarted is when the running kubelet (or k3s, RKE2's kubelet) started, zero when no
+	// process was read (--root).
+	KubeletStarted time.Time
 
 	Leases []leases.Lease
 	// LiveLeases is set when the live node's lease sources were asked too (networkd's leases over

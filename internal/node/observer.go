@@ -80,7 +80,10 @@ var parts = []part{
 
 	partKubelet: {name: "kubelet", read: func(s *Snapshot, r nodefs.Reader, cfg config.Config) {
 		s.readKubelet(r, cfg)
-	}, take: func(d, s *Snapshot) { d.Kubelet, d.kubeletInputs = s.Kubelet, s.kubeletInputs }},
+	}, take: func(d, s *Snapshot) {
+		d.Kubelet, d.kubeletInputs, d.KubeletFiles = s.Kubelet, s.kubeletInputs, s.KubeletFiles
+		d.KubeletManage, d.KubeletRestart = s.KubeletManage, s.KubeletRestart
+	}},
 
 	partKubeletResolv: {name: "kubelet resolv.conf", deps: []int{partKubelet}, depsOf: kubeletResolvDeps, read: func(s *Snapshot, r nodefs.Reader, cfg config.Config) {
 		// The same file is read once (and a bad one reported once), whoever names it.

@@ -48,6 +48,13 @@ func Watches(cfg config.Config, s *Snapshot) []nodefs.Watch {
 		}},
 		nodefs.Watch{Dir: path.Dir(DhclientHook), Match: nodefs.Names(path.Base(DhclientHook))},
 	)
+	if cfg.Kubelet.Manage {
+		// kubelet.manage's restart record (docs/contract.md "kubelet.manage").
+		ws = append(ws, nodefs.Watch{Dir: path.Dir(KubeletRestartFile), Match: nodefs.Names(path.Base(KubeletRestartFile)), Complete: func(b []byte) error {
+			_, err := ParseKubeletRestart(b)
+			return err
+		}})
+	}
 	var kpaths, kdirs []string
 	if s != nil {
 		kpaths, kdirs = s.KubeletSources()
@@ -99,6 +106,9 @@ func Writes() []string {
 		"/etc/systemd/dns-delegate.d/*.dns-delegate.d/*.conf",
 	}
 	ws = append(ws, netplan.Writes()...)
+	// kubelet.manage's edit of kubelet's config (docs/contract.md "kubelet.manage"): declared
+	// whatever the config says, so that restore gives it back after kubelet.manage is turned off.
+	ws = append(ws, kubelet.Writes()...)
 	return append(ws, networkmanager.Writes()...)
 }
 

@@ -76,9 +76,15 @@ func notWatched(p string) bool {
 func TestWatchesCoverEveryRead(t *testing.T) {
 	roots := testRoots(t)
 	cfg := config.Default()
+	manage := cfg
+	manage.Kubelet.Manage = true
 	for name, root := range roots {
 		t.Run(name, func(t *testing.T) {
 			watchesCoverEveryRead(t, root, cfg)
+		})
+		// kubelet.manage reads the file it edits and nodedns's restart record.
+		t.Run(name+" kubelet.manage", func(t *testing.T) {
+			watchesCoverEveryRead(t, root, manage)
 		})
 	}
 }
@@ -140,21 +146,35 @@ func TestPlannedWritesAreDeclared(t *testing.T) {
 	if declared(nodefs.NewReader(t.TempDir()), "/etc/hosts") {
 		t.Fatal("/etc/hosts counts as declared: the check cannot fail")
 	}
-	total := 0
+	total, kubeletEdits := 0, 0
+	// kubelet.manage's edits of kubelet's configuration too (docs/contract.md "kubelet.manage").
+	manage := config.Default()
+	manage.Kubelet.Manage = true
 	for name, root := range testRoots(t) {
-		t.Run(name, func(t *testing.T) {
-			st := nodefs.NewReader(root)
-			s := node.Observe(st, cfg, time.Now())
-			p := policy.Compute(s, cfg)
-			for _, c := range p.Changes {
-				total++
-				for _, q := range []string{c.Path, c.Target} {
-					if q != "" && !declared(st, q) {
-						t.Errorf("the plan writes %s, which no mechanism declares in node.Writes (nor the config or the state directory)", q)
+		for _, c := range []struct {
+			name string
+			cfg  config.Config
+		}{{"", cfg}, {" kubelet.manage", manage}} {
+			t.Run(name+c.name, func(t *testing.T) {
+				st := nodefs.NewReader(root)
+				s := node.Observe(st, c.cfg, time.Now())
+				p := policy.Compute(s, c.cfg)
+				if s.KubeletManage != nil && s.KubeletManage.Path != "" {
+					kubeletEdits++
+				}
+				for _, c := range p.Changes {
+					total++
+					for _, q := range []string{c.Path, c.Target} {
+						if q != "" && !declared(st, q) {
+							t.Errorf("the plan writes %s, which no mechanism declares in node.Writes (nor the config or the state directory)", q)
+						}
 					}
 				}
-			}
-		})
+			})
+		}
+	}
+	if kubeletEdits < 8 {
+		t.Errorf("kubelet.manage edited kubelet's configuration on only %d test trees: the check saw too little", kubeletEdits)
 	}
 	if total < 10 {
 		t.Errorf("only %d planned changes over the test trees: the check saw too little", total)

@@ -92,10 +92,19 @@ type ReloadNetworkManager struct {
 	Reason string
 }
 
+// RestartKubelet restarts the unit that starts kubelet (kubelet.service, rke2-server.service,
+// k3s.service, ...) over systemd's D-Bus API, so that kubelet reads the config kubelet.manage
+// changed: kubelet reads its config, its flags and RKE2's and k3s's choice only when it starts.
+// Planned only with kubelet.restart: true (docs/contract.md "kubelet.manage").
+type RestartKubelet struct {
+	Unit   string
+	Reason string
+}
+
 // AllActions has one value of every action kind policy can put into a plan, for the tests that
 // every kind has an actor (edges) and that this list is complete (policy).
 func AllActions() []Action {
-	return []Action{RestartResolved{}, SetLinkDNS{}, SetLinkDomains{}, NetplanApply{}, NetworkctlReload{}, ReloadNetworkManager{}}
+	return []Action{RestartResolved{}, SetLinkDNS{}, SetLinkDomains{}, NetplanApply{}, NetworkctlReload{}, ReloadNetworkManager{}, RestartKubelet{}}
 }
 
 func (RestartResolved) Kind() string   { return "restart-resolved" }
@@ -153,6 +162,12 @@ func (a ReloadNetworkManager) Detail() string {
 }
 func (a ReloadNetworkManager) Why() string { return a.Reason }
 func (ReloadNetworkManager) action()       {}
+
+func (RestartKubelet) Kind() string     { return "restart-kubelet" }
+func (a RestartKubelet) Target() string { return a.Unit }
+func (RestartKubelet) Detail() string   { return "systemd D-Bus RestartUnit, mode replace" }
+func (a RestartKubelet) Why() string    { return a.Reason }
+func (RestartKubelet) action()          {}
 
 // HasAction reports whether the plan already holds an action of the same kind as a.
 func (p *Plan) HasAction(kind string) bool {

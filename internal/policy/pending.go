@@ -141,6 +141,9 @@ func (p *Plan) networkdDropInInPlace(s *node.Snapshot, networkFile string) bool 
 // kubelet's config), then restart kubelet.
 func (p *Plan) pendingKubelet(s *node.Snapshot, cfg config.Config) {
 	k := s.Kubelet
+	if cfg.Kubelet.Manage && (s.KubeletManage != nil || s.KubeletRestart != nil) {
+		return // kubelet.manage points kubelet at nodedns's file, or says why not (kubeletmanage.go)
+	}
 	if k.Err != nil || k.ResolvConf == "" || path.Clean(k.ResolvConf) == path.Clean(cfg.Kubelet.ResolvConf) ||
 		len(p.Changes) > 0 || len(p.Actions) > 0 {
 		// nodedns's file already; or apply has work left, which may fix the file kubelet reads

@@ -85,6 +85,7 @@ func Compute(s *node.Snapshot, cfg config.Config) Plan {
 	p.dhclientHook(s)
 	p.offeredState(s)
 	p.netplan(s, cfg)
+	p.kubeletManage(s, cfg)
 	p.blockOnKubelet(s, cfg)
 	p.pending(s, cfg)
 	return p

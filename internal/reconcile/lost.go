@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/nodedns/nodedns/internal/config"
@@ -170,6 +171,7 @@ func dropMarkLine(data []byte) []byte {
 // file kubelet uses would stop it starting pods.
 func (n *Node) kubeletKeep(ctx context.Context) func(p string) (bool, string) {
 	s := n.snapshot(ctx, &node.Observer{}, nil)
+	backups, _ := n.store().Backups()
 	return func(p string) (bool, string) {
 		if path.Clean(p) != path.Clean(n.Config.Kubelet.ResolvConf) {
 			return false, ""
@@ -177,9 +179,29 @@ func (n *Node) kubeletKeep(ctx context.Context) func(p string) (bool, string) {
 		if s.Kubelet.Err != nil {
 			return true, fmt.Sprintf("kubelet's config %s cannot be read (%v), so whether kubelet uses this file is unknown; fix it, then run restore again", s.Kubelet.Path, s.Kubelet.Err)
 		}
+		if path.Clean(s.Kubelet.ResolvConf) == path.Clean(p) && restoredBy(s.KubeletFiles.SetBy(), backups) {
+			// kubelet.manage pointed kubelet at it, and restore gives that file back
+			// (docs/contract.md "kubelet.manage"); a running kubelet still reads it until it restarts.
+			if s.Kubelet.PID > 0 {
+				return true, fmt.Sprintf("restore gives back %s, but the running kubelet (pid %d) still reads this file until it restarts: restart %s, then run restore again", s.KubeletFiles.SetBy(), s.Kubelet.PID, orUnit(s.KubeletFiles.Unit))
+			}
+			return false, ""
+		}
 		if path.Clean(s.Kubelet.ResolvConf) == path.Clean(p) {
 			return true, fmt.Sprintf("kubelet's config %s (%s) still points resolvConf at it; point kubelet elsewhere, then run restore again", s.Kubelet.Path, s.Kubelet.How)
 		}
 		return false, ""
 	}
+}
+
+// restoredBy reports whether restore gives p back (the backups hold it).
+func restoredBy(p string, backups []store.Entry) bool {
+	return p != "" && slices.ContainsFunc(backups, func(e store.Entry) bool { return e.Path == p })
+}
+
+func orUnit(u string) string {
+	if u == "" {
+		return "kubelet"
+	}
+	return u
 }

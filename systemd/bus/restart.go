@@ -19,7 +19,8 @@ import (
 const systemdPrivateSocket = "/run/systemd/private"
 
 // Restarter restarts systemd-resolved so that it reloads resolved.conf.d. It never signals resolved:
-// SIGHUP kills resolved 252 (exit 129) instead of reloading it.
+// SIGHUP kills resolved 252 (exit 129) instead of reloading it. With Unit set and no Client it
+// restarts that unit and waits for the job alone (kubelet.restart: the unit that starts kubelet).
 type Restarter struct {
 	// Command, when set (config resolved.restartCommand), is run instead of asking systemd; e.g.
 	// where PID 1 is not systemd. Its output is kept for the error.

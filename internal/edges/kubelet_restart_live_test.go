@@ -1,0 +1,169 @@
+package edges
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodedns/nodedns/internal/kubelet"
+	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/internal/testutil/nstest"
+)
+
+// TestKubeletRestartLive (docs/contract.md "kubelet.manage", kubelet.restart): the restart action
+// asks a real systemd (252, PID 1 of its own namespaces) over its private D-Bus socket to restart a
+// stand-in kubelet.service in "replace" mode and waits for the job: the unit runs a new process
+// afterwards, started after the restart was asked (what the plan compares with kubelet's start
+// time), and a unit whose restart fails is an error naming the job's result and the unit.
+func TestKubeletRestartLive(t *testing.T) {
+	nstest.Require(t)
+	work := t.TempDir()
+	units := filepath.Join(work, "units")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(units, 0o755))
+	write := func(name, data string) { must(os.WriteFile(filepath.Join(units, name), []byte(data), 0o644)) }
+	write("kubelet.service", `[Unit]
+Description=stand-in kubelet: counts its starts
+DefaultDependencies=no
+[Service]
+ExecStart=/bin/sh -c 'echo start >> /run/nds/starts; exec sleep infinity'
+`)
+	write("broken.service", `[Unit]
+DefaultDependencies=no
+[Service]
+Type=oneshot
+ExecStart=/bin/false
+`)
+	write("nds-test.target", "[Unit]\nDefaultDependencies=no\nWants=kubelet.service\n")
+	write("system.slice", "[Unit]\nDefaultDependencies=no\n")
+	// systemd serves its private socket only to peers it can see (SO_PEERCRED's PID in its PID
+	// namespace), as on a node: the restart runs in the namespace, from a copy of this test binary
+	// (TestKubeletRestartInNamespace), with the default dial of PID 1's /run/systemd/private.
+	self, err := os.Executable()
+	must(err)
+	data, err := os.ReadFile(self)
+	must(err)
+	must(os.WriteFile(filepath.Join(work, "edges.test"), data, 0o755))
+	sd := nstest.BootSystemd(t, nstest.SystemdOptions{Work: work, Target: "nds-test.target"})
+	sd.WaitFor("kubelet.service active", "kubelet.service", 20*time.Second, func() bool { return sd.Show("kubelet.service", "ActiveState") == "active" })
+	oldPID := sd.Show("kubelet.service", "MainPID")
+	restart := func(unit string) (string, error) {
+		c := exec.Command("nsenter", "-t", fmt.Sprint(sd.PID1), "-m", "-p", "--", "env", restartHelperEnv+"="+unit,
+			sd.Dir+"/edges.test", "-test.run", "^TestKubeletRestartInNamespace$", "-test.v")
+		out, err := c.CombinedOutput()
+		return string(out), err
+	}
+	if a := (policy.RestartKubelet{Unit: kubelet.Unit}); !(KubeletRestarter{}).Handles(a) || (KubeletRestarter{}).Handles(policy.RestartResolved{}) {
+		t.Fatal("KubeletRestarter handles the wrong actions")
+	}
+	asked := time.Now()
+	if out, err := restart(kubelet.Unit); err != nil || !strings.Contains(out, "restarted: kubelet.service") {
+		t.Fatalf("restart kubelet.service: %v\n%s\n%s", err, out, sd.Console())
+	}
+	// The job is done when Do returns: the unit is active again with a new process.
+	if st := sd.Show("kubelet.service", "ActiveState"); st != "active" {
+		t.Errorf("kubelet.service %s after the restart", st)
+	}
+	newPID := sd.Show("kubelet.service", "MainPID")
+	if newPID == oldPID || newPID == "0" {
+		t.Errorf("kubelet.service MainPID %s after the restart, was %s", newPID, oldPID)
+	}
+	starts, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/run/nds/starts", sd.PID1))
+	if err != nil || strings.Count(string(starts), "start\n") != 2 {
+		t.Errorf("the stand-in kubelet started %q times (%v), want twice", starts, err)
+	}
+	// What the plan reads: the new process started after the restart was asked.
+	var pid int
+	fmt.Sscan(newPID, &pid)
+	hostPID := hostPIDOf(t, sd.PID1, pid)
+	started, err := kubelet.StartTime("/proc", hostPID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if started.Before(asked.Add(-time.Second)) || started.After(time.Now().Add(time.Second)) {
+		t.Errorf("the restarted kubelet started at %v; the restart was asked at %v", started, asked)
+	}
+
+	if out, err := restart("broken.service"); err == nil || !strings.Contains(out, "restart broken.service: job failed") {
+		t.Errorf("restart of a failing unit: %v, want the job's result named:\n%s", err, out)
+	}
+	if out, err := restart("k3s.service"); err == nil || !strings.Contains(out, "restart k3s.service: ") {
+		t.Errorf("restart of a unit that does not exist: %v, want an error naming it:\n%s", err, out)
+	}
+	sd.Poweroff()
+}
+
+// restartHelperEnv names the unit TestKubeletRestartInNamespace restarts.
+const restartHelperEnv = "NODEDNS_TEST_RESTART_UNIT"
+
+// TestKubeletRestartInNamespace is TestKubeletRestartLive's restart, run inside the namespace of
+// its systemd; it does nothing elsewhere.
+func TestKubeletRestartInNamespace(t *testing.T) {
+	unit := os.Getenv(restartHelperEnv)
+	if unit == "" {
+		t.Skip("run by TestKubeletRestartLive inside its systemd's namespace")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := (KubeletRestarter{Timeout: 30 * time.Second}).Do(ctx, policy.RestartKubelet{Unit: unit}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restarted: %s", unit)
+}
+
+// hostPIDOf maps a PID of the namespace whose PID 1 is pid1 (on the host) to the host's PID, from
+// /proc/PID/status NSpid.
+func hostPIDOf(t *testing.T, pid1, nsPID int) int {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			f := strings.Fields(strings.TrimPrefix(l, "NSpid:"))
+			if strings.HasPrefix(l, "NSpid:") && len(f) == 2 && f[1] == fmt.Sprint(nsPID) && f[0] != fmt.Sprint(pid1) {
+				// The namespace of the stand-in: its parent chain reaches pid1.
+				if isDescendant(pid, pid1) {
+					return pid
+				}
+			}
+		}
+	}
+	t.Fatalf("no host PID for PID %d of the namespace", nsPID)
+	return 0
+}
+
+func isDescendant(pid, ancestor int) bool {
+	for i := 0; i < 64 && pid > 1; i++ {
+		if pid == ancestor {
+			return true
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		s := string(data)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 2 {
+			return false
+		}
+		fmt.Sscan(f[1], &pid)
+	}
+	return pid == ancestor
+}

@@ -1,0 +1,81 @@
+package kubelet
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/nodefs"
+)
+
+func writeTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for p, data := range files {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func manageOn(t *testing.T, root string, cfg config.Config) (Edit, bool) {
+	t.Helper()
+	r := nodefs.NewReader(root)
+	found, _, _ := Find(r, cfg)
+	return Manage(r, Load(r, found), nodednsFile)
+}
+
+// TestManageBlocks: what kubelet.manage leaves alone, and says why.
+func TestManageBlocks(t *testing.T) {
+	kc := "kind: KubeletConfiguration\nresolvConf: /etc/resolv.conf\n"
+	t.Run("a drop-in that sorts after nodedns's still sets resolvConf", func(t *testing.T) {
+		root := writeTree(t, map[string]string{
+			"/etc/systemd/system/kubelet.service":         "[Service]\nExecStart=/usr/bin/kubelet --config=/var/lib/kubelet/config.yaml --config-dir=/etc/kubernetes/kubelet.conf.d\n",
+			"/var/lib/kubelet/config.yaml":                kc,
+			"/etc/kubernetes/kubelet.conf.d/zzz-dns.conf": kc,
+		})
+		e, ok := manageOn(t, root, config.Default())
+		if !ok || e.Blocked == "" || e.Target != "/etc/kubernetes/kubelet.conf.d/zzz-dns.conf" || !strings.Contains(e.Blocked, "sorts after nodedns's drop-in") {
+			t.Errorf("got %+v", e)
+		}
+	})
+	t.Run("a config nodedns does not declare", func(t *testing.T) {
+		root := writeTree(t, map[string]string{
+			"/etc/systemd/system/kubelet.service": "[Service]\nExecStart=/usr/bin/kubelet --config=/opt/kubelet/config.yaml\n",
+			"/opt/kubelet/config.yaml":            kc,
+		})
+		e, ok := manageOn(t, root, config.Default())
+		if !ok || e.Target != "/opt/kubelet/config.yaml" || !strings.Contains(e.Blocked, "not among the files kubelet.manage may change") {
+			t.Errorf("got %+v", e)
+		}
+	})
+	t.Run("Environment= of the unit", func(t *testing.T) {
+		root := writeTree(t, map[string]string{
+			"/etc/systemd/system/kubelet.service": "[Service]\nEnvironment=\"ARGS=--resolv-conf=/etc/resolv.conf\"\nExecStart=/usr/bin/kubelet --config=/var/lib/kubelet/config.yaml $ARGS\n",
+			"/var/lib/kubelet/config.yaml":        kc,
+		})
+		e, ok := manageOn(t, root, config.Default())
+		if !ok || !strings.Contains(e.Blocked, "$ARGS comes from Environment= in /etc/systemd/system/kubelet.service:2") {
+			t.Errorf("got %+v", e)
+		}
+	})
+	t.Run("already nodedns's file: nothing to do", func(t *testing.T) {
+		root := writeTree(t, map[string]string{"/var/lib/kubelet/config.yaml": "resolvConf: " + nodednsFile + "\n"})
+		if e, ok := manageOn(t, root, config.Default()); ok {
+			t.Errorf("got %+v", e)
+		}
+	})
+	t.Run("resolvConf disabled: left as the user set it", func(t *testing.T) {
+		root := writeTree(t, map[string]string{"/var/lib/kubelet/config.yaml": "resolvConf: \"\"\n"})
+		if e, ok := manageOn(t, root, config.Default()); ok {
+			t.Errorf("got %+v", e)
+		}
+	})
+}

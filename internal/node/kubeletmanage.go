@@ -1,0 +1,71 @@
+package node
+
+// kubeletmanage.go reads what kubelet.manage needs (docs/contract.md "kubelet.manage"): the edit
+// that points kubelet's config at nodedns's file, from the node's files, and nodedns's record of a
+// kubelet restart still owed.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"time"
+
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/kubelet"
+	"github.com/nodedns/nodedns/internal/nodefs"
+)
+
+// KubeletRestartFile is nodedns's record that it changed kubelet's config and kubelet has not yet
+// been seen to restart since: written by apply with the change, removed once a kubelet that
+// started later runs (live node), given back (removed) by restore.
+var KubeletRestartFile = path.Join(config.StateDir, "kubelet-restart.json")
+
+// KubeletRestart is that record.
+type KubeletRestart struct {
+	// Unit is the unit that starts kubelet ("" when none was found), File the file nodedns changed.
+	Unit string `json:"unit"`
+	File string `json:"file"`
+	// Changed is when apply planned the change; a kubelet started after it reads the new config.
+	Changed time.Time `json:"changed"`
+}
+
+// ParseKubeletRestart reads the record; an error names what is wrong.
+func ParseKubeletRestart(data []byte) (*KubeletRestart, error) {
+	var r KubeletRestart
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("not nodedns's kubelet restart record: %w", err)
+	}
+	if r.Changed.IsZero() {
+		return nil, errors.New("not nodedns's kubelet restart record: no time of change")
+	}
+	return &r, nil
+}
+
+// Render is the record's file.
+func (r KubeletRestart) Render() []byte {
+	b, _ := json.MarshalIndent(r, "", "  ")
+	return append(b, '\n')
+}
+
+// readKubeletManage plans kubelet.manage's edit from the files just read and reads the record.
+func (s *Snapshot) readKubeletManage(r nodefs.Reader, cfg config.Config) {
+	s.KubeletManage, s.KubeletRestart = nil, nil
+	if !cfg.Kubelet.Manage {
+		return
+	}
+	if e, ok := kubelet.Manage(r, s.KubeletFiles, cfg.Kubelet.ResolvConf); ok {
+		s.KubeletManage = &e
+	}
+	m := s.readManaged(r, KubeletRestartFile)
+	if !m.Exists || m.Err != nil {
+		return
+	}
+	rec, err := ParseKubeletRestart(m.Data)
+	if err != nil {
+		s.problem(SourceManaged, KubeletRestartFile, 0, err.Error())
+		// Unreadable: a restart is owed until a running kubelet is seen (any start time will do).
+		rec = &KubeletRestart{Unit: s.KubeletFiles.Unit}
+	}
+	s.KubeletRestart = rec
+}

@@ -1,0 +1,99 @@
+package policy
+
+import (
+	"fmt"
+	"path"
+
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/kubelet"
+	"github.com/nodedns/nodedns/internal/node"
+)
+
+// kubeletManage is kubelet.manage (docs/contract.md "kubelet.manage"): the one place whose value
+// wins for kubelet's resolv.conf is pointed at nodedns's file (node.Snapshot.KubeletManage, decided
+// by package kubelet from the node's files), as a normal change, with nodedns's record that kubelet
+// must restart; then the restart: an action with kubelet.restart, else a pending step, until a
+// kubelet started after the change is seen (live node; under --root it stays pending).
+func (p *Plan) kubeletManage(s *node.Snapshot, cfg config.Config) {
+	if !cfg.Kubelet.Manage || s.KubeletFiles.Err != nil {
+		return
+	}
+	unit := restartUnit(s.KubeletFiles)
+	if e := s.KubeletManage; e != nil {
+		switch {
+		case e.Blocked != "":
+			p.block(e.Target, "%s", e.Blocked)
+			return
+		case p.planned(cfg.Kubelet.ResolvConf) && len(p.BlockedFor(cfg.Kubelet.ResolvConf)) > 0:
+			p.block(e.Path, "nodedns's file %s is not written (%s): kubelet is not pointed at it", cfg.Kubelet.ResolvConf, p.BlockedFor(cfg.Kubelet.ResolvConf)[0].Reason)
+			return
+		case processOnly(s):
+			p.block(unit, "the running kubelet sets --resolv-conf=%s (%s), which none of the files nodedns edits gives it (an ExecStart= flag, or a start by hand or by another supervisor): changing those files would not change it; point it at %s where it is started", s.Kubelet.ResolvConf, s.Kubelet.ResolvConfFrom, cfg.Kubelet.ResolvConf)
+			return
+		}
+		n := len(p.Changes)
+		p.write(e.Path, e.Path, e.Before, e.After, e.Mode, "kubelet.manage: "+e.Reason)
+		if len(p.Changes) == n {
+			return
+		}
+		rec := node.KubeletRestart{Unit: unit, File: e.Path, Changed: s.Now.UTC().Truncate(1e9)}
+		var before []byte
+		if s.KubeletRestart != nil {
+			before = (*s.KubeletRestart).Render()
+		}
+		p.Changes = append(p.Changes, Change{Path: node.KubeletRestartFile, Target: node.KubeletRestartFile, Op: OpWrite, Before: before, After: rec.Render(), Mode: 0o644,
+			Reason: "kubelet.manage: record that " + unit + " must restart to read " + e.Path})
+		if cfg.Kubelet.Restart {
+			p.Actions = append(p.Actions, RestartKubelet{Unit: unit, Reason: fmt.Sprintf("kubelet reads %s only when it starts (kubelet.restart)", e.Path)})
+		}
+		return
+	}
+	rec := s.KubeletRestart
+	if rec == nil {
+		return
+	}
+	if !s.KubeletStarted.IsZero() && s.KubeletStarted.After(rec.Changed) {
+		p.Changes = append(p.Changes, Change{Path: node.KubeletRestartFile, Target: node.KubeletRestartFile, Op: OpRemove, Before: rec.Render(),
+			Reason: fmt.Sprintf("kubelet.manage: kubelet restarted at %s, after nodedns changed %s", s.KubeletStarted.UTC().Format("2006-01-02T15:04:05Z"), rec.File)})
+		return
+	}
+	if rec.Unit != "" {
+		unit = rec.Unit
+	}
+	why := fmt.Sprintf("nodedns pointed %s at %s; kubelet reads it only when it starts", orKubelet(rec.File), cfg.Kubelet.ResolvConf)
+	if !s.KubeletStarted.IsZero() {
+		why = fmt.Sprintf("the running kubelet started at %s, before nodedns changed %s (%s): it still reads its old resolv.conf", s.KubeletStarted.UTC().Format("2006-01-02T15:04:05Z"), orKubelet(rec.File), rec.Changed.UTC().Format("2006-01-02T15:04:05Z"))
+	}
+	if cfg.Kubelet.Restart {
+		p.Actions = append(p.Actions, RestartKubelet{Unit: unit, Reason: why})
+		return
+	}
+	p.Pending = append(p.Pending, Pending{Target: unit, Step: "`systemctl restart " + unit + "`", About: []string{PendingKubelet}, Why: why})
+}
+
+// processOnly: on the live node the running kubelet (or k3s) has a --resolv-conf that its files do
+// not give it.
+func processOnly(s *node.Snapshot) bool {
+	return s.Kubelet.ResolvOrigin.Kind == kubelet.OriginProcess && s.Kubelet.ResolvConf != s.KubeletFiles.ResolvConf &&
+		(s.KubeletFiles.ResolvOrigin.Kind == "" || s.KubeletFiles.ResolvOrigin.Kind == kubelet.OriginRancherChoice)
+}
+
+// restartUnit is the unit that starts kubelet, for the restart.
+func restartUnit(k kubelet.Config) string {
+	switch {
+	case k.Unit != "":
+		return k.Unit
+	case k.Shape == kubelet.ShapeRKE2:
+		return "rke2-server.service"
+	case k.Shape == kubelet.ShapeK3s:
+		return "k3s.service"
+	}
+	return kubelet.Unit
+}
+
+func orKubelet(p string) string {
+	if p == "" {
+		return "kubelet's config"
+	}
+	return path.Clean(p)
+}
