@@ -123,6 +123,13 @@ func (sb *Sandbox) chrootSetup(t testing.TB, empty string) []string {
 		"chroot " + q + " chown systemd-network:systemd-network /run/systemd/netif",
 		"rm -f " + q + "/etc/resolv.conf; : > " + q + "/etc/resolv.conf; mount --bind " + Quote(empty) + " " + q + "/etc/resolv.conf",
 	}
+	// netplan 1.1+'s generate asks systemctl for a daemon-reload and fails when it cannot; PID 1 is
+	// not systemd here, so a stand-in answers that one request and refuses every other.
+	standIn := filepath.Join(sb.dir, "systemctl")
+	if err := os.WriteFile(standIn, []byte(systemctlStandIn), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lines = append(lines, "cp "+Quote(standIn)+" "+q+"/usr/local/sbin/systemctl")
 	binds := []string{os.TempDir()}
 	if c := os.Getenv(CoreDNSEnv); c != "" {
 		binds = append(binds, filepath.Dir(c))
@@ -135,3 +142,11 @@ func (sb *Sandbox) chrootSetup(t testing.TB, empty string) []string {
 	}
 	return lines
 }
+
+const systemctlStandIn = `#!/bin/sh
+# nstest: PID 1 is not systemd in this sandbox. netplan generate's daemon-reload is answered; every
+# other request fails as the real systemctl would here.
+for a in "$@"; do [ "$a" = daemon-reload ] && exit 0; done
+echo "System has not been booted with systemd as init system (PID 1). Can't operate. (nstest stand-in: systemctl $*)" >&2
+exit 1
+`
