@@ -99,6 +99,10 @@ type NMOptions struct {
 	// Resolved runs a real systemd-resolved in the node (NODEDNS_RESOLVED_DIR) before NetworkManager,
 	// makes /etc/resolv.conf a symlink to its stub, and makes NMResolvedConf the default Conf.
 	Resolved bool
+	// Suite is the node's components: the zero Suite runs the cached NetworkManager 1.42
+	// (NODEDNS_NM_DIR) on this machine's Debian 12; a suite's tree runs its own (forky: 1.58, its
+	// internal DHCP client only) and its own resolved, dbus and tools.
+	Suite Suite
 }
 
 // NMDefaultDHCP is the offer of issue 12's node.
@@ -138,9 +142,12 @@ type NetworkManager struct {
 // with a nameserver.
 func StartNetworkManager(t testing.TB, o NMOptions) *NetworkManager {
 	t.Helper()
-	dir := NMDir(t)
-	NeedTools(t, "apt-get install dnsmasq-base dbus-daemon dbus-bin", "dnsmasq", "dbus-daemon", "dbus-send")
-	node := NewWith(t, Options{PIDNamespace: true, UTSNamespace: true})
+	dir := "/" // a suite's tree has NetworkManager in its place
+	if !o.Suite.Chrooted() {
+		dir = NMDir(t)
+	}
+	o.Suite.Need(t, "apt-get install dnsmasq-base dbus-daemon dbus-bin", "dnsmasq", "dbus-daemon", "dbus-send", "/usr/sbin/NetworkManager", "nmcli")
+	node := NewWith(t, Options{PIDNamespace: true, UTSNamespace: true, Suite: o.Suite})
 	peer := New(t)
 	nm := &NetworkManager{Node: node, Peer: peer, Dir: dir,
 		Log: filepath.Join(node.Dir(), "NetworkManager.log"), pid: filepath.Join(node.Dir(), "NetworkManager.pid"),
