@@ -249,7 +249,9 @@ func testNetworkManagerLive(t *testing.T, suite nstest.Suite) {
 //     message (Reload would answer success and keep the old configuration);
 //   - restore puts the intern file back byte for byte and reloads: NM's resolv.conf is again what
 //     it wrote from the D-Bus global DNS.
-func TestNetworkManagerLiveDBusAndBadFiles(t *testing.T) { nstest.Suites(t, testNetworkManagerLiveDBusAndBadFiles) }
+func TestNetworkManagerLiveDBusAndBadFiles(t *testing.T) {
+	nstest.Suites(t, testNetworkManagerLiveDBusAndBadFiles)
+}
 
 func testNetworkManagerLiveDBusAndBadFiles(t *testing.T, suite nstest.Suite) {
 	l := startNMLive(t, suite, nil)

@@ -143,10 +143,12 @@ type NetworkManager struct {
 func StartNetworkManager(t testing.TB, o NMOptions) *NetworkManager {
 	t.Helper()
 	dir := "/" // a suite's tree has NetworkManager in its place
-	if !o.Suite.Chrooted() {
+	if o.Suite.Chrooted() {
+		o.Suite.Need(t, ".ci/suite-tree installs network-manager", "/usr/sbin/NetworkManager", "nmcli")
+	} else {
 		dir = NMDir(t)
 	}
-	o.Suite.Need(t, "apt-get install dnsmasq-base dbus-daemon dbus-bin", "dnsmasq", "dbus-daemon", "dbus-send", "/usr/sbin/NetworkManager", "nmcli")
+	o.Suite.Need(t, "apt-get install dnsmasq-base dbus-daemon dbus-bin", "dnsmasq", "dbus-daemon", "dbus-send")
 	node := NewWith(t, Options{PIDNamespace: true, UTSNamespace: true, Suite: o.Suite})
 	peer := New(t)
 	nm := &NetworkManager{Node: node, Peer: peer, Dir: dir,
