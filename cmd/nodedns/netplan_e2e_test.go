@@ -55,7 +55,7 @@ func testNetplanEndToEnd(t *testing.T, s nstest.Suite) {
 	// networkd 252 does not ask for option 119 unless told to (RequestOptions=), so dnsmasq hands
 	// example.org out as option 15 domain-name, which networkd's UseDomains=yes searches just the same.
 	// leasedAddr is the address of networkd's lease, "" while it has none. networkd 262 keeps its
-	// lease in no file (docs/contract.md, "How DHCP domains are known"): there it is the link's
+	// lease in no file (docs/contract.md, "DHCP search domains"): there it is the link's
 	// address with a DHCP lifetime, and the domain shows in the link state only (waited for below).
 	leasedAddr := func() string {
 		lease, _ := os.ReadFile(leaseFile)

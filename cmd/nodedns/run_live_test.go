@@ -368,7 +368,7 @@ EOF
 	resolvedConf := cli.Path("/run/systemd/resolve/resolv.conf")
 	kubelet := cli.Path("/var/lib/nodedns/resolv.conf")
 	// leaseHas reports whether networkd's lease has key=value. networkd 262 keeps its lease in no
-	// file (docs/contract.md, "How DHCP domains are known"): there the lease is seen in the link
+	// file (docs/contract.md, "DHCP search domains"): there the lease is seen in the link
 	// state networkd writes from it (DNS=, DOMAINS=).
 	leaseHas := func(key, value string) bool { return nstest.FileHas(leaseFile, key+"="+value) }
 	if s.Chrooted() {

@@ -450,6 +450,31 @@ func (nm *NetworkManager) RemoveFile(t testing.TB, p string) {
 	}
 }
 
+// Version is `NetworkManager --version` ("1.42.4", "1.58.1"), for tests of facts that changed
+// between versions.
+func (nm *NetworkManager) Version(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := nm.Node.Cmd(ctx, "env", "LD_LIBRARY_PATH="+filepath.Join(nm.Dir, "usr/lib/x86_64-linux-gnu"),
+		filepath.Join(nm.Dir, "usr/sbin/NetworkManager"), "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("NetworkManager --version: %v\n%s", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// VersionAtLeast reports whether NetworkManager is major.minor or newer.
+func (nm *NetworkManager) VersionAtLeast(t testing.TB, major, minor int) bool {
+	t.Helper()
+	v := nm.Version(t)
+	var ma, mi int
+	if _, err := fmt.Sscanf(v, "%d.%d", &ma, &mi); err != nil {
+		t.Fatalf("NetworkManager --version %q: %v", v, err)
+	}
+	return ma > major || ma == major && mi >= minor
+}
+
 // PrintConfig runs `NetworkManager --print-config` with extra arguments inside the node (the same
 // files the daemon reads, unless args name others) and returns its output and exit code. NM 1.42
 // exits 7 when a file fails to parse, naming it on stderr.
