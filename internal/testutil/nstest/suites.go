@@ -42,7 +42,7 @@ func (s Suite) String() string {
 // distribution rather than this machine's set-up (the test's subtest is then skipped with it).
 var missing = map[string]map[string]string{
 	Forky: {
-		"dhclient": "Debian forky ships no isc-dhcp-client (ISC DHCP is gone after trixie) and NetworkManager 1.58 has no dhclient backend",
+		"dhclient": "Debian forky ships no isc-dhcp-client (its package index has none) and NetworkManager 1.58 has no dhclient backend",
 	},
 }
 
