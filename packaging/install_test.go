@@ -179,21 +179,28 @@ func TestRPMContents(t *testing.T) {
 	}
 }
 
-// chroot is a Debian bookworm minbase tree (debootstrap, cached by .ci/run) unpacked for one test.
+// chroot is a Debian minbase tree (debootstrap, cached by .ci/run) unpacked for one test: bookworm's,
+// or with a suite's tree (nstest.Suite) that suite's (forky: dpkg and init-system-helpers of Debian
+// testing, systemd 262 installed but not running).
 type chroot struct {
 	t   *testing.T
 	dir string
 }
 
-func newChroot(t *testing.T) *chroot {
+func newChroot(t *testing.T) *chroot { return newSuiteChroot(t, nstest.Suite{}) }
+
+func newSuiteChroot(t *testing.T, s nstest.Suite) *chroot {
 	t.Helper()
 	nstest.Require(t)
 	tarball := os.Getenv("NODEDNS_CHROOT_TAR")
 	if tarball == "" {
 		tarball = filepath.Join(cacheDir(), "bookworm-minbase.tar")
 	}
+	if s.Chrooted() {
+		tarball = os.Getenv(nstest.ForkyTarEnv)
+	}
 	if _, err := os.Stat(tarball); err != nil {
-		t.Skipf("no debootstrap tree at %s (.ci/run builds it)", tarball)
+		t.Skipf("no debootstrap tree at %q (.ci/run builds it)", tarball)
 	}
 	dir := t.TempDir()
 	if out, err := exec.Command("tar", "-C", dir, "-xf", tarball).CombinedOutput(); err != nil {
@@ -239,10 +246,18 @@ func (c *chroot) read(p string) string {
 	return string(data)
 }
 
+// write writes a file in the chroot; a symlink there is replaced by the file (forky's tree has
+// systemd-resolved installed, whose /etc/resolv.conf is a symlink to its stub: the node these
+// tests set up is kubespray's host_resolvconf one, with a plain file).
 func (c *chroot) write(p, data string) {
 	c.t.Helper()
 	if err := os.MkdirAll(filepath.Dir(c.path(p)), 0o755); err != nil {
 		c.t.Fatal(err)
+	}
+	if fi, err := os.Lstat(c.path(p)); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		if err := os.Remove(c.path(p)); err != nil {
+			c.t.Fatal(err)
+		}
 	}
 	if err := os.WriteFile(c.path(p), []byte(data), 0o644); err != nil {
 		c.t.Fatal(err)
@@ -259,6 +274,14 @@ func (c *chroot) copyIn(src, dst string) {
 		c.t.Fatal(err)
 	}
 }
+
+// same reports whether node paths a and b are one file in the chroot (links followed inside it).
+func (c *chroot) same(a, b string) bool {
+	out, err := c.try("[ " + shq(a) + " -ef " + shq(b) + " ]")
+	return err == nil && out == ""
+}
+
+func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func (c *chroot) mode(p string) fs.FileMode {
 	c.t.Helper()
@@ -299,8 +322,10 @@ func (c *chroot) bootPersistence() probes.Result {
 
 // TestDebInstallUpgradePurge installs the deb into a real Debian chroot with dpkg, upgrades it with
 // an edited conffile, and purges it: the purge must give the node its original resolv.conf back.
-func TestDebInstallUpgradePurge(t *testing.T) {
-	c := newChroot(t)
+func TestDebInstallUpgradePurge(t *testing.T) { nstest.Suites(t, testDebInstallUpgradePurge) }
+
+func testDebInstallUpgradePurge(t *testing.T, s nstest.Suite) {
+	c := newSuiteChroot(t, s)
 	p := buildPackages(t)
 	c.write("/etc/resolv.conf", loopResolvConf)
 	c.copyIn(p.deb[v1], "/tmp/nodedns-1.deb")
@@ -326,7 +351,10 @@ func TestDebInstallUpgradePurge(t *testing.T) {
 		t.Errorf("dpkg does not list /etc/nodedns/config.yaml as a conffile: %q", got)
 	}
 	// Enabled without systemd running (deb-systemd-helper), so the next boot starts it before kubelet.
-	if target, err := os.Readlink(c.path("/etc/systemd/system/multi-user.target.wants/nodedns.service")); err != nil || target != "/lib/systemd/system/nodedns.service" {
+	// bookworm's deb-systemd-helper links to /lib/systemd/system/nodedns.service, forky's (merged
+	// /usr) to /usr/lib/systemd/system/nodedns.service: the same file there.
+	if target, err := os.Readlink(c.path("/etc/systemd/system/multi-user.target.wants/nodedns.service")); err != nil || !c.same(target, "/lib/systemd/system/nodedns.service") ||
+		(target != "/lib/systemd/system/nodedns.service" && target != "/usr/lib/systemd/system/nodedns.service") {
 		t.Errorf("enable symlink: %q, %v", target, err)
 	}
 	if r := c.bootPersistence(); r.Status != probes.OK {
@@ -377,8 +405,10 @@ func TestDebInstallUpgradePurge(t *testing.T) {
 
 // TestRPMInstallRoot installs the rpm with `rpm --root` into a Debian chroot (no systemctl there:
 // %post makes the enable symlink itself) and erases it: erase restores the node.
-func TestRPMInstallRoot(t *testing.T) {
-	c := newChroot(t)
+func TestRPMInstallRoot(t *testing.T) { nstest.Suites(t, testRPMInstallRoot) }
+
+func testRPMInstallRoot(t *testing.T, s nstest.Suite) {
+	c := newSuiteChroot(t, s)
 	if _, err := exec.LookPath("rpm"); err != nil {
 		t.Skip("rpm not installed (.ci/run installs it)")
 	}

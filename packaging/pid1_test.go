@@ -25,7 +25,9 @@ import (
 // ReadWritePaths for that root, DefaultDependencies=no (no sysinit.target here) and WatchdogSec=3s
 // (the shipped 30s would make the stall take half a minute; TestShippedConfigs checks the shipped
 // value).
-func TestUnitUnderSystemd(t *testing.T) {
+func TestUnitUnderSystemd(t *testing.T) { nstest.Suites(t, testUnitUnderSystemd) }
+
+func testUnitUnderSystemd(t *testing.T, suite nstest.Suite) {
 	nstest.Require(t)
 	work := t.TempDir()
 	bin := filepath.Join(work, "nodedns")
@@ -73,7 +75,7 @@ Wants=nodedns.service kubelet.service
 	must(t, os.Chown(resolv, 1000, 1001))
 	must(t, os.Chmod(resolv, 0o604))
 
-	sd := nstest.BootSystemd(t, nstest.SystemdOptions{Work: work, Target: "nds-test.target"})
+	sd := nstest.BootSystemd(t, nstest.SystemdOptions{Suite: suite, Work: work, Target: "nds-test.target"})
 	pid1 := sd.PID1
 	systemctl := sd.Systemctl
 	show := func(prop string) string { return sd.Show("nodedns.service", prop) }

@@ -107,7 +107,8 @@ func nmResolvConfLoop(env *Env, bad []string, addrs []netip.Addr) Result {
 
 // nmDHCPSearch is dhcp.search's part for NetworkManager: NM passes the DHCP search domains of a
 // device on to /etc/resolv.conf at every lease unless its configuration has a global "*" domain
-// (which zz-nodedns.conf sets) or the connection ignores automatic DNS.
+// (which zz-nodedns.conf sets) or the connection ignores automatic DNS; from 1.56 a global DNS
+// without a "*" domain puts its own searches in their place (policy.NMSearchesReplaceDHCP).
 func nmDHCPSearch(env *Env) (problems, hints []string) {
 	s := env.Snapshot
 	if !s.NMOwnsResolvConf() {
@@ -117,7 +118,25 @@ func nmDHCPSearch(env *Env) (problems, hints []string) {
 	if nm.Config == nil {
 		return []string{fmt.Sprintf("NetworkManager refuses its configuration (%v): nodedns cannot tell what it passes on", nm.ConfigErr)}, []string{nmHint(env)}
 	}
-	if nm.Config.GlobalDNS().Overrides() {
+	g := nm.Config.GlobalDNS()
+	if g.Overrides() {
+		return nil, nil
+	}
+	if policy.NMSearchesReplaceDHCP(nm, g) {
+		// NM 1.56+ writes the global searches in place of DHCP's domains.
+		var doms []string
+		for _, dom := range g.Searches {
+			if env.Plan.Facts.IsDHCPDomain(dom) && !slices.Contains(doms, domainText(dom)) {
+				doms = append(doms, domainText(dom))
+			}
+		}
+		if len(doms) > 0 {
+			from := g.SearchesFrom.String()
+			if g.Internal || from == "" {
+				from = node.NMGlobalDNSSource(g)
+			}
+			return []string{fmt.Sprintf("NetworkManager's global DNS searches %s (%s), which NetworkManager %s writes in place of DHCP's domains", strings.Join(doms, ", "), from, nm.Live.Version)}, []string{nmHint(env)}
+		}
 		return nil, nil
 	}
 	for _, d := range nm.DHCPDevices() {

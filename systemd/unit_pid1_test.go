@@ -56,7 +56,9 @@ T=trailing
 // command is a recorder that writes the arguments it was started with, and they must be exactly
 // what these functions compute from the same files. The kubelet units are kubespray's and
 // kubeadm's, with only their file paths moved under /run/nds.
-func TestUnitsUnderSystemd(t *testing.T) {
+func TestUnitsUnderSystemd(t *testing.T) { nstest.Suites(t, testUnitsUnderSystemd) }
+
+func testUnitsUnderSystemd(t *testing.T, suite nstest.Suite) {
 	nstest.Require(t)
 	const nds = "/run/nds"
 	work := t.TempDir()
@@ -104,12 +106,15 @@ func TestUnitsUnderSystemd(t *testing.T) {
 		{"torture.service", []string{"units/torture.service", "units/torture.service.d/zz-test.conf"}, []string{"env/torture.env"}},
 	}
 
-	sd := nstest.BootSystemd(t, nstest.SystemdOptions{Work: work, Target: "nds-test.target", Setup: []string{
+	sd := nstest.BootSystemd(t, nstest.SystemdOptions{Suite: suite, Work: work, Target: "nds-test.target", Setup: []string{
 		"mkdir -p " + nds + "/out",
 		// The recorder is /usr/local/bin/kubelet inside this mount namespace only.
 		"mount -t tmpfs -o mode=0755 tmpfs /usr/local/bin && cp " + nds + "/bin/kubelet /usr/local/bin/kubelet",
 	}})
 	pid1 := sd.PID1
+	// The systemd that booted is the suite's (its first console line names its version).
+	want := map[string]string{nstest.Bookworm: "systemd 252", nstest.Forky: "systemd 262"}[suite.String()]
+	sd.WaitFor("systemd's banner", "nds-test.target", 10*time.Second, func() bool { return strings.Contains(sd.Console(), want) })
 	out := func(u string) string {
 		return fmt.Sprintf("/proc/%d/root%s/out/%s", pid1, nds, strings.TrimSuffix(u, ".service"))
 	}

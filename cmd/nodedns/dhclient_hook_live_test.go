@@ -24,12 +24,11 @@ type dhclientNode struct {
 	conf, leaseFile, pidFile string
 }
 
-func newDhclientNode(t *testing.T, tree string, o nstest.DHCPOptions) *dhclientNode {
+func newDhclientNode(t *testing.T, s nstest.Suite, tree string, o nstest.DHCPOptions) *dhclientNode {
 	t.Helper()
-	nstest.Require(t)
-	nstest.NeedTools(t, "apt-get install dnsmasq-base isc-dhcp-client", "dnsmasq", "dhclient")
+	s.Need(t, "apt-get install dnsmasq-base isc-dhcp-client", "dnsmasq", "dhclient")
 	srv := nstest.New(t)
-	cli := nstest.NewWith(t, nstest.Options{UTSNamespace: true})
+	cli := nstest.NewWith(t, nstest.Options{UTSNamespace: true, Suite: s})
 	srvIf, cliIf := nstest.Veth(t, srv, cli, "10.66.0.1/24", "10.66.1.2/24")
 	srv.StartDHCPServer(t, srvIf, o)
 	n := &dhclientNode{t: t, cli: cli, work: t.TempDir(), cliIf: cliIf}
@@ -81,8 +80,10 @@ const (
 // dhclient-script sources it, runs nothing and still does its job: after each renewal resolv.conf
 // holds exactly what apply wrote (the offered server, no search line), and check names the lease
 // and the value, escaped, as a hostile DHCP offer.
-func TestDhclientHookHostileOffer(t *testing.T) {
-	n := newDhclientNode(t, "dhclient", nstest.DHCPOptions{Range: "10.66.0.100,10.66.0.150,255.255.255.0,1h",
+func TestDhclientHookHostileOffer(t *testing.T) { nstest.Suites(t, testDhclientHookHostileOffer) }
+
+func testDhclientHookHostileOffer(t *testing.T, s nstest.Suite) {
+	n := newDhclientNode(t, s, "dhclient", nstest.DHCPOptions{Range: "10.66.0.100,10.66.0.150,255.255.255.0,1h",
 		Router: "10.66.0.1", DNS: []string{"10.66.0.53"},
 		Options: []string{"option:domain-name," + hostileDomainName, "option:domain-search," + hostileDomainSearch}})
 	must(t, os.Remove(filepath.Join(n.root, "var/lib/dhcp/dhclient.enp1s0.leases")))
@@ -157,8 +158,10 @@ func TestDhclientHookHostileOffer(t *testing.T) {
 // block, the offered domain leaves it, and still plan has nothing to change and the daemon, started
 // on the node, writes nothing (docs/contract.md "The dhclient hook": its bytes never follow the
 // lease history).
-func TestKubesprayDhclientReboot(t *testing.T) {
-	n := newDhclientNode(t, "dhclient", nstest.DHCPOptions{Range: "10.66.0.100,10.66.0.150,255.255.255.0,1h",
+func TestKubesprayDhclientReboot(t *testing.T) { nstest.Suites(t, testKubesprayDhclientReboot) }
+
+func testKubesprayDhclientReboot(t *testing.T, s nstest.Suite) {
+	n := newDhclientNode(t, s, "dhclient", nstest.DHCPOptions{Range: "10.66.0.100,10.66.0.150,255.255.255.0,1h",
 		Router: "10.66.0.1", DNS: []string{"10.66.0.53"}, Domain: "example.org"})
 	must(t, os.Remove(filepath.Join(n.root, "var/lib/dhcp/dhclient.enp1s0.leases")))
 	kubesprayConf := readFile(t, n.root, "/etc/dhcp/dhclient.conf")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,11 +17,11 @@ import (
 // of these tests (resolved, networkd, netplan, dnsmasq, dbus and the nodedns binary) runs in the
 // tree, whose tar .ci/run builds with .ci/suite-tree and names in NODEDNS_FORKY_TAR.
 
-// forkyNode is a sandbox with the forky tree mounted and nodedns installed in it, with a config
-// whose resolved.restartCommand is restart.
+// forkyNode is a sandbox running in the forky tree (nstest.Options.Suite) with its system bus up and
+// the nodedns binary.
 type forkyNode struct {
-	sb *nstest.Sandbox
-	c  *nstest.Chroot
+	sb  *nstest.Sandbox
+	bin string
 }
 
 func newForkyNode(t *testing.T) *forkyNode {
@@ -28,20 +29,30 @@ func newForkyNode(t *testing.T) *forkyNode {
 	nstest.Require(t)
 	tree := nstest.SuiteTree(t, nstest.ForkyTarEnv)
 	bin := nstest.Build(t)
-	sb := nstest.NewWith(t, nstest.Options{PIDNamespace: true, UTSNamespace: true})
-	c := sb.NewChroot(t, tree)
-	c.Install(t, bin, "/usr/local/bin/nodedns")
-	return &forkyNode{sb: sb, c: c}
+	sb := nstest.NewWith(t, nstest.Options{PIDNamespace: true, UTSNamespace: true, Suite: nstest.Suite{Name: nstest.Forky, Tree: tree}})
+	// networkd runs without udev on a read-only sysfs only.
+	sb.Run(t, "mount -o remount,bind,ro /sys")
+	sb.Isolate(t)
+	sb.SystemBus(t)
+	return &forkyNode{sb: sb, bin: bin}
 }
 
-// nodedns runs the nodedns binary in the tree and returns its output and exit code.
+// write writes a file inside the node (its directories made as needed).
+func (n *forkyNode) write(t *testing.T, p, data string, mode os.FileMode) {
+	t.Helper()
+	host := n.sb.Path(p)
+	must(t, os.MkdirAll(filepath.Dir(host), 0o755))
+	must(t, os.WriteFile(host, []byte(data), mode))
+}
+
+// nodedns runs the nodedns binary in the node and returns its output and exit code.
 func (n *forkyNode) nodedns(t *testing.T, args ...string) (string, int) {
 	t.Helper()
 	q := make([]string, len(args))
 	for i, a := range args {
-		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		q[i] = nstest.Quote(a)
 	}
-	out, err := n.c.Try("nodedns " + strings.Join(q, " "))
+	out, err := n.sb.Try(nstest.Quote(n.bin) + " " + strings.Join(q, " "))
 	code := 0
 	if err != nil {
 		code = -1
@@ -92,31 +103,31 @@ func testForkyDelegateLoop(t *testing.T, dir string) {
 	n.sb.Run(t, `set -e
 ip link add nodelocaldns type bridge; ip addr add 169.254.25.10/32 dev nodelocaldns; ip link set nodelocaldns up
 ip link add up0 type bridge; ip addr add 10.0.0.1/24 dev up0; ip link set up0 up`)
-	n.c.Run(t, `set -e
+	n.sb.Run(t, `set -e
 dnsmasq --no-resolv --no-hosts --listen-address=169.254.25.10 --bind-interfaces --log-queries --log-facility=/run/cache.log --address=/example.test/192.0.2.77 -x /run/cache.pid
 dnsmasq --no-resolv --no-hosts --listen-address=10.0.0.1 --bind-interfaces --log-queries --log-facility=/run/upstream.log --address=/example.test/192.0.2.1 -x /run/upstream.pid
 ln -sf /run/systemd/resolve/stub-resolv.conf /etc/resolv.conf`)
-	n.c.Write(t, "/etc/systemd/resolved.conf", "[Resolve]\nDNS=10.0.0.1\n", 0o644)
+	n.write(t, "/etc/systemd/resolved.conf", "[Resolve]\nDNS=10.0.0.1\n", 0o644)
 	delegate := dir + "/kubespray.dns-delegate"
 	const fixed = "/etc/systemd/dns-delegate.d/kubespray.dns-delegate" // what apply writes
 	const original = "# kubespray: host lookups through the node-local cache\n[Delegate]\nDNS=169.254.25.10\nDomains=~.\nDefaultRoute=yes\n"
-	n.c.Write(t, delegate, original, 0o644)
-	restart := n.c.StartDaemon(t, "resolved", "/usr/lib/systemd/systemd-resolved")
+	n.write(t, delegate, original, 0o644)
+	restart := n.sb.StartDaemon(t, "resolved", "/usr/lib/systemd/systemd-resolved")
 	waitResolved := func() {
 		nstest.WaitFor(t, 15*time.Second, "systemd-resolved 262 answering", func() bool {
-			_, err := n.c.Try("resolvectl status >/dev/null 2>&1")
+			_, err := n.sb.Try("resolvectl status >/dev/null 2>&1")
 			return err == nil
 		})
 	}
 	waitResolved()
-	n.c.Write(t, "/etc/nodedns/config.yaml", "resolved:\n  restartCommand: ["+strconv.Quote(restart)+"]\nnetplan:\n  mode: \"off\"\n", 0o644)
+	n.write(t, "/etc/nodedns/config.yaml", "resolved:\n  restartCommand: ["+strconv.Quote(restart)+"]\nnetplan:\n  mode: \"off\"\n", 0o644)
 
 	cacheQueries := func(name string) int {
-		data, _ := os.ReadFile(n.c.Path("/run/cache.log"))
+		data, _ := os.ReadFile(n.sb.Path("/run/cache.log"))
 		return strings.Count(string(data), "] "+name+" from ")
 	}
 	lookup := func(name string) string {
-		out, _ := n.c.Try("resolvectl query --cache=no " + name)
+		out, _ := n.sb.Try("resolvectl query --cache=no " + name)
 		return out
 	}
 	// The defect, reproduced: resolved sends host lookups to the cache through the delegate.
@@ -149,12 +160,12 @@ ln -sf /run/systemd/resolve/stub-resolv.conf /etc/resolv.conf`)
 	if _, code := n.nodedns(t, "restore"); code != 0 {
 		t.Fatalf("restore exited %d", code)
 	}
-	data, err := os.ReadFile(n.c.Path(delegate))
+	data, err := os.ReadFile(n.sb.Path(delegate))
 	if err != nil || string(data) != original {
 		t.Fatalf("after restore %s = %q (%v), want the original bytes", delegate, data, err)
 	}
 	if fixed != delegate {
-		if _, err := os.Lstat(n.c.Path(fixed)); err == nil {
+		if _, err := os.Lstat(n.sb.Path(fixed)); err == nil {
 			t.Errorf("after restore the masking copy %s is still there", fixed)
 		}
 	}
@@ -166,7 +177,7 @@ ln -sf /run/systemd/resolve/stub-resolv.conf /etc/resolv.conf`)
 	// An operator removes the delegate without restarting resolved: the files are clean, resolved
 	// still runs with the delegate (read back over D-Bus, ListDelegates and the DnsDelegate object),
 	// so check says so and apply restarts it.
-	n.c.Run(t, "rm "+delegate)
+	n.sb.Run(t, "rm "+delegate)
 	code, status, msg = n.checkStatus(t, "resolved.dns")
 	if status != "problem" || !strings.Contains(msg, `runs with DNS delegate "kubespray" listing 169.254.25.10`) {
 		t.Fatalf("check with a stale live delegate: exit %d, resolved.dns %s %q", code, status, msg)
@@ -190,14 +201,12 @@ func TestForkyNetworkdVarlinkLease(t *testing.T) {
 	n.sb.Run(t, `set -e
 ip link add veth0 type veth peer name veth1
 ip addr add 10.9.0.1/24 dev veth1; ip link set veth1 up`)
-	// netplan's generate asks systemctl for a daemon-reload; PID 1 is not systemd here.
-	n.c.Write(t, "/usr/local/bin/systemctl", "#!/bin/sh\nexit 0\n", 0o755)
-	n.c.Run(t, `dnsmasq --no-resolv --no-hosts --interface=veth1 --bind-interfaces --dhcp-range=10.9.0.50,10.9.0.60,255.255.255.0,1h \
+	n.sb.Run(t, `dnsmasq --no-resolv --no-hosts --interface=veth1 --bind-interfaces --dhcp-range=10.9.0.50,10.9.0.60,255.255.255.0,1h \
 --dhcp-option=option:router,10.9.0.1 --dhcp-option=option:dns-server,10.9.0.1 --domain=corp.example \
 --dhcp-option=option:domain-search,corp.example -x /run/dhcp.pid --log-facility=/run/dhcp.log --log-dhcp`)
-	n.c.Write(t, "/etc/netplan/50-cloud-init.yaml", "network:\n  version: 2\n  ethernets:\n    veth0:\n      dhcp4: true\n", 0o600)
-	n.c.Run(t, "netplan generate")
-	n.c.StartDaemon(t, "networkd", "/usr/lib/systemd/systemd-networkd")
+	n.write(t, "/etc/netplan/50-cloud-init.yaml", "network:\n  version: 2\n  ethernets:\n    veth0:\n      dhcp4: true\n", 0o600)
+	n.sb.Run(t, "netplan generate")
+	n.sb.StartDaemon(t, "networkd", "/usr/lib/systemd/systemd-networkd")
 	nstest.WaitFor(t, 30*time.Second, "a DHCP address on veth0", func() bool {
 		out, _ := n.sb.Try("ip -4 -o addr show dev veth0")
 		return strings.Contains(out, "10.9.0.")
@@ -205,7 +214,7 @@ ip addr add 10.9.0.1/24 dev veth1; ip link set veth1 up`)
 	leased := strings.Fields(n.sb.Run(t, "ip -4 -o addr show dev veth0 | awk '{print $4}'"))[0]
 
 	// The premise: networkd 262 wrote no lease file.
-	if out := n.c.Run(t, "ls -A /run/systemd/netif/leases/; grep -h DHCP_LEASE= /run/systemd/netif/links/* || true"); strings.TrimSpace(out) != "" {
+	if out := n.sb.Run(t, "ls -A /run/systemd/netif/leases/; grep -h DHCP_LEASE= /run/systemd/netif/links/* || true"); strings.TrimSpace(out) != "" {
 		t.Fatalf("networkd 262 wrote a lease file here:\n%s", out)
 	}
 
@@ -218,7 +227,7 @@ ip addr add 10.9.0.1/24 dev veth1; ip link set veth1 up`)
 	}
 
 	// Under --root (the same node bound at /mnt/node) nothing answers varlink: the message says so.
-	n.sb.Run(t, "mkdir -p "+n.c.Root+"/mnt/node && mount --rbind "+n.c.Root+" "+n.c.Root+"/mnt/node")
+	n.sb.Run(t, "mkdir -p /mnt/node && mount --rbind / /mnt/node")
 	rootOut, rootCode := n.nodedns(t, "--root", "/mnt/node", "netplan", "pin", "--dry-run")
 	if rootCode == 0 || !strings.Contains(rootOut, "under --root nodedns reads lease files only") {
 		t.Errorf("pin under --root: exit %d, want a refusal that names lease files as the only source", rootCode)
@@ -233,42 +242,42 @@ func TestForkyDaemonWatchesDelegates(t *testing.T) {
 	n.sb.Run(t, `set -e
 ip link add nodelocaldns type bridge; ip addr add 169.254.25.10/32 dev nodelocaldns; ip link set nodelocaldns up
 ip link add up0 type bridge; ip addr add 10.0.0.1/24 dev up0; ip link set up0 up`)
-	n.c.Run(t, `set -e
+	n.sb.Run(t, `set -e
 dnsmasq --no-resolv --no-hosts --listen-address=169.254.25.10 --bind-interfaces --log-queries --log-facility=/run/cache.log --address=/example.test/192.0.2.77 -x /run/cache.pid
 dnsmasq --no-resolv --no-hosts --listen-address=10.0.0.1 --bind-interfaces --address=/example.test/192.0.2.1 -x /run/upstream.pid
 ln -sf /run/systemd/resolve/stub-resolv.conf /etc/resolv.conf`)
-	n.c.Write(t, "/etc/systemd/resolved.conf", "[Resolve]\nDNS=10.0.0.1\n", 0o644)
-	restart := n.c.StartDaemon(t, "resolved", "/usr/lib/systemd/systemd-resolved")
+	n.write(t, "/etc/systemd/resolved.conf", "[Resolve]\nDNS=10.0.0.1\n", 0o644)
+	restart := n.sb.StartDaemon(t, "resolved", "/usr/lib/systemd/systemd-resolved")
 	waitResolved := func() {
 		nstest.WaitFor(t, 15*time.Second, "systemd-resolved 262 answering", func() bool {
-			_, err := n.c.Try("resolvectl status >/dev/null 2>&1")
+			_, err := n.sb.Try("resolvectl status >/dev/null 2>&1")
 			return err == nil
 		})
 	}
 	waitResolved()
-	n.c.Write(t, "/etc/nodedns/config.yaml", "resolved:\n  restartCommand: ["+strconv.Quote(restart)+"]\nnetplan:\n  mode: \"off\"\n", 0o644)
-	n.c.StartDaemon(t, "nodedns", "/usr/local/bin/nodedns", "--log-level", "debug", "run")
+	n.write(t, "/etc/nodedns/config.yaml", "resolved:\n  restartCommand: ["+strconv.Quote(restart)+"]\nnetplan:\n  mode: \"off\"\n", 0o644)
+	n.sb.StartDaemon(t, "nodedns", n.bin, "--log-level", "debug", "run")
 	nstest.WaitFor(t, 30*time.Second, "the daemon's first pass", func() bool {
-		data, _ := os.ReadFile(n.c.Path("/run/nodedns.log"))
+		data, _ := os.ReadFile(n.sb.Path("/run/nodedns.log"))
 		return strings.Contains(string(data), "daemon ready")
 	})
 
 	const delegate = "/etc/systemd/dns-delegate.d/kubespray.dns-delegate"
-	n.c.Run(t, "mkdir -p /etc/systemd/dns-delegate.d && printf '[Delegate]\\nDNS=169.254.25.10\\nDomains=~.\\nDefaultRoute=yes\\n' > "+delegate+".tmp && mv "+delegate+".tmp "+delegate)
+	n.sb.Run(t, "mkdir -p /etc/systemd/dns-delegate.d && printf '[Delegate]\\nDNS=169.254.25.10\\nDomains=~.\\nDefaultRoute=yes\\n' > "+delegate+".tmp && mv "+delegate+".tmp "+delegate)
 	start := time.Now()
 	nstest.WaitFor(t, 30*time.Second, "the daemon to fix the delegate", func() bool {
-		data, _ := os.ReadFile(n.c.Path(delegate))
+		data, _ := os.ReadFile(n.sb.Path(delegate))
 		return strings.Contains(string(data), "nodedns") && !strings.Contains(string(data), "\nDNS=169.254.25.10")
 	})
 	t.Logf("fixed %v after the write", time.Since(start).Round(time.Millisecond))
 	waitResolved()
 	nstest.WaitFor(t, 15*time.Second, "resolved without the delegate's cache", func() bool {
-		out, _ := n.c.Try("resolvectl status")
+		out, _ := n.sb.Try("resolvectl status")
 		return strings.Contains(out, "Delegate kubespray") && !strings.Contains(out, "169.254.25.10")
 	})
 	before := strings.Count(readTree(n, "/run/cache.log"), "query[")
 	for i := range 5 {
-		out, _ := n.c.Try(fmt.Sprintf("resolvectl query --cache=no d%d.example.test", i))
+		out, _ := n.sb.Try(fmt.Sprintf("resolvectl query --cache=no d%d.example.test", i))
 		if !strings.Contains(out, "192.0.2.1") {
 			t.Errorf("d%d.example.test: %s", i, out)
 		}
@@ -279,6 +288,6 @@ ln -sf /run/systemd/resolve/stub-resolv.conf /etc/resolv.conf`)
 }
 
 func readTree(n *forkyNode, p string) string {
-	data, _ := os.ReadFile(n.c.Path(p))
+	data, _ := os.ReadFile(n.sb.Path(p))
 	return string(data)
 }

@@ -219,15 +219,31 @@ func TestRunFollowsNetworkd(t *testing.T) {
 // TestNetplanRejectedByNetplan: a tab in the indentation on line 6 of 50-cloud-init.yaml. netplan
 // itself is the judge: plan and apply exit 1 quoting netplan's own position (6:1) and message, not
 // the YAML library's (which says line 5).
-func TestNetplanRejectedByNetplan(t *testing.T) {
-	if _, err := exec.LookPath("netplan"); err != nil {
-		t.Skip("needs netplan (apt-get install netplan.io; .ci/run does)")
-	}
+func TestNetplanRejectedByNetplan(t *testing.T) { nstest.Suites(t, testNetplanRejectedByNetplan) }
+
+func testNetplanRejectedByNetplan(t *testing.T, s nstest.Suite) {
+	s.Need(t, "apt-get install netplan.io; .ci/run does", "netplan")
 	root := copyTree(t, "testdata/seeds/001")
 	must(t, os.WriteFile(filepath.Join(root, "etc/netplan/50-cloud-init.yaml"),
 		[]byte("network:\n  version: 2\n  ethernets:\n    enp1s0:\n      dhcp4: true\n\t  dhcp6: false\n"), 0o600))
+	run := func(args ...string) runResult { return runBin(t, 30*time.Second, args...) }
+	if s.Chrooted() {
+		// The suite's netplan runs in its tree: nodedns runs there too, on the same --root copy.
+		sb := nstest.NewWith(t, nstest.Options{Suite: s})
+		bin := nstest.Build(t)
+		run = func(args ...string) runResult {
+			out, err := sb.Cmd(context.Background(), bin, args...).CombinedOutput()
+			r := runResult{out: string(out)}
+			if ee, ok := err.(*exec.ExitError); ok {
+				r.code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+	}
 	for _, cmd := range []string{"plan", "apply"} {
-		r := runBin(t, 30*time.Second, "--root", root, cmd)
+		r := run("--root", root, cmd)
 		want := "/etc/netplan/50-cloud-init.yaml:6:1: Invalid YAML: tabs are not allowed for indent"
 		if r.code != 1 || !strings.Contains(r.out, want) {
 			t.Errorf("%s: exit %d, want 1 and %q in:\n%s", cmd, r.code, want, r.out)

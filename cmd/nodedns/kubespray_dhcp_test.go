@@ -69,13 +69,14 @@ exit 0
 // nothing to change (docs/contract.md "Cluster search domains on the host": apply and the hook reach
 // one fixed point). On the loop-only node the renewal is dhclient's second restart, after which its
 // lease file no longer shows the server DHCP offered: nodedns's record still does.
-func TestKubesprayDhclientRenewal(t *testing.T) {
-	nstest.Require(t)
-	nstest.NeedTools(t, "apt-get install dnsmasq-base isc-dhcp-client", "dnsmasq", "dhclient")
+func TestKubesprayDhclientRenewal(t *testing.T) { nstest.Suites(t, testKubesprayDhclientRenewal) }
+
+func testKubesprayDhclientRenewal(t *testing.T, s nstest.Suite) {
+	s.Need(t, "apt-get install dnsmasq-base isc-dhcp-client", "dnsmasq", "dhclient")
 	for _, tree := range []string{"dhclient", "dhclient-loop-only"} {
 		t.Run(tree, func(t *testing.T) {
 			srv := nstest.New(t)
-			cli := nstest.NewWith(t, nstest.Options{UTSNamespace: true})
+			cli := nstest.NewWith(t, nstest.Options{UTSNamespace: true, Suite: s})
 			srvIf, cliIf := nstest.Veth(t, srv, cli, "10.66.0.1/24", "10.66.1.2/24")
 			srv.StartDHCPServer(t, srvIf, nstest.DHCPOptions{Range: "10.66.0.100,10.66.0.150,255.255.255.0,1h",
 				Router: "10.66.0.1", DNS: []string{"10.66.0.53"}, Domain: "example.org"})

@@ -47,8 +47,10 @@ func (l *nmLive) nmGlobalDNS(t *testing.T) string {
 // with and without kubespray's dns.conf. nodedns never sets a link NM pushes in resolved (NM puts
 // it back at its next push), resolved never gets the loop address, and restore leaves conf.d as
 // it was.
-func TestNMOverResolvedLive(t *testing.T) {
-	nstest.NeedTools(t, "apt-get install systemd (busctl reads resolved's state)", "busctl")
+func TestNMOverResolvedLive(t *testing.T) { nstest.Suites(t, testNMOverResolvedLive) }
+
+func testNMOverResolvedLive(t *testing.T, s nstest.Suite) {
+	s.Need(t, "apt-get install systemd (busctl reads resolved's state)", "busctl")
 	for _, tc := range []struct {
 		name      string
 		kubespray bool
@@ -61,7 +63,7 @@ func TestNMOverResolvedLive(t *testing.T) {
 			if tc.kubespray {
 				confD = nmKubesprayConfD(t)
 			}
-			l := startNMLiveWith(t, nstest.NMOptions{ConfD: confD, Resolved: true})
+			l := startNMLiveWith(t, nstest.NMOptions{ConfD: confD, Resolved: true, Suite: s})
 			before := l.confD(t)
 			globalBefore := l.nmGlobalDNS(t)
 			noLoop := func(when string) string {

@@ -17,7 +17,7 @@ import (
 	"github.com/nodedns/nodedns/systemd/bus"
 )
 
-// TestSeed001RealResolved is incident 001 on a real systemd-resolved 252 in a sandbox: kubespray's
+// TestSeed001RealResolved is incident 001 on a real systemd-resolved (252, and 262 in forky) in a sandbox: kubespray's
 // drop-in points resolved's global DNS at the node-local cache (DNS=169.254.25.10), and a dhclient
 // hook has set the lease's server and search domain example.org on an unmanaged link over D-Bus
 // (as Ubuntu's dhclient hook does). The lease file itself carries no domain, so example.org is
@@ -25,11 +25,11 @@ import (
 // nodedns binary runs inside the sandbox: `apply` must leave resolved's resolv.conf without
 // 169.254.25.10 and example.org and write a right kubelet file (restarting resolved with
 // resolved.restartCommand, since PID 1 is not systemd there); `restore` must bring back the start.
-func TestSeed001RealResolved(t *testing.T) {
-	nstest.Require(t)
-	nstest.ResolvedDir(t)
+func TestSeed001RealResolved(t *testing.T) { nstest.Suites(t, testSeed001RealResolved) }
+
+func testSeed001RealResolved(t *testing.T, s nstest.Suite) {
 	bin := nstest.Build(t)
-	sb := nstest.New(t)
+	sb := nstest.NewWith(t, nstest.Options{Suite: s})
 	sb.Isolate(t)
 	seed001Node(t, sb, "ndr1")
 	sb.SystemBus(t)

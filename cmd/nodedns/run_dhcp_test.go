@@ -34,14 +34,11 @@ exit 0
 // another; `nodedns --root ROOT run` (ROOT holding the dhclient lease file and resolv.conf) strips the
 // domain, and after a renewal with a new DNS server the kubelet file follows. The figure for "within
 // 1 s" is BenchmarkRunLeaseRenewal; here the deadline is generous and the time taken is logged.
-func TestRunRealDHCP(t *testing.T) {
-	nstest.Require(t)
-	for _, tool := range []string{"dnsmasq", "dhclient"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (apt-get install dnsmasq-base isc-dhcp-client)", tool)
-		}
-	}
-	srv, cli := nstest.New(t), nstest.New(t)
+func TestRunRealDHCP(t *testing.T) { nstest.Suites(t, testRunRealDHCP) }
+
+func testRunRealDHCP(t *testing.T, s nstest.Suite) {
+	s.Need(t, "apt-get install dnsmasq-base isc-dhcp-client", "dnsmasq", "dhclient")
+	srv, cli := nstest.New(t), nstest.NewWith(t, nstest.Options{Suite: s})
 	srvIf, cliIf := nstest.Veth(t, srv, cli, "10.77.0.1/24", "10.78.0.2/24")
 
 	root := t.TempDir()

@@ -201,7 +201,7 @@ func TestLostBackups(t *testing.T) {
 		lost []string
 	}{
 		{"002", []string{"/etc/dhcp/dhclient-enter-hooks.d/nodedns", "/etc/resolv.conf", "/var/lib/nodedns/resolv.conf"}},
-		{"001", []string{"/etc/netplan/90-nodedns.yaml", "/etc/systemd/resolved.conf.d/zz-nodedns.conf", "/var/lib/nodedns/resolv.conf"}},
+		{"001", []string{"/etc/netplan/90-nodedns.yaml", "/etc/systemd/resolved.conf.d/zz-nodedns.conf", "/var/lib/nodedns/dhcp-domains.json", "/var/lib/nodedns/resolv.conf"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.seed, func(t *testing.T) {

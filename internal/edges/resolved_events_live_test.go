@@ -16,10 +16,10 @@ import (
 // (followed by a resolved restart, as resolved 252 does not follow a restarted bus) each reach
 // Events as a notice, and closing the client leaves no goroutine behind (the client's, godbus's and
 // the forwarder's all end) after three rounds of both.
-func TestResolvedEventsLive(t *testing.T) {
-	nstest.Require(t)
-	nstest.ResolvedDir(t)
-	sb := nstest.New(t)
+func TestResolvedEventsLive(t *testing.T) { nstest.Suites(t, testResolvedEventsLive) }
+
+func testResolvedEventsLive(t *testing.T, s nstest.Suite) {
+	sb := nstest.NewWith(t, nstest.Options{Suite: s})
 	sb.Isolate(t)
 	sysbus := sb.SystemBus(t)
 	res := sb.StartResolved(t)

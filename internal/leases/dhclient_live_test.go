@@ -36,11 +36,12 @@ const requestLine = "request subnet-mask, broadcast-address, time-offset, router
 // finds it wherever it is left: dnsmasq in one sandbox offers 10.66.0.53; dhclient in another
 // first leases with a plain dhclient.conf (the node before kubespray), then is restarted (as a reboot
 // does) with kubespray's supersede, then again, then with prepend instead.
-func TestDhclientSupersedeLive(t *testing.T) {
-	nstest.Require(t)
-	nstest.NeedTools(t, "apt-get install dnsmasq-base isc-dhcp-client", "dnsmasq", "dhclient")
+func TestDhclientSupersedeLive(t *testing.T) { nstest.Suites(t, testDhclientSupersedeLive) }
+
+func testDhclientSupersedeLive(t *testing.T, s nstest.Suite) {
+	s.Need(t, "apt-get install dnsmasq-base isc-dhcp-client", "dnsmasq", "dhclient")
 	srv := nstest.New(t)
-	cli := nstest.NewWith(t, nstest.Options{UTSNamespace: true})
+	cli := nstest.NewWith(t, nstest.Options{UTSNamespace: true, Suite: s})
 	srvIf, cliIf := nstest.Veth(t, srv, cli, "10.66.0.1/24", "10.66.1.2/24")
 	srv.StartDHCPServer(t, srvIf, nstest.DHCPOptions{Range: "10.66.0.100,10.66.0.150,255.255.255.0,1h",
 		Router: "10.66.0.1", DNS: []string{"10.66.0.53"}, Domain: "example.org"})

@@ -18,7 +18,11 @@ import (
 // validation run must therefore get a copy of the intern file (--intern-config), never the real
 // one.
 func TestFactsPrintConfigWritesIntern(t *testing.T) {
-	nm := nstest.StartNetworkManager(t, nstest.NMOptions{})
+	nstest.Suites(t, testFactsPrintConfigWritesIntern)
+}
+
+func testFactsPrintConfigWritesIntern(t *testing.T, suite nstest.Suite) {
+	nm := nstest.StartNetworkManager(t, nstest.NMOptions{Suite: suite})
 	c := dialNM(t, nm)
 	set := &networkmanager.GlobalDNS{Searches: []string{"corp.example"},
 		Domains: []networkmanager.GlobalDNSDomain{{Name: "*", Servers: []string{"169.254.25.10", "10.66.0.53"}}}}

@@ -3,6 +3,8 @@ package networkmanager_test
 import (
 	"errors"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,8 +15,10 @@ import (
 // TestPrintConfigAgrees compares LoadConfig with the real `NetworkManager --print-config` 1.42 on
 // the same node: the files it names in their order, every effective value, and, for files NM
 // refuses, its exit 7 and its message.
-func TestPrintConfigAgrees(t *testing.T) {
-	nm := nstest.StartNetworkManager(t, nstest.NMOptions{NoStart: true})
+func TestPrintConfigAgrees(t *testing.T) { nstest.Suites(t, testPrintConfigAgrees) }
+
+func testPrintConfigAgrees(t *testing.T, suite nstest.Suite) {
+	nm := nstest.StartNetworkManager(t, nstest.NMOptions{Suite: suite, NoStart: true})
 	w := func(server, key string) string {
 		return "[global-dns-domain-*]\nservers=" + server + "\n[order]\n" + key + "=" + server + "\n"
 	}
@@ -50,8 +54,16 @@ func TestPrintConfigAgrees(t *testing.T) {
 		t.Fatalf("--print-config exit %d:\n%s", code, out)
 	}
 	first, rest, _ := strings.Cut(out, "\n")
-	if want := "# NetworkManager configuration: " + c.Description(); first != want {
-		t.Errorf("description:\n got %s\nwant %s", first, want)
+	const prefix = "# NetworkManager configuration: "
+	// 1.42 prints Description's form; 1.58 the same files in the same order as
+	// "MAIN, DIR/{a,b}, DIR/c" (measured on 1.58.1).
+	if !nm.VersionAtLeast(t, 1, 43) {
+		if want := prefix + c.Description(); first != want {
+			t.Errorf("description:\n got %s\nwant %s", first, want)
+		}
+	}
+	if got, want := describedFiles(t, strings.TrimPrefix(first, prefix)), describedFiles(t, c.Description()); !slices.Equal(got, want) {
+		t.Errorf("files NM names:\n got %q\nwant %q\n(%s)", got, want, first)
 	}
 	printed, err := networkmanager.ParseKeyFile("print-config", []byte(rest))
 	if err != nil {
@@ -127,4 +139,36 @@ func checkRefused(t *testing.T, nm *nstest.NetworkManager) {
 	if want := "Failed to read configuration: " + pe.NMMessage(); code != 7 || strings.TrimRight(out, "\n") != want {
 		t.Errorf("--print-config exit %d:\n%s\nnodedns (exit 7 expected):\n%s", code, out, want)
 	}
+}
+
+// describedFiles reads the paths out of --print-config's description line, in either form:
+// 1.42's "MAIN (lib: a, b) (run: c) (etc: d)" or 1.58's "MAIN, LIBDIR/{a,b}, RUNDIR/c, ETCDIR/{d}".
+func describedFiles(t *testing.T, line string) []string {
+	t.Helper()
+	dirs := map[string]string{"lib": networkmanager.SystemConfDir, "run": networkmanager.RunConfDir, "etc": networkmanager.EtcConfDir}
+	if m := regexp.MustCompile(`^(\S+)((?: \((?:lib|run|etc): [^)]*\))*)$`).FindStringSubmatch(line); m != nil {
+		files := []string{m[1]}
+		for _, g := range regexp.MustCompile(`\((lib|run|etc): ([^)]*)\)`).FindAllStringSubmatch(m[2], -1) {
+			for _, name := range strings.Split(g[2], ", ") {
+				files = append(files, dirs[g[1]]+"/"+name)
+			}
+		}
+		return files
+	}
+	var files []string
+	for _, item := range regexp.MustCompile(`[^,{]+(?:\{[^}]*\})?`).FindAllString(line, -1) {
+		item = strings.TrimSpace(item)
+		dir, names, ok := strings.Cut(item, "{")
+		if !ok {
+			files = append(files, item)
+			continue
+		}
+		for _, name := range strings.Split(strings.TrimSuffix(names, "}"), ",") {
+			files = append(files, dir+name)
+		}
+	}
+	if len(files) == 0 {
+		t.Fatalf("no files in the description %q", line)
+	}
+	return files
 }

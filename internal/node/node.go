@@ -186,6 +186,12 @@ type Snapshot struct {
 	DhclientOffers []DhclientOffer
 	OfferedState   Managed
 	Offered        map[string]OfferedRecord
+	// DHCPDomainsState is nodedns's record of the DHCP search domains networkd's links were handed,
+	// DHCPDomains its content by interface, LinkNames the node's links (nil when /sys/class/net
+	// cannot be listed). See dhcpdomains.go.
+	DHCPDomainsState Managed
+	DHCPDomains      map[string]DHCPDomainsRecord
+	LinkNames        map[string]bool
 
 	// NetworkManager is NM's configuration, profiles and DHCP state (networkmanager.go).
 	NetworkManager NetworkManager

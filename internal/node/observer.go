@@ -108,7 +108,11 @@ var parts = []part{
 		for _, p := range lp {
 			s.problem(SourceLease, p.Path, 0, p.Err.Error())
 		}
-	}, take: func(d, s *Snapshot) { d.Leases = s.Leases }},
+		s.readDHCPDomains(r)
+	}, take: func(d, s *Snapshot) {
+		d.Leases = s.Leases
+		d.DHCPDomainsState, d.DHCPDomains, d.LinkNames = s.DHCPDomainsState, s.DHCPDomains, s.LinkNames
+	}},
 
 	partNetworking: {name: "netplan and networkd", deps: []int{partResolved}, read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
 		// One read of the netplan tree, merged with and without nodedns's own file.

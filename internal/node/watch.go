@@ -46,6 +46,10 @@ func Watches(cfg config.Config, s *Snapshot) []nodefs.Watch {
 			_, err := ParseOfferedState(OfferedStatePath, b)
 			return err
 		}},
+		nodefs.Watch{Dir: path.Dir(DHCPDomainsStatePath), Match: nodefs.Names(path.Base(DHCPDomainsStatePath)), Complete: func(b []byte) error {
+			_, err := ParseDHCPDomainsState(DHCPDomainsStatePath, b)
+			return err
+		}},
 		nodefs.Watch{Dir: path.Dir(DhclientHook), Match: nodefs.Names(path.Base(DhclientHook))},
 	)
 	if cfg.Kubelet.Manage {

@@ -107,6 +107,7 @@ func Derive(s *node.Snapshot, cfg config.Config) Facts {
 			f.addDHCPDomain(v, l.Path)
 		}
 	}
+	f.recordedDHCPDomains(s) // while a networkd lease is gone for a moment (dhcpdomains.go)
 	for _, ls := range s.Links {
 		if !f.IsDHCPLink(ls.IfName, ls.IfIndex) {
 			continue

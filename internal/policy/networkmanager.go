@@ -92,7 +92,8 @@ func NMStarServers(g *networkmanager.GlobalDNS) []netip.Addr {
 // NMOverrideReasons says why NetworkManager's own configuration (without nodedns's override) puts
 // a loop address or a DHCP search domain into the resolv.conf it writes; none when it does not.
 // While the global DNS has a "*" domain, NM 1.42 writes only the global servers and searches
-// (networkmanager/FACTS.md), so DHCP's servers and domains count only without one.
+// (networkmanager/FACTS.md), so DHCP's servers and domains count only without one; and from 1.56
+// a global DNS without one puts its searches in place of DHCP's domains (NMSearchesReplaceDHCP).
 func NMOverrideReasons(s *node.Snapshot, f Facts) []string {
 	nm := &s.NetworkManager
 	if nm.Others == nil {
@@ -112,6 +113,22 @@ func NMOverrideReasons(s *node.Snapshot, f Facts) []string {
 		}
 		return why
 	}
+	replaced := NMSearchesReplaceDHCP(nm, g)
+	if replaced {
+		var dhcp []string
+		for _, dom := range g.Searches {
+			if f.IsDHCPDomain(dom) && !slices.Contains(dhcp, dom) {
+				dhcp = append(dhcp, dom)
+			}
+		}
+		if len(dhcp) > 0 {
+			from := node.NMGlobalDNSSource(g)
+			if !g.Internal && g.SearchesFrom.Path != "" {
+				from = fmt.Sprintf("[global-dns] searches= in %s", g.SearchesFrom)
+			}
+			why = append(why, fmt.Sprintf("NetworkManager's global DNS searches DHCP domain %s, from %s", strings.Join(dhcp, " "), from))
+		}
+	}
 	for _, d := range nm.DHCPDevices() {
 		v4, v6 := nmAutoDNS(s, d)
 		var servers []netip.Addr
@@ -129,6 +146,9 @@ func NMOverrideReasons(s *node.Snapshot, f Facts) []string {
 			}
 		}
 		for _, dom := range doms {
+			if replaced {
+				break // NM writes the global searches instead
+			}
 			if f.IsDHCPDomain(dom) && !slices.Contains(dhcp, dom) {
 				dhcp = append(dhcp, dom)
 			}
@@ -141,6 +161,23 @@ func NMOverrideReasons(s *node.Snapshot, f Facts) []string {
 		}
 	}
 	return why
+}
+
+// NMSearchesReplaceDHCP reports whether NetworkManager writes a global DNS's searches instead of
+// DHCP's search domains: from NetworkManager 1.56 a global DNS without a "*" domain does (measured
+// on 1.58.1: `[global-dns] searches=corp.example` gives `search corp.example`, an empty searches=
+// no DHCP domain at all, while DHCP's servers stay; networkmanager/FACTS.md), where 1.42.4 merges
+// them. Without NM's version (not on the bus, or under --root) 1.42's merge is assumed: the DHCP
+// domains the devices hand out are then reported.
+func NMSearchesReplaceDHCP(nm *node.NetworkManager, g *networkmanager.GlobalDNS) bool {
+	if g == nil || g.Overrides() || nm.Live == nil {
+		return false
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(nm.Live.Version, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 1 || major == 1 && minor >= 56
 }
 
 // NMOverride is the zz-nodedns.conf nodedns wants: the upstreams as the global "*" servers (on NM

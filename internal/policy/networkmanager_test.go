@@ -197,6 +197,33 @@ func TestPlanNetworkManager(t *testing.T) {
 			blocked: []string{"/var/lib/nodedns/resolv.conf", networkmanager.NodeDNSConfPath}, reason: "no upstream DNS server is known",
 		},
 		{
+			// 1.42 merges a global DNS's searches without a "*" domain with DHCP's domains.
+			name: "global searches without a * domain, NM 1.42",
+			node: nmNode{files: networkmanager.MapFS{"/etc/NetworkManager/conf.d/a.conf": "[global-dns]\nsearches=corp.example\n"},
+				resolv: nmHeader + "search corp.example example.org\nnameserver 10.66.0.53\n", servers: []netip.Addr{upstream53}, domains: []string{"example.org"},
+				live: &node.NMLive{Version: "1.42.4"}},
+			write: ours([]netip.Addr{upstream53}, "corp.example"), reloads: []ReloadNetworkManager{{Expect: []netip.Addr{upstream53}}},
+			reason: "NetworkManager puts DHCP search domain example.org from enp1s0", upstream: NMUpstreamSource,
+		},
+		{
+			// 1.58 writes them in place of DHCP's domains (measured on 1.58.1): no DHCP domain
+			// reaches resolv.conf, nothing to override.
+			name: "global searches without a * domain, NM 1.58",
+			node: nmNode{files: networkmanager.MapFS{"/etc/NetworkManager/conf.d/a.conf": "[global-dns]\nsearches=corp.example\n"},
+				resolv: nmHeader + "search corp.example\nnameserver 10.66.0.53\n", servers: []netip.Addr{upstream53}, domains: []string{"example.org"},
+				live: &node.NMLive{Version: "1.58.1"}},
+			upstream: NMUpstreamSource,
+		},
+		{
+			// ... unless the global searches name the DHCP domain themselves.
+			name: "global searches naming the DHCP domain, NM 1.58",
+			node: nmNode{files: networkmanager.MapFS{"/etc/NetworkManager/conf.d/a.conf": "[global-dns]\nsearches=example.org,corp.example\n"},
+				resolv: nmHeader + "search example.org corp.example\nnameserver 10.66.0.53\n", servers: []netip.Addr{upstream53}, domains: []string{"example.org"},
+				live: &node.NMLive{Version: "1.58.1"}},
+			write: ours([]netip.Addr{upstream53}, "corp.example"), reloads: []ReloadNetworkManager{{Expect: []netip.Addr{upstream53}}},
+			reason: "NetworkManager's global DNS searches DHCP domain example.org, from [global-dns] searches= in /etc/NetworkManager/conf.d/a.conf:2", upstream: NMUpstreamSource,
+		},
+		{
 			name:  "config upstreams win",
 			node:  nmNode{files: networkmanager.MapFS{"/etc/NetworkManager/conf.d/dns.conf": "[global-dns-domain-*]\nservers = 169.254.25.10\n"}, resolv: nmHeader + "nameserver 169.254.25.10\n"},
 			cfg:   func(c *config.Config) { c.Upstreams = []netip.Addr{upstream54} },

@@ -84,6 +84,7 @@ func Compute(s *node.Snapshot, cfg config.Config) Plan {
 	p.networkManager(s)
 	p.dhclientHook(s)
 	p.offeredState(s)
+	p.dhcpDomainsState(s)
 	p.netplan(s, cfg)
 	p.kubeletManage(s, cfg)
 	p.blockOnKubelet(s, cfg)

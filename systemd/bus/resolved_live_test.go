@@ -18,7 +18,7 @@ import (
 	"github.com/nodedns/nodedns/systemd/bus"
 )
 
-// liveResolved is a sandbox with a private system bus, a real systemd-resolved 252 on it and a
+// liveResolved is a sandbox with a private system bus, a real systemd-resolved (the suite's: 252 or 262) on it and a
 // bridge link resolved does not see managed by networkd (no networkd runs), plus a client from the
 // test process on that bus.
 type liveResolved struct {
@@ -29,11 +29,9 @@ type liveResolved struct {
 	ifindex  int
 }
 
-func newLiveResolved(t *testing.T, opts bus.ResolvedOptions) *liveResolved {
+func newLiveResolved(t *testing.T, s nstest.Suite, opts bus.ResolvedOptions) *liveResolved {
 	t.Helper()
-	nstest.Require(t)
-	nstest.ResolvedDir(t)
-	sb := nstest.New(t)
+	sb := nstest.NewWith(t, nstest.Options{Suite: s})
 	sb.Isolate(t)
 	sb.Run(t, "ip link add ndr0 type bridge && ip link set ndr0 up")
 	sysbus := sb.SystemBus(t)
@@ -56,8 +54,10 @@ func newLiveResolved(t *testing.T, opts bus.ResolvedOptions) *liveResolved {
 
 // TestResolvedLinkSettingsLive sets a link's DNS and domains on a real resolved, reads them back
 // through the Link object and the Manager, sees them in resolved's own resolv.conf, and reverts.
-func TestResolvedLinkSettingsLive(t *testing.T) {
-	lr := newLiveResolved(t, bus.ResolvedOptions{})
+func TestResolvedLinkSettingsLive(t *testing.T) { nstest.Suites(t, testResolvedLinkSettingsLive) }
+
+func testResolvedLinkSettingsLive(t *testing.T, s nstest.Suite) {
+	lr := newLiveResolved(t, s, bus.ResolvedOptions{})
 	ctx := context.Background()
 	c := lr.client
 
@@ -113,8 +113,10 @@ func TestResolvedLinkSettingsLive(t *testing.T) {
 // index nobody has (NoSuchLink: ErrLinkGone), a method resolved 252 lacks (UnknownMethod), a link
 // networkd manages (LinkBusy; networkd's state file is written by the test, as networkd 252 writes
 // it, since resolved only reads that file through sd-network), and resolved gone (ErrNotRunning).
-func TestResolvedErrorsLive(t *testing.T) {
-	lr := newLiveResolved(t, bus.ResolvedOptions{})
+func TestResolvedErrorsLive(t *testing.T) { nstest.Suites(t, testResolvedErrorsLive) }
+
+func testResolvedErrorsLive(t *testing.T, s nstest.Suite) {
+	lr := newLiveResolved(t, s, bus.ResolvedOptions{})
 	ctx := context.Background()
 
 	if _, err := lr.client.Link(ctx, 99999); !errors.Is(err, bus.ErrLinkGone) {
@@ -146,8 +148,10 @@ func TestResolvedErrorsLive(t *testing.T) {
 
 // TestResolvedTimeoutLive stops a real resolved with SIGSTOP: it keeps its bus name but never
 // answers, so every call must end at the call timeout instead of hanging.
-func TestResolvedTimeoutLive(t *testing.T) {
-	lr := newLiveResolved(t, bus.ResolvedOptions{CallTimeout: 300 * time.Millisecond})
+func TestResolvedTimeoutLive(t *testing.T) { nstest.Suites(t, testResolvedTimeoutLive) }
+
+func testResolvedTimeoutLive(t *testing.T, s nstest.Suite) {
+	lr := newLiveResolved(t, s, bus.ResolvedOptions{CallTimeout: 300 * time.Millisecond})
 	pid := lr.resolved.PID(t)
 	lr.sb.Run(t, "kill -STOP "+pid)
 	t.Cleanup(func() { _, _ = lr.sb.Try("kill -CONT " + pid) })
@@ -174,8 +178,10 @@ func TestResolvedTimeoutLive(t *testing.T) {
 // TestResolvedEventsLive sees resolved's restarts (NameOwnerChanged) and its PropertiesChanged for
 // the Manager's DNS (the only property resolved 252 signals), and reconnects after dbus-daemon is
 // restarted in the sandbox.
-func TestResolvedEventsLive(t *testing.T) {
-	lr := newLiveResolved(t, bus.ResolvedOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+func TestResolvedEventsLive(t *testing.T) { nstest.Suites(t, testResolvedEventsLive) }
+
+func testResolvedEventsLive(t *testing.T, s nstest.Suite) {
+	lr := newLiveResolved(t, s, bus.ResolvedOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	ctx := context.Background()
 	ev := lr.client.Events()
 

@@ -312,7 +312,7 @@ type Device struct {
 	// Interface is the device's name; IPInterface the one that carries its IP (differs for PPP
 	// and some modems).
 	Interface, IPInterface string
-	// IfIndex is the Ifindex property of newer NM; NM 1.42 has none (0 here): map IPInterface to
+	// IfIndex is the Ifindex property where NM has one; NM 1.42.4 and 1.58.1 have none (0 here): map IPInterface to
 	// an ifindex with netlink.
 	IfIndex int
 	State   DeviceState

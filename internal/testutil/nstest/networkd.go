@@ -52,7 +52,7 @@ type DHCPServer struct {
 // StartDHCPServer starts dnsmasq on iface inside sb.
 func (sb *Sandbox) StartDHCPServer(t testing.TB, iface string, o DHCPOptions) *DHCPServer {
 	t.Helper()
-	NeedTools(t, "apt-get install dnsmasq-base", "dnsmasq")
+	sb.Opts.Suite.Need(t, "apt-get install dnsmasq-base", "dnsmasq")
 	d := &DHCPServer{sb: sb, iface: iface}
 	d.start(t, o)
 	return d
@@ -103,13 +103,13 @@ func (d *DHCPServer) Requests() int {
 	return len(regexp.MustCompile(`DHCP(DISCOVER|REQUEST)\(`+regexp.QuoteMeta(d.iface)+`\)`).FindAll(data, -1))
 }
 
-// StartNetworkd starts the host's systemd-networkd (252) inside the sandbox, on the sandbox's
+// StartNetworkd starts the suite's systemd-networkd (the host's 252, or the tree's) inside the sandbox, on the sandbox's
 // system bus (start one with SystemBus first). It makes the sandbox's /sys read-only first:
 // networkd 252 waits for udev forever on a writable /sys. .network files go in the sandbox's
 // /run/systemd/network (private) or /etc/systemd/network (after Isolate).
 func (sb *Sandbox) StartNetworkd(t testing.TB) *exec.Cmd {
 	t.Helper()
-	NeedTools(t, "apt-get install systemd", "/lib/systemd/systemd-networkd", "networkctl")
+	sb.Opts.Suite.Need(t, "apt-get install systemd", "/lib/systemd/systemd-networkd", "networkctl")
 	sb.Run(t, "grep -q ' /sys sysfs ro' /proc/self/mounts || mount -o remount,bind,ro /sys")
 	cmd := sb.Start(t, "/lib/systemd/systemd-networkd")
 	WaitFor(t, 15*time.Second, "systemd-networkd on the sandbox bus", func() bool {

@@ -99,6 +99,10 @@ type NMOptions struct {
 	// Resolved runs a real systemd-resolved in the node (NODEDNS_RESOLVED_DIR) before NetworkManager,
 	// makes /etc/resolv.conf a symlink to its stub, and makes NMResolvedConf the default Conf.
 	Resolved bool
+	// Suite is the node's components: the zero Suite runs the cached NetworkManager 1.42
+	// (NODEDNS_NM_DIR) on this machine's Debian 12; a suite's tree runs its own (forky: 1.58, its
+	// internal DHCP client only) and its own resolved, dbus and tools.
+	Suite Suite
 }
 
 // NMDefaultDHCP is the offer of issue 12's node.
@@ -138,9 +142,14 @@ type NetworkManager struct {
 // with a nameserver.
 func StartNetworkManager(t testing.TB, o NMOptions) *NetworkManager {
 	t.Helper()
-	dir := NMDir(t)
-	NeedTools(t, "apt-get install dnsmasq-base dbus-daemon dbus-bin", "dnsmasq", "dbus-daemon", "dbus-send")
-	node := NewWith(t, Options{PIDNamespace: true, UTSNamespace: true})
+	dir := "/" // a suite's tree has NetworkManager in its place
+	if o.Suite.Chrooted() {
+		o.Suite.Need(t, ".ci/suite-tree installs network-manager", "/usr/sbin/NetworkManager", "nmcli")
+	} else {
+		dir = NMDir(t)
+	}
+	o.Suite.Need(t, "apt-get install dnsmasq-base dbus-daemon dbus-bin", "dnsmasq", "dbus-daemon", "dbus-send")
+	node := NewWith(t, Options{PIDNamespace: true, UTSNamespace: true, Suite: o.Suite})
 	peer := New(t)
 	nm := &NetworkManager{Node: node, Peer: peer, Dir: dir,
 		Log: filepath.Join(node.Dir(), "NetworkManager.log"), pid: filepath.Join(node.Dir(), "NetworkManager.pid"),
@@ -439,6 +448,31 @@ func (nm *NetworkManager) RemoveFile(t testing.TB, p string) {
 	if err := os.Remove(nm.Node.Path(p)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)
 	}
+}
+
+// Version is `NetworkManager --version` ("1.42.4", "1.58.1"), for tests of facts that changed
+// between versions.
+func (nm *NetworkManager) Version(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := nm.Node.Cmd(ctx, "env", "LD_LIBRARY_PATH="+filepath.Join(nm.Dir, "usr/lib/x86_64-linux-gnu"),
+		filepath.Join(nm.Dir, "usr/sbin/NetworkManager"), "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("NetworkManager --version: %v\n%s", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// VersionAtLeast reports whether NetworkManager is major.minor or newer.
+func (nm *NetworkManager) VersionAtLeast(t testing.TB, major, minor int) bool {
+	t.Helper()
+	v := nm.Version(t)
+	var ma, mi int
+	if _, err := fmt.Sscanf(v, "%d.%d", &ma, &mi); err != nil {
+		t.Fatalf("NetworkManager --version %q: %v", v, err)
+	}
+	return ma > major || ma == major && mi >= minor
 }
 
 // PrintConfig runs `NetworkManager --print-config` with extra arguments inside the node (the same

@@ -69,6 +69,13 @@ type Options struct {
 	// UTSNamespace gives the sandbox its own hostname (unshare -u), so a component that sets the
 	// hostname (NetworkManager) cannot change this machine's.
 	UTSNamespace bool
+	// Suite is the components the sandbox runs (the zero Suite: this machine's Debian 12). With a
+	// suite's tree the sandbox's root is an overlay of the tree (its upper layer in the sandbox's
+	// directory, so the cached tree stays clean) with its own /proc, the namespace's sysfs, a tmpfs
+	// /run and the host's /dev; this machine's temporary directory (the nodedns binary Build makes,
+	// every sandbox's Dir) is bound at the same path, and Cmd, Run, Try and Start run chrooted in
+	// it with SYSTEMD_IGNORE_CHROOT=1.
+	Suite Suite
 }
 
 // New makes a sandbox with a network and a private mount namespace, and removes it (and everything
@@ -93,16 +100,19 @@ func NewWith(t testing.TB, o Options) *Sandbox {
 	// The holder enters the netns, unshares a private mount namespace, sets up the mounts every
 	// component expects, says it is ready, and sleeps: its PID is the sandbox's handle. exec keeps
 	// one PID through ip netns exec, unshare, sh and sleep.
-	script := strings.Join([]string{
+	lines := []string{
 		"set -e",
 		"ip link set lo up",
 		"mount -t tmpfs -o mode=0755 tmpfs /run",
 		"mkdir -p /run/systemd /run/dbus /run/netns",
 		// ip netns exec has already mounted a sysfs showing the namespace's own links.
 		"mount --bind " + Quote(empty) + " /etc/resolv.conf",
-		": > " + Quote(ready),
-		"exec sleep infinity",
-	}, "\n")
+	}
+	if o.Suite.Chrooted() {
+		lines = append(lines, sb.chrootSetup(t, empty)...)
+	}
+	lines = append(lines, ": > "+Quote(ready))
+	idle := "exec sleep infinity"
 	unshare := []string{"netns", "exec", sb.Name, "unshare", "-m"}
 	if o.UTSNamespace {
 		unshare = append(unshare, "-u")
@@ -111,8 +121,14 @@ func NewWith(t testing.TB, o Options) *Sandbox {
 		// The shell is PID 1 of the new namespace: it must reap the orphans the components leave
 		// (a daemon's double fork), so it waits in a loop instead of exec'ing sleep.
 		unshare = append(unshare, "-p", "-f", "--mount-proc")
-		script = strings.Replace(script, "exec sleep infinity", "trap 'exit 0' TERM\nwhile :; do sleep 3600 & wait; done", 1)
+		idle = "trap 'exit 0' TERM\nwhile :; do sleep 3600 & wait; done"
 	}
+	if o.Suite.Chrooted() {
+		// The holder itself enters the tree: /proc/PID/root (Path) and nsenter -r (Cmd) are then
+		// the tree's root.
+		idle = "exec chroot " + Quote(sb.root()) + " /bin/sh -c " + Quote(idle)
+	}
+	script := strings.Join(append(lines, idle), "\n")
 	unshare = append(unshare, "--propagation", "private", "sh", "-c", script)
 	sb.holder = exec.Command("ip", unshare...)
 	out := &strings.Builder{}
@@ -208,7 +224,14 @@ func (sb *Sandbox) Cmd(ctx context.Context, name string, args ...string) *exec.C
 	if sb.Opts.PIDNamespace {
 		full = append(full, "-p") // nsenter forks, so the command is in the namespace
 	}
-	full = append(append(full, "--", name), args...)
+	if sb.Opts.Suite.Chrooted() {
+		// Into the holder's root (the tree) and working directory; systemd's tools act although
+		// they see a chroot (networkctl would answer "Running in chroot, ignoring command").
+		full = append(full, "-r", "-w", "--", "env", "SYSTEMD_IGNORE_CHROOT=1")
+	} else {
+		full = append(full, "--")
+	}
+	full = append(append(full, name), args...)
 	return exec.CommandContext(ctx, "nsenter", full...)
 }
 

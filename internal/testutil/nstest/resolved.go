@@ -61,17 +61,25 @@ type Resolved struct {
 	RestartScript string
 	// Log is resolved's log file.
 	Log string
+
+	exe, env string // the binary and the environment it runs with (in the sandbox)
 }
 
 // StartResolved starts systemd-resolved inside the sandbox on the sandbox's system bus (start one
-// with SystemBus first) and waits until it answers. It needs a `systemd-resolve` user.
+// with SystemBus first) and waits until it answers. It needs a `systemd-resolve` user. It is the
+// sandbox's suite's resolved: the cached 252 for Bookworm, the tree's own otherwise.
 func (sb *Sandbox) StartResolved(t testing.TB) *Resolved {
 	t.Helper()
-	dir := ResolvedDir(t)
+	// Bookworm's resolved is the cached 252 with its own libsystemd-shared; a suite's is its tree's.
+	exe, env := "/usr/lib/systemd/systemd-resolved", ""
+	if !sb.Opts.Suite.Chrooted() {
+		dir := ResolvedDir(t)
+		exe, env = filepath.Join(dir, "lib/systemd/systemd-resolved"), "LD_LIBRARY_PATH="+Quote(filepath.Join(dir, "usr/lib/x86_64-linux-gnu/systemd"))+" "
+	}
 	if out, err := sb.Try("id systemd-resolve"); err != nil {
 		t.Skipf("needs a systemd-resolve user (useradd -r -M -s /usr/sbin/nologin systemd-resolve; .ci/run does): %s", out)
 	}
-	r := &Resolved{sb: sb, RestartScript: filepath.Join(sb.dir, "restart-resolved.sh"), Log: filepath.Join(sb.dir, "resolved.log")}
+	r := &Resolved{sb: sb, RestartScript: filepath.Join(sb.dir, "restart-resolved.sh"), Log: filepath.Join(sb.dir, "resolved.log"), exe: exe, env: env}
 	pid := filepath.Join(sb.dir, "resolved.pid")
 	script := fmt.Sprintf(`#!/bin/sh
 # Restart systemd-resolved in the nstest sandbox (never SIGHUP: it kills resolved 252).
@@ -86,9 +94,9 @@ if [ -s %[1]s ]; then
 		sleep 0.02
 	done
 fi
-LD_LIBRARY_PATH=%[2]s/usr/lib/x86_64-linux-gnu/systemd SYSTEMD_LOG_LEVEL=debug setsid %[2]s/lib/systemd/systemd-resolved >>%[3]s 2>&1 </dev/null &
+%[2]sSYSTEMD_LOG_LEVEL=debug setsid %[4]s >>%[3]s 2>&1 </dev/null &
 echo $! > %[1]s
-`, Quote(pid), Quote(dir), Quote(r.Log))
+`, Quote(pid), env, Quote(r.Log), Quote(exe))
 	if err := os.WriteFile(r.RestartScript, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -146,4 +154,11 @@ func (r *Resolved) WaitReady(t testing.TB) {
 		_, err = os.Stat(r.sb.Path("/run/systemd/resolve/resolv.conf"))
 		return err == nil
 	})
+}
+
+// Version is the first line of resolved's --version ("systemd 252 (252.39-1~deb12u1)").
+func (r *Resolved) Version(t testing.TB) string {
+	t.Helper()
+	out := r.sb.Run(t, r.env+Quote(r.exe)+" --version")
+	return strings.SplitN(out, "\n", 2)[0]
 }

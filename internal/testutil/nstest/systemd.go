@@ -24,10 +24,11 @@ type Systemd struct {
 	// Dir is where the test's files are inside the namespace (a tmpfs holding a copy of Work).
 	Dir string
 
-	t       testing.TB
-	cmd     *exec.Cmd
-	console *syncWriter
-	done    chan struct{}
+	t        testing.TB
+	chrooted bool // systemd runs in a suite's tree: systemctl is the tree's
+	cmd      *exec.Cmd
+	console  *syncWriter
+	done     chan struct{}
 }
 
 // SystemdOptions configure a boot.
@@ -38,8 +39,11 @@ type SystemdOptions struct {
 	// Target is the unit systemd starts (--unit=).
 	Target string
 	// Setup are shell lines run in the namespace after the copy, before systemd starts (extra
-	// mounts).
+	// mounts); with a suite's tree, chrooted in it.
 	Setup []string
+	// Suite is the systemd that boots: this machine's (252) for the zero Suite, else the suite's
+	// tree's (forky: 262), booted chrooted in an overlay of the tree.
+	Suite Suite
 }
 
 // BootSystemd starts systemd as PID 1 in namespaces of its own, with fresh /proc, read-only /proc/sys
@@ -48,7 +52,9 @@ type SystemdOptions struct {
 func BootSystemd(t testing.TB, o SystemdOptions) *Systemd {
 	t.Helper()
 	Require(t)
-	if _, err := os.Stat(SystemdBin); err != nil {
+	if o.Suite.Chrooted() {
+		o.Suite.Need(t, ".ci/suite-tree installs systemd", SystemdBin, "systemctl")
+	} else if _, err := os.Stat(SystemdBin); err != nil {
 		t.Skip("systemd not installed (.ci/run installs it)")
 	}
 	for _, tool := range []string{"script", "unshare", "nsenter"} {
@@ -57,21 +63,45 @@ func BootSystemd(t testing.TB, o SystemdOptions) *Systemd {
 		}
 	}
 	const dir = "/run/nds"
-	script := strings.Join(append(append([]string{
-		"set -e",
-		"mount -t proc proc /proc",
-		"mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys",
-		"mount -t sysfs -o ro sysfs /sys",
-		"mount -t cgroup2 cgroup2 /sys/fs/cgroup",
-		"mount -t tmpfs -o mode=0755 tmpfs /run",
-		"mkdir -p " + dir + " && cp -a " + Quote(o.Work) + "/. " + dir + "/",
-		"mount -t tmpfs -o mode=1777 tmpfs /tmp",
+	// R is the root systemd boots in: "" (this machine's), or an overlay of the suite's tree
+	// mounted first, every later mount under it, and systemd chrooted into it.
+	var lines []string
+	r := ""
+	if o.Suite.Chrooted() {
+		tmp := t.TempDir()
+		r = filepath.Join(tmp, "root")
+		for _, d := range []string{r, filepath.Join(tmp, "up"), filepath.Join(tmp, "work")} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lines = append(lines, fmt.Sprintf("mount -t overlay overlay -o lowerdir=%s,upperdir=%s,workdir=%s %s",
+			Quote(o.Suite.Tree), Quote(filepath.Join(tmp, "up")), Quote(filepath.Join(tmp, "work")), Quote(r)),
+			"mount --rbind /dev "+Quote(r+"/dev"))
+	}
+	q := func(p string) string { return Quote(r + p) }
+	lines = append(lines,
+		"mount -t proc proc "+q("/proc"),
+		"mount --bind "+q("/proc/sys")+" "+q("/proc/sys")+" && mount -o remount,bind,ro "+q("/proc/sys"),
+		"mount -t sysfs -o ro sysfs "+q("/sys"),
+		"mount -t cgroup2 cgroup2 "+q("/sys/fs/cgroup"),
+		"mount -t tmpfs -o mode=0755 tmpfs "+q("/run"),
+		"mkdir -p "+q(dir)+" && cp -a "+Quote(o.Work)+"/. "+q(dir)+"/",
+		"mount -t tmpfs -o mode=1777 tmpfs "+q("/tmp"),
 		// systemd writes status to /dev/console: a pty of its own (script's), never the real one.
-		"mount --bind \"$(tty 2>/dev/null || echo /dev/null)\" /dev/console",
-	}, o.Setup...),
-		"exec env SYSTEMD_UNIT_PATH="+dir+"/units: "+SystemdBin+" --unit="+o.Target+" --log-target=console --log-level=info",
-	), "\n")
-	s := &Systemd{Dir: dir, t: t, console: &syncWriter{}, done: make(chan struct{})}
+		"mount --bind \"$(tty 2>/dev/null || echo /dev/null)\" "+q("/dev/console"),
+	)
+	boot := "env SYSTEMD_UNIT_PATH=" + dir + "/units: " + SystemdBin + " --unit=" + o.Target + " --log-target=console --log-level=info"
+	if r == "" {
+		lines = append(lines, o.Setup...)
+	} else {
+		if len(o.Setup) > 0 {
+			lines = append(lines, "chroot "+Quote(r)+" /bin/sh -ec "+Quote(strings.Join(o.Setup, "\n")))
+		}
+		boot = "chroot " + Quote(r) + " " + boot
+	}
+	script := strings.Join(append(append([]string{"set -e"}, lines...), "exec "+boot), "\n")
+	s := &Systemd{Dir: dir, t: t, console: &syncWriter{}, done: make(chan struct{}), chrooted: r != ""}
 	s.cmd = exec.Command("script", "-qfec",
 		"unshare --pid --fork --mount --net --cgroup --uts --ipc --propagation private sh -c "+Quote(script), "/dev/null")
 	s.cmd.Stdout, s.cmd.Stderr = s.console, s.console
@@ -102,7 +132,11 @@ func BootSystemd(t testing.TB, o SystemdOptions) *Systemd {
 
 // Systemctl runs systemctl against this systemd.
 func (s *Systemd) Systemctl(args ...string) (string, error) {
-	c := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(s.PID1), "-m", "-p", "--", "systemctl"}, args...)...)
+	ns := []string{"-t", strconv.Itoa(s.PID1), "-m", "-p"}
+	if s.chrooted {
+		ns = append(ns, "-r", "-w")
+	}
+	c := exec.Command("nsenter", append(append(ns, "--", "systemctl"), args...)...)
 	out, err := c.CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }
