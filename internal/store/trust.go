@@ -164,6 +164,9 @@ func (s *Store) ReadState(p string, k nodefs.Kind) ([]byte, error) {
 // stateHost returns the host path of StateDir after checking it is trusted. A missing state
 // directory is fs.ErrNotExist: reading never creates it.
 func (s *Store) stateHost() (string, error) {
+	if l := s.held(); l != nil {
+		return l.stateDir, nil // trusted when the lock was taken
+	}
 	node, hp, fi, err := s.lstatNode(s.stateDir())
 	if err != nil {
 		return "", s.nodeErr(err)
@@ -175,4 +178,22 @@ func (s *Store) stateHost() (string, error) {
 		return "", err
 	}
 	return hp, nil
+}
+
+// lstatState is lstatNode of the entry name of StateDir. Under a Lock of this process the state
+// directory is the one trusted when the lock was taken: one lstat, no walk.
+func (s *Store) lstatState(name string) (node, hostPath string, fi fs.FileInfo, err error) {
+	l := s.held()
+	if l == nil {
+		return s.lstatNode(path.Join(s.stateDir(), name))
+	}
+	node, hostPath = path.Join(s.stateDir(), name), filepath.Join(l.stateDir, name)
+	fi, err = s.fsys().Lstat(hostPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return node, hostPath, nil, nil
+	}
+	if err != nil {
+		return "", "", nil, err
+	}
+	return node, hostPath, fi, nil
 }
