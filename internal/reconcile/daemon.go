@@ -519,9 +519,9 @@ func (d *Daemon) pass(ctx context.Context, w *fsnotify.Watcher, trigger string) 
 			release()
 		}
 	}()
-	s, p := d.read(pctx)
+	s, p, changed := d.read(pctx)
 	d.last = s
-	d.acceptForeign(p.Changes)
+	d.acceptForeign(p.Changes, changed)
 	held, started := d.judge(&p, time.Now())
 	o := d.apply(pctx, p)
 	d.changedByPass(p, o)
@@ -556,14 +556,16 @@ func (d *Daemon) hold(ctx context.Context, trigger string) (release func(), ok b
 }
 
 // acceptForeign takes, for every target nodedns wrote and the plan no longer changes, the content
-// someone else put there as the node's input from now on.
-func (d *Daemon) acceptForeign(changes []policy.Change) {
+// someone else put there as the node's input from now on. changed are the node paths the pass read
+// again (nil: all): a target none of them touched still holds what nodedns wrote or last accepted,
+// and is not read again.
+func (d *Daemon) acceptForeign(changes []policy.Change, changed []string) {
 	planned := map[string]bool{}
 	for _, c := range changes {
 		planned[c.Target] = true
 	}
 	for tp, t := range d.fights.targets {
-		if t.lastWritten != nil && !planned[tp] {
+		if t.lastWritten != nil && !planned[tp] && touches(changed, tp) {
 			if data, err := d.Node.store().ReadFile(tp, watchedKind); err == nil {
 				d.fights.accepted(tp, data)
 			}
@@ -759,7 +761,7 @@ func (d *Daemon) changedHost(p string) {
 // read observes the node for a pass: in full when the daemon cannot say what changed, else only
 // the sources whose paths the events since the last pass named (docs/contract.md,
 // "Command line": a pass costs what changed). Policy still judges the whole snapshot.
-func (d *Daemon) read(ctx context.Context) (*node.Snapshot, policy.Plan) {
+func (d *Daemon) read(ctx context.Context) (*node.Snapshot, policy.Plan, []string) {
 	var changed []string
 	if !d.full {
 		changed = make([]string, 0, len(d.changed))
@@ -770,7 +772,21 @@ func (d *Daemon) read(ctx context.Context) (*node.Snapshot, policy.Plan) {
 	d.full, d.changed = false, nil
 	s, p := d.Node.ObserveChanged(ctx, &d.obs, changed)
 	d.Node.log().Debug("read", "full", changed == nil, "changed", len(changed), "sources", strings.Join(d.obs.Read, ","))
-	return s, p
+	return s, p, changed
+}
+
+// touches reports whether a change to one of changed (nil: unknown, so everything) may have
+// touched the node path p: p itself or a directory above it.
+func touches(changed []string, p string) bool {
+	if changed == nil {
+		return true
+	}
+	for _, c := range changed {
+		if c == p || c == "/" || strings.HasPrefix(p, c+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // changedByPass notes what the pass itself changed, so the next pass reads it again without
