@@ -274,6 +274,11 @@ func (rc *recorder) ReadFile(p string, k nodefs.Kind) ([]byte, error) {
 	return rc.r.ReadFile(p, k)
 }
 
+func (rc *recorder) ReadFileInfo(p string, k nodefs.Kind) ([]byte, fs.FileInfo, error) {
+	rc.note(p)
+	return nodefs.ReadFileInfo(rc.r, p, k)
+}
+
 func (rc *recorder) ReadDir(p string) ([]fs.DirEntry, error) {
 	rc.note(p)
 	return rc.r.ReadDir(p)

@@ -104,6 +104,11 @@ func (s *Store) nodeErr(err error) error { return s.tree().NodeErr(err) }
 // ReadFile implements nodefs.Reader.
 func (s *Store) ReadFile(p string, k nodefs.Kind) ([]byte, error) { return s.tree().ReadFile(p, k) }
 
+// ReadFileInfo implements nodefs.InfoReader.
+func (s *Store) ReadFileInfo(p string, k nodefs.Kind) ([]byte, fs.FileInfo, error) {
+	return s.tree().ReadFileInfo(p, k)
+}
+
 // ReadDir implements nodefs.Reader.
 func (s *Store) ReadDir(p string) ([]fs.DirEntry, error) { return s.tree().ReadDir(p) }
 
