@@ -300,6 +300,18 @@ func (t *Tree) Stat(p string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stat %s: %w", p, err)
 	}
+	if t.confined() {
+		// As ReadFile: the kernel resolves the path inside the root in the one call that opens it.
+		// A path that is missing is missing for the walk too (it resolves the same links the same
+		// way); only a link loop takes the walk, for its message.
+		fi, err := t.statHost(t.Host(p))
+		if err == nil {
+			return fi, nil
+		}
+		if !errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("stat %s: %w", p, UnwrapPath(err))
+		}
+	}
 	final, err := t.Resolve(p, true)
 	if err != nil {
 		return nil, fmt.Errorf("stat %s: %w", p, err)
