@@ -168,7 +168,7 @@ func (t *Tree) confined() bool {
 // OpenHost opens a host path under Root as os.OpenFile does, confined to Root (see ReadHost).
 func (t *Tree) OpenHost(hp string, flag int, perm fs.FileMode) (File, error) {
 	if t.confined() {
-		f, err := openRoot(t.Root, hp, flag, uint32(perm.Perm()))
+		f, err := openRootFile(t.Root, hp, flag, uint32(perm.Perm()))
 		if err != nil {
 			return nil, err
 		}
@@ -182,7 +182,7 @@ func (t *Tree) readHost(hp string, k Kind, extra int) ([]byte, fs.FileInfo, erro
 		return nil, nil, fmt.Errorf("invalid size limit %d for a %s", k.Max, k.Name)
 	}
 	if t.confined() {
-		f, err := openRoot(t.Root, hp, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|extra, 0)
+		f, err := openRootFile(t.Root, hp, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|extra, 0)
 		if err != nil {
 			return nil, nil, UnwrapPath(err)
 		}
@@ -480,7 +480,7 @@ func (t *Tree) statHost(hp string) (fs.FileInfo, error) {
 	if !t.confined() {
 		return t.fsys().Stat(hp)
 	}
-	f, err := openRoot(t.Root, hp, unix.O_PATH, 0)
+	f, err := openRootFile(t.Root, hp, unix.O_PATH, 0)
 	if err != nil {
 		return nil, err
 	}
