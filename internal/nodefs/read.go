@@ -232,10 +232,26 @@ func readOpen(f File, k Kind, check func(fs.FileInfo) error) ([]byte, fs.FileInf
 	if err := regular(fi, k); err != nil {
 		return nil, nil, err
 	}
-	data, err := io.ReadAll(io.LimitReader(f, k.Max+1))
+	var data []byte
+	if size := fi.Size(); size > 0 && size <= k.Max {
+		// One read of one byte more than fstat counted: getting exactly the size is the whole file
+		// (no second read to see the end); fewer or more bytes (a file that changed meanwhile, a
+		// kernel attribute reporting a page) read on to the end.
+		data = make([]byte, size+1)
+		n, err := f.Read(data)
+		if err != nil && err != io.EOF {
+			return nil, nil, UnwrapPath(err)
+		}
+		data = data[:n]
+		if int64(n) == size {
+			return data, fi, nil
+		}
+	}
+	rest, err := io.ReadAll(io.LimitReader(f, k.Max+1-int64(len(data))))
 	if err != nil {
 		return nil, nil, UnwrapPath(err)
 	}
+	data = append(data, rest...)
 	if int64(len(data)) > k.Max {
 		return nil, nil, &tooLarge{size: -1, k: k} // it grew after the Stat
 	}
