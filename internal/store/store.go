@@ -347,11 +347,25 @@ func (s *Store) replace(hostPath string, data []byte, mode fs.FileMode, uid, gid
 // means the rename may not survive a crash, which the caller still hears about.
 func (s *Store) renameSync(oldpath, newpath string) error {
 	dir := filepath.Dir(newpath)
-	if err := s.rename(oldpath, newpath); err != nil {
+	if !s.tree().Confined() || filepath.Dir(oldpath) != dir {
+		if err := s.rename(oldpath, newpath); err != nil {
+			return &renameError{err}
+		}
+		if err := syncDir(s.fsys(), dir); err != nil {
+			return fmt.Errorf("file replaced, but %w", err)
+		}
+		return nil
+	}
+	d, err := nodefs.OpenInRootFd(s.Root, dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
 		return &renameError{err}
 	}
-	if err := syncDir(s.fsys(), dir); err != nil {
-		return fmt.Errorf("file replaced, but %w", err)
+	if err := unix.Renameat(d, filepath.Base(oldpath), d, filepath.Base(newpath)); err != nil {
+		unix.Close(d)
+		return &renameError{&os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}}
+	}
+	if err := nodefs.SyncClose(d, dir); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
+		return fmt.Errorf("file replaced, but sync directory: %w", err)
 	}
 	return nil
 }
