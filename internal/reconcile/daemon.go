@@ -17,6 +17,7 @@ import (
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/networkmanager"
 	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
 )
 
@@ -235,6 +236,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("start watching: %w", inotifyLimit(err))
 	}
 	defer w.Close()
+	// Under --root, the root directory is opened once for the daemon's confined opens, not around
+	// each of them.
+	if release, err := nodefs.HoldRoot(d.Node.Root); err == nil {
+		defer release()
+	}
 	d.fights = newFights(d.writersConfig())
 	d.ws = watchSet{}
 
