@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"sync"
 	"time"
@@ -243,20 +242,22 @@ func (s *Store) lock() (dir string, unlock func(), err error) {
 // resolv.conf lives there) and backup (0700: it holds copies of 0600 netplan files) when missing,
 // and refusing either when it is not trusted.
 func (s *Store) backupHost() (string, error) {
-	if _, err := s.trustedDir(s.stateDir(), 0o755); err != nil {
+	node, state, err := s.trustedDirNode(s.stateDir(), 0o755)
+	if err != nil {
 		return "", err
 	}
-	return s.trustedDir(path.Join(s.stateDir(), "backup"), 0o700)
+	return s.trustedSubdir(node, state, "backup", 0o700)
 }
 
 // TempDir returns the host path of StateDir/tmp, the directory nodedns's helpers work in (netplan
 // generate on a copy of the node's files), created 0700 and trusted like the rest of the state. It
 // lives under the root, so a run under --root leaves nothing in the system's temp directory.
 func (s *Store) TempDir() (string, error) {
-	if _, err := s.trustedDir(s.stateDir(), 0o755); err != nil {
+	node, state, err := s.trustedDirNode(s.stateDir(), 0o755)
+	if err != nil {
 		return "", err
 	}
-	return s.trustedDir(path.Join(s.stateDir(), TempDirName), 0o700)
+	return s.trustedSubdir(node, state, TempDirName, 0o700)
 }
 
 // TempDirName is the name of nodedns's work directory inside StateDir.

@@ -34,10 +34,38 @@ func modeString(m fs.FileMode) string { return nodefs.ModeString(m) }
 // mode is set explicitly, so the umask does not decide it. Parents that are missing are created
 // 0755.
 func (s *Store) trustedDir(p string, mode fs.FileMode) (string, error) {
+	_, hp, err := s.trustedDirNode(p, mode)
+	return hp, err
+}
+
+// trustedDirNode is trustedDir that also returns the node path p resolved to.
+func (s *Store) trustedDirNode(p string, mode fs.FileMode) (node, hp string, err error) {
 	node, hp, fi, err := s.lstatNode(p)
+	if err != nil {
+		return "", "", s.nodeErr(err)
+	}
+	hp, err = s.trustDirAt(node, hp, fi, mode)
+	return node, hp, err
+}
+
+// trustedSubdir is trustedDir of the directory name inside the trusted directory at host path
+// parent (node path parentNode, as trustedDir resolved it): one lstat, the parent's chain is not
+// walked again.
+func (s *Store) trustedSubdir(parentNode, parent, name string, mode fs.FileMode) (string, error) {
+	node, hp := path.Join(parentNode, name), filepath.Join(parent, name)
+	fi, err := s.fsys().Lstat(hp)
+	if errors.Is(err, fs.ErrNotExist) {
+		fi, err = nil, nil
+	}
 	if err != nil {
 		return "", s.nodeErr(err)
 	}
+	return s.trustDirAt(node, hp, fi, mode)
+}
+
+// trustDirAt is the rest of trustedDir for the node directory node at host path hp, lstat fi (nil:
+// missing).
+func (s *Store) trustDirAt(node, hp string, fi fs.FileInfo, mode fs.FileMode) (string, error) {
 	fsys := s.fsys()
 	if fi == nil {
 		parents, err := s.missingDirs(path.Dir(node))
