@@ -141,11 +141,16 @@ func (s *Store) mkdirs(dirs []string, mode fs.FileMode) error {
 // O_NOFOLLOW (a symlink fails with ELOOP and is never followed), then checked on the open file:
 // regular, owned by the running user, not writable by group or others; bounded by k.
 func (s *Store) readTrusted(hp, p string, k nodefs.Kind) ([]byte, error) {
-	fsys := s.fsys()
-	fi, err := fsys.Lstat(hp)
+	fi, err := s.fsys().Lstat(hp)
 	if err != nil {
 		return nil, nodefs.UnwrapPath(err)
 	}
+	return s.readTrustedLstat(hp, p, k, fi)
+}
+
+// readTrustedLstat is readTrusted with the path's lstat fi already made.
+func (s *Store) readTrustedLstat(hp, p string, k nodefs.Kind, fi fs.FileInfo) ([]byte, error) {
+	fsys := s.fsys()
 	if err := untrusted(p, fi, false, 0o600); err != nil {
 		return nil, err
 	}
