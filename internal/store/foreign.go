@@ -60,6 +60,12 @@ func (s *Store) resolveForWrite(p string) (string, error) {
 	return s.tree().ResolveVisit(p, true, trustDir(p))
 }
 
+// resolveForWriteInfo is resolveForWrite that also returns the walk's lstat of the final path (nil
+// when it did not make one: the path is missing).
+func (s *Store) resolveForWriteInfo(p string) (string, fs.FileInfo, error) {
+	return s.tree().ResolveVisitInfo(p, true, trustDir(p))
+}
+
 // lstatForWrite is lstatNode for a change: the parent resolved with every directory on the way
 // checked, the last component not followed.
 func (s *Store) lstatForWrite(p string) (node, hostPath string, fi fs.FileInfo, err error) {

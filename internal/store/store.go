@@ -165,7 +165,7 @@ func (s *Store) Write(p string, data []byte, mode fs.FileMode) (WriteResult, err
 		return WriteResult{}, fmt.Errorf("write %s: %w", p, err)
 	}
 	defer unlock()
-	final, err := s.resolveForWrite(p)
+	final, fi, err := s.resolveForWriteInfo(p)
 	if err != nil {
 		return WriteResult{}, fmt.Errorf("write %s: %w", p, err)
 	}
@@ -173,11 +173,13 @@ func (s *Store) Write(p string, data []byte, mode fs.FileMode) (WriteResult, err
 	if final != p {
 		name = p + " (-> " + final + ")"
 	}
-	fsys := s.fsys()
 	res := WriteResult{Path: final}
 	hp := s.host(final)
 	uid, gid := -1, -1
-	fi, err := fsys.Lstat(hp)
+	if fi == nil {
+		// Missing when the walk passed (or made just now): look again, it is what Write acts on.
+		fi, err = s.fsys().Lstat(hp)
+	}
 	switch {
 	case err == nil:
 		if !fi.Mode().IsRegular() {
