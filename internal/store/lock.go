@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nodedns/nodedns/internal/nodefs"
@@ -253,12 +254,20 @@ func (s *Store) backupHost() (string, error) {
 // generate on a copy of the node's files), created 0700 and trusted like the rest of the state. It
 // lives under the root, so a run under --root leaves nothing in the system's temp directory.
 func (s *Store) TempDir() (string, error) {
+	tempDirs.Add(1)
 	node, state, err := s.trustedDirNode(s.stateDir(), 0o755)
 	if err != nil {
 		return "", err
 	}
 	return s.trustedSubdir(node, state, TempDirName, 0o700)
 }
+
+// tempDirs counts the TempDir calls of this process (TempDirCalls).
+var tempDirs atomic.Int64
+
+// TempDirCalls counts the TempDir calls this process made: a holder of the state lock that saw it
+// unchanged since taking the lock made no work directory to sweep up.
+func TempDirCalls() int64 { return tempDirs.Load() }
 
 // TempDirName is the name of nodedns's work directory inside StateDir.
 const TempDirName = nodefs.TempDirName
