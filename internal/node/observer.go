@@ -234,12 +234,17 @@ func affected(touched, changed []string) bool {
 	for _, c := range changed {
 		c = path.Clean(c)
 		for _, t := range touched {
-			if t == c || strings.HasPrefix(t, c+"/") || strings.HasPrefix(c, t+"/") {
+			if t == c || below(t, c) || below(c, t) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// below reports whether the path p is strictly below the directory d, without building d + "/".
+func below(p, d string) bool {
+	return len(p) > len(d) && p[len(d)] == '/' && p[:len(d)] == d
 }
 
 // recorder is a Reader that notes every path asked for.

@@ -94,6 +94,7 @@ type Daemon struct {
 	young       map[string]bool
 	settleFirst time.Time
 	last        *node.Snapshot // what the last pass read: its watches are the next pass's
+	wsOf        *node.Snapshot // the snapshot ws was built for
 	rescan      bool           // a pass started watching new directories: read once more
 	// obs keeps what each source read, so a pass re-reads only the sources whose paths changed:
 	// changed are the node paths events named since the last pass read, full says an event could
@@ -669,10 +670,18 @@ func (d *Daemon) report(ctx context.Context, r passReport) {
 // /etc/resolv.conf may point elsewhere now, a watched directory may have appeared, kubelet's
 // resolvConf may have moved. It returns how many directories it started watching.
 func (d *Daemon) syncWatches(w *fsnotify.Watcher, s *node.Snapshot) int {
+	forgot := 0
 	if d.full {
 		d.dirs = nil // a full pass looks every directory up again
 	}
-	d.dirs.forget(d.changed)
+	forgot = d.dirs.forget(d.changed)
+	// The watches are those of the snapshot and the directory lookups: the same snapshot with no
+	// lookup dropped (a pass's first call, the events since the last pass changing only files)
+	// gives the set already in place.
+	if s != nil && s == d.wsOf && !d.full && forgot == 0 && d.ws != nil {
+		return 0
+	}
+	d.wsOf = s
 	ws := d.Node.buildWatchSet(d.Node.store(), node.Watches(d.Node.Config, s), &d.dirs)
 	ws.sync(w, d.ws, func(msg string, args ...any) { d.Node.log().Warn(msg, args...) })
 	added := 0
