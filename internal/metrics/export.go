@@ -5,18 +5,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nodedns/nodedns/internal/config"
-	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/store"
 )
 
@@ -37,11 +37,11 @@ func WriteTextfile(st *store.Store, textfile string, r *Recorder) error {
 	if textfile == "" {
 		return nil
 	}
-	dir, err := st.ResolveLink(path.Dir(textfile))
-	if err != nil {
-		return fmt.Errorf("write metrics %s: %w", textfile, err)
-	}
-	if fi, err := os.Stat(nodefs.HostPath(st.Root, dir)); err != nil || !fi.IsDir() {
+	// One lookup, resolved inside the root (confined under --root): the daemon asks after every pass.
+	if fi, err := st.Stat(path.Dir(textfile)); err != nil || !fi.IsDir() {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return fmt.Errorf("write metrics %s: %w", textfile, err)
+		}
 		return fmt.Errorf("write metrics %s: %w", textfile, ErrNoCollectorDir)
 	}
 	var b bytes.Buffer

@@ -240,7 +240,8 @@ func (s *Snapshot) readResolv(r nodefs.Reader, p string) ResolvFile {
 		}
 		rf.Target = t
 	}
-	data, err := r.ReadFile(rf.Target, ResolvKind)
+	// The mode from the descriptor the bytes were read from: no second lookup of the path.
+	data, ti, err := nodefs.ReadFileInfo(r, rf.Target, ResolvKind)
 	if errors.Is(err, fs.ErrNotExist) {
 		// A dangling symlink (e.g. to resolved's stub while resolved is down) is "missing".
 		return rf
@@ -251,7 +252,10 @@ func (s *Snapshot) readResolv(r nodefs.Reader, p string) ResolvFile {
 		s.problem(SourceResolvConf, rf.Target, 0, err.Error())
 		return rf
 	}
-	if ti, err := r.Stat(rf.Target); err == nil {
+	if ti == nil {
+		ti, _ = r.Stat(rf.Target) // systemd's /dev/null mask, read as empty without an open
+	}
+	if ti != nil {
 		rf.Mode = ti.Mode().Perm()
 	}
 	rf.Data = data

@@ -44,6 +44,7 @@ const (
 	partResolved
 	partKubelet
 	partKubeletResolv
+	partNodednsResolv
 	partLeases
 	partNetworking
 	partDhclient
@@ -85,22 +86,25 @@ var parts = []part{
 		d.KubeletManage, d.KubeletRestart = s.KubeletManage, s.KubeletRestart
 	}},
 
-	partKubeletResolv: {name: "kubelet resolv.conf", deps: []int{partKubelet}, depsOf: kubeletResolvDeps, read: func(s *Snapshot, r nodefs.Reader, cfg config.Config) {
-		// The same file is read once (and a bad one reported once), whoever names it.
-		known := map[string]ResolvFile{EtcResolvConf: s.ResolvConf, ResolvedResolvConf: s.ResolvedResolv, ResolvedStubConf: s.ResolvedStub}
-		readOnce := func(p string) ResolvFile {
-			if rf, ok := known[path.Clean(p)]; ok {
-				return rf
-			}
-			rf := s.readResolv(r, p)
-			known[path.Clean(p)] = rf
-			return rf
-		}
+	partKubeletResolv: {name: "kubelet resolv.conf", deps: []int{partKubelet}, depsOf: func(s *Snapshot, _ config.Config) []int {
+		return resolvDeps(s.Kubelet.ResolvConf)
+	}, read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
 		if s.Kubelet.ResolvConf != "" {
-			s.KubeletResolv = readOnce(s.Kubelet.ResolvConf)
+			s.KubeletResolv = s.readResolvOnce(r, s.Kubelet.ResolvConf, false)
 		}
-		s.NodednsResolv = readOnce(cfg.Kubelet.ResolvConf)
-	}, take: func(d, s *Snapshot) { d.KubeletResolv, d.NodednsResolv = s.KubeletResolv, s.NodednsResolv }},
+	}, take: func(d, s *Snapshot) { d.KubeletResolv = s.KubeletResolv }},
+
+	// nodedns's own kubelet file, a part of its own: a change to the kubelet's file (or to
+	// /etc/resolv.conf, which the kubelet reads by default) does not read it again.
+	partNodednsResolv: {name: "nodedns's kubelet resolv.conf", depsOf: func(s *Snapshot, cfg config.Config) []int {
+		deps := resolvDeps(cfg.Kubelet.ResolvConf)
+		if s.Kubelet.ResolvConf != "" && path.Clean(s.Kubelet.ResolvConf) == path.Clean(cfg.Kubelet.ResolvConf) {
+			deps = append(deps, partKubeletResolv)
+		}
+		return deps
+	}, read: func(s *Snapshot, r nodefs.Reader, cfg config.Config) {
+		s.NodednsResolv = s.readResolvOnce(r, cfg.Kubelet.ResolvConf, true)
+	}, take: func(d, s *Snapshot) { d.NodednsResolv = s.NodednsResolv }},
 
 	partLeases: {name: "leases", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
 		ls, lp := leases.Read(r)
@@ -237,12 +241,17 @@ func affected(touched, changed []string) bool {
 	for _, c := range changed {
 		c = path.Clean(c)
 		for _, t := range touched {
-			if t == c || strings.HasPrefix(t, c+"/") || strings.HasPrefix(c, t+"/") {
+			if t == c || below(t, c) || below(c, t) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// below reports whether the path p is strictly below the directory d, without building d + "/".
+func below(p, d string) bool {
+	return len(p) > len(d) && p[len(d)] == '/' && p[:len(d)] == d
 }
 
 // recorder is a Reader that notes every path asked for.
@@ -275,6 +284,11 @@ func (rc *recorder) paths() []string {
 func (rc *recorder) ReadFile(p string, k nodefs.Kind) ([]byte, error) {
 	rc.note(p)
 	return rc.r.ReadFile(p, k)
+}
+
+func (rc *recorder) ReadFileInfo(p string, k nodefs.Kind) ([]byte, fs.FileInfo, error) {
+	rc.note(p)
+	return nodefs.ReadFileInfo(rc.r, p, k)
 }
 
 func (rc *recorder) ReadDir(p string) ([]fs.DirEntry, error) {
@@ -320,22 +334,39 @@ func (rc *recorder) ResolveLink(p string) (string, error) {
 	return t, err
 }
 
-// kubeletResolvDeps: the kubelet's resolv.conf takes the node's or one of resolved's files as read
-// already when it names one of them (readOnce), and then depends on that part.
-func kubeletResolvDeps(s *Snapshot, cfg config.Config) []int {
-	var out []int
-	for _, p := range []string{s.Kubelet.ResolvConf, cfg.Kubelet.ResolvConf} {
-		if p == "" {
-			continue
-		}
-		switch path.Clean(p) {
-		case EtcResolvConf:
-			out = append(out, partResolv)
-		case ResolvedResolvConf:
-			out = append(out, partResolvedResolv)
-		case ResolvedStubConf:
-			out = append(out, partResolvedStub)
+// resolvDeps: a kubelet resolv.conf takes the node's or one of resolved's files as read already
+// when it names one of them (readResolvOnce), and then depends on that part.
+func resolvDeps(p string) []int {
+	if p == "" {
+		return nil
+	}
+	switch path.Clean(p) {
+	case EtcResolvConf:
+		return []int{partResolv}
+	case ResolvedResolvConf:
+		return []int{partResolvedResolv}
+	case ResolvedStubConf:
+		return []int{partResolvedStub}
+	}
+	return nil
+}
+
+// readResolvOnce reads a kubelet resolv.conf at p, or takes it from the snapshot when another part
+// read the same file already (the same file is read once, and a bad one reported once, whoever
+// names it); withKubelet also takes the kubelet's file. The path is noted as touched either way,
+// so a later change to it reads the part again.
+func (s *Snapshot) readResolvOnce(r nodefs.Reader, p string, withKubelet bool) ResolvFile {
+	if rc, ok := r.(*recorder); ok {
+		rc.note(p)
+	}
+	known := []ResolvFile{s.ResolvConf, s.ResolvedResolv, s.ResolvedStub}
+	if withKubelet && s.Kubelet.ResolvConf != "" {
+		known = append(known, s.KubeletResolv)
+	}
+	for _, rf := range known {
+		if rf.Path != "" && path.Clean(rf.Path) == path.Clean(p) {
+			return rf
 		}
 	}
-	return out
+	return s.readResolv(r, p)
 }

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -84,21 +86,100 @@ func OpenInRoot(root, hp string, flags int, mode fs.FileMode) (*os.File, error) 
 // the real filesystem (an FS wrapped for fault injection keeps its own path-based opens).
 func (t *Tree) Confined() bool { return t.confined() }
 
+// Held roots: a process that works on one root for long (the daemon under --root) opens the root
+// directory once and keeps its descriptor, instead of opening and closing it around every confined
+// open. The descriptor is the directory the root named when it was held: renaming another directory
+// to the root's name later does not move the daemon (nothing is resolved outside the root either way).
+var heldRoots = struct {
+	sync.RWMutex
+	m map[string]*heldRoot
+}{m: map[string]*heldRoot{}}
+
+type heldRoot struct {
+	fd   int
+	refs int
+}
+
+// HoldRoot keeps the root directory open for the confined opens under it until release is called
+// (holds nest). The real root ("" or "/") is not confined and needs nothing.
+func HoldRoot(root string) (release func(), err error) {
+	if root == "" || root == "/" {
+		return func() {}, nil
+	}
+	key := filepath.Clean(root)
+	heldRoots.Lock()
+	defer heldRoots.Unlock()
+	h := heldRoots.m[key]
+	if h == nil {
+		fd, err := unix.Open(key, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: key, Err: err}
+		}
+		h = &heldRoot{fd: fd}
+		heldRoots.m[key] = h
+	}
+	h.refs++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			heldRoots.Lock()
+			defer heldRoots.Unlock()
+			if h.refs--; h.refs == 0 {
+				delete(heldRoots.m, key)
+				unix.Close(h.fd)
+			}
+		})
+	}, nil
+}
+
 // openRoot opens the host path hp, which lies under root, confined to root: flags as open(2) takes
 // them (O_NOFOLLOW refuses a final symlink, O_CREAT creates inside the root). The result is an
 // *os.File named hp.
 func openRoot(root, hp string, flags int, mode uint32) (*os.File, error) {
+	fd, err := openRootFd(root, hp, flags, mode)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), hp), nil
+}
+
+// openRootFile is openRoot as a File on the bare descriptor (rawFile), for regular files and the
+// directories nodedns never lists: no fcntl to decide on polling.
+func openRootFile(root, hp string, flags int, mode uint32) (*rawFile, error) {
+	fd, err := openRootFd(root, hp, flags, mode)
+	if err != nil {
+		return nil, err
+	}
+	return &rawFile{fd: fd, name: hp}, nil
+}
+
+// OpenInRootFd is OpenInRoot returning the bare descriptor; the caller closes it.
+func OpenInRootFd(root, hp string, flags int) (int, error) {
+	return openRootFd(root, hp, flags, 0)
+}
+
+// openRootFd is openRoot's descriptor.
+func openRootFd(root, hp string, flags int, mode uint32) (int, error) {
 	rel := strings.TrimPrefix(strings.TrimPrefix(hp, strings.TrimSuffix(root, "/")), "/")
 	if rel == "" {
 		rel = "."
 	}
-	lookupCalls.Add(2) // this open and its close
-	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: root, Err: err}
+	heldRoots.RLock()
+	defer heldRoots.RUnlock()
+	var rfd int
+	if h := heldRoots.m[filepath.Clean(root)]; h != nil {
+		rfd = h.fd
+	} else {
+		lookupCalls.Add(2) // this open and its close
+		var err error
+		rfd, err = unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, &os.PathError{Op: "open", Path: root, Err: err}
+		}
+		defer unix.Close(rfd)
 	}
-	defer unix.Close(rfd)
 	fd := -1
+	var err error
 	if !forceWalk.Load() {
 		fd, err = openat2(rfd, rel, flags, mode)
 	}
@@ -106,9 +187,9 @@ func openRoot(root, hp string, flags int, mode uint32) (*os.File, error) {
 		fd, err = walkRoot(rfd, rel, flags, mode)
 	}
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: hp, Err: err}
+		return -1, &os.PathError{Op: "open", Path: hp, Err: err}
 	}
-	return os.NewFile(uintptr(fd), hp), nil
+	return fd, nil
 }
 
 // walkRoot is openat2(RESOLVE_IN_ROOT) done by hand: the path is walked from the root fd one

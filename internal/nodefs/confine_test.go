@@ -10,19 +10,70 @@ import (
 	"testing"
 )
 
-// bothWays runs f with confined opens through openat2 and again through the component walk.
+// bothWays runs f with confined opens through openat2 and again through the component walk, each
+// with the root opened per open and held open (HoldRoot, as the daemon does).
 func bothWays(t *testing.T, f func(t *testing.T)) {
-	t.Run("openat2", func(t *testing.T) {
-		if !Openat2Available() {
-			t.Skip("openat2 is not available on this kernel")
+	for _, held := range []bool{false, true} {
+		name := ""
+		if held {
+			name = "held root/"
 		}
-		f(t)
-	})
-	t.Run("walk", func(t *testing.T) {
-		ForceWalk(true)
-		defer ForceWalk(false)
-		f(t)
-	})
+		t.Run(name+"openat2", func(t *testing.T) {
+			if !Openat2Available() {
+				t.Skip("openat2 is not available on this kernel")
+			}
+			holdTestRoots = held
+			defer func() { holdTestRoots = false }()
+			f(t)
+		})
+		t.Run(name+"walk", func(t *testing.T) {
+			ForceWalk(true)
+			defer ForceWalk(false)
+			holdTestRoots = held
+			defer func() { holdTestRoots = false }()
+			f(t)
+		})
+	}
+}
+
+// TestHoldRoot: a held root serves the confined opens under it and is closed when the last hold
+// is released; holds nest.
+func TestHoldRoot(t *testing.T) {
+	s := &Tree{Root: t.TempDir()}
+	mkfile(t, s, "/etc/resolv.conf", "nameserver 10.0.0.2\n", 0o644)
+	r1, err := HoldRoot(s.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := HoldRoot(s.Root + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := lookupCalls.Load()
+	if data, err := s.ReadFile("/etc/resolv.conf", Config); err != nil || string(data) != "nameserver 10.0.0.2\n" {
+		t.Fatalf("read under a held root: %q, %v", data, err)
+	}
+	if n := lookupCalls.Load() - start; n != 1 {
+		t.Errorf("a read under a held root made %d lookup calls, want 1 (openat2 from the held descriptor)", n)
+	}
+	r1()
+	r1() // a release counts once
+	heldRoots.RLock()
+	h := heldRoots.m[filepath.Clean(s.Root)]
+	heldRoots.RUnlock()
+	if h == nil {
+		t.Fatal("the root was let go while a hold remained")
+	}
+	r2()
+	heldRoots.RLock()
+	_, still := heldRoots.m[filepath.Clean(s.Root)]
+	heldRoots.RUnlock()
+	if still {
+		t.Error("the root is still held after every hold was released")
+	}
+	if data, err := s.ReadFile("/etc/resolv.conf", Config); err != nil || len(data) == 0 {
+		t.Fatalf("read after the release: %q, %v", data, err)
+	}
 }
 
 // TestRootEscapesBothWays runs the --root escape tests (symlinks that point out of the root,

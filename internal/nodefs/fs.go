@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // FS is the seam between nodedns and the filesystem, small enough to wrap for fault injection in
@@ -111,10 +113,17 @@ func (osFS) CreateTemp(dir, pattern string) (File, error) {
 }
 
 func (osFS) SyncDir(name string) error {
-	d, err := os.Open(name)
+	// A bare descriptor: open, fsync, close (os.Open adds fcntl calls to decide on polling).
+	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return &fs.PathError{Op: "open", Path: name, Err: err}
 	}
+	return SyncClose(fd, name)
+}
+
+// SyncClose fsyncs the directory (or file) descriptor fd and closes it; name is for the error.
+func SyncClose(fd int, name string) error {
+	d := &rawFile{fd: fd, name: name}
 	serr := d.Sync()
 	cerr := d.Close()
 	if serr != nil {
@@ -125,16 +134,18 @@ func (osFS) SyncDir(name string) error {
 
 func (osFS) Lock(name string, wait time.Duration) (func() error, int, error) {
 	// O_NOFOLLOW: a .lock symlink planted in the state directory would make O_CREAT create its
-	// target, outside --root or anywhere on the host.
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	// target, outside --root or anywhere on the host. A bare descriptor: flock and pread need no
+	// poller (os.OpenFile adds fcntl calls to decide on one).
+	fd, err := unix.Open(name, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
 			if fi, lerr := os.Lstat(name); lerr == nil {
 				return nil, 0, Untrusted(name, fi, false, 0o600)
 			}
 		}
-		return nil, 0, err
+		return nil, 0, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
+	f := &rawFile{fd: fd, name: name}
 	fi, err := f.Stat()
 	if err == nil {
 		err = Untrusted(name, fi, false, 0o600)
@@ -143,23 +154,12 @@ func (osFS) Lock(name string, wait time.Duration) (func() error, int, error) {
 		f.Close()
 		return nil, 0, err
 	}
-	rc, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return nil, 0, err
-	}
 	deadline := time.Now().Add(wait)
 	pause := 5 * time.Millisecond
 	for {
-		var ferr error
-		if err := rc.Control(func(fd uintptr) {
-			// flock(2) is released by the kernel when the process dies, so a crashed nodedns
-			// never leaves the state locked (unlike a lock file that must be cleaned up).
-			ferr = syscall.Flock(int(fd), syscall.LOCK_EX|syscall.LOCK_NB)
-		}); err != nil {
-			f.Close()
-			return nil, 0, err
-		}
+		// flock(2) is released by the kernel when the process dies, so a crashed nodedns never
+		// leaves the state locked (unlike a lock file that must be cleaned up).
+		ferr := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB)
 		if ferr == nil {
 			break
 		}
@@ -168,7 +168,7 @@ func (osFS) Lock(name string, wait time.Duration) (func() error, int, error) {
 			return nil, 0, &fs.PathError{Op: "flock", Path: name, Err: ferr}
 		}
 		if time.Now().After(deadline) {
-			pid := holderPID(f)
+			pid := holderPID(fd)
 			f.Close()
 			return nil, 0, &LockedError{Path: name, PID: pid, Waited: wait}
 		}
@@ -176,7 +176,7 @@ func (osFS) Lock(name string, wait time.Duration) (func() error, int, error) {
 		pause = min(2*pause, 50*time.Millisecond)
 	}
 	// A PID still in the file is a holder that died holding the lock (a clean release empties it).
-	prev := holderPID(f)
+	prev := holderPID(fd)
 	// The holder's PID, for the error of whoever waits next. A failure here only costs that message
 	// (and a sweep the next holder need not make).
 	if err := f.Truncate(0); err == nil {
@@ -188,11 +188,11 @@ func (osFS) Lock(name string, wait time.Duration) (func() error, int, error) {
 	}, prev, nil
 }
 
-// holderPID reads the PID the lock's holder wrote into the lock file; 0 when there is none.
-func holderPID(f *os.File) int {
+// holderPID reads the PID the lock's holder wrote into the lock file fd; 0 when there is none.
+func holderPID(fd int) int {
 	buf := make([]byte, 32)
-	n, _ := f.ReadAt(buf, 0)
-	pid, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+	n, _ := unix.Pread(fd, buf, 0)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(buf[:max(n, 0)])))
 	if err != nil || pid <= 0 {
 		return 0
 	}

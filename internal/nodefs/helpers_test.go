@@ -11,8 +11,19 @@ import (
 // newTree returns a Tree on a fresh temp root.
 func newTree(t *testing.T) *Tree {
 	t.Helper()
-	return &Tree{Root: t.TempDir()}
+	root := t.TempDir()
+	if holdTestRoots {
+		release, err := HoldRoot(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(release)
+	}
+	return &Tree{Root: root}
 }
+
+// holdTestRoots makes newTree hold its root (HoldRoot), as the daemon does, for bothWays.
+var holdTestRoots bool
 
 func mkfile(t testing.TB, s *Tree, node, content string, mode fs.FileMode) {
 	t.Helper()

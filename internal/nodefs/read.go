@@ -70,6 +70,32 @@ type Reader interface {
 	ResolveLink(p string) (string, error)
 }
 
+// InfoReader is a Reader that can also say what the file it read is (mode, owner, size) from the
+// descriptor it read: the same inode as the bytes, without a second lookup of the path.
+type InfoReader interface {
+	Reader
+	// ReadFileInfo is ReadFile that also returns fstat of the open file (nil for systemd's
+	// /dev/null mask, read as empty without opening it).
+	ReadFileInfo(p string, k Kind) ([]byte, fs.FileInfo, error)
+}
+
+// ReadFileInfo reads p through r with the file's info: from the read's own descriptor when r is an
+// InfoReader, else from a Stat after the read.
+func ReadFileInfo(r Reader, p string, k Kind) ([]byte, fs.FileInfo, error) {
+	if ir, ok := r.(InfoReader); ok {
+		return ir.ReadFileInfo(p, k)
+	}
+	data, err := r.ReadFile(p, k)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := r.Stat(p)
+	if err != nil {
+		return data, nil, nil
+	}
+	return data, fi, nil
+}
+
 // NewReader returns a Reader of the node whose / is root on this machine's filesystem.
 func NewReader(root string) *Tree {
 	if root == "" {
@@ -80,34 +106,40 @@ func NewReader(root string) *Tree {
 
 // ReadFile implements Reader.
 func (t *Tree) ReadFile(p string, k Kind) ([]byte, error) {
+	data, _, err := t.ReadFileInfo(p, k)
+	return data, err
+}
+
+// ReadFileInfo implements InfoReader.
+func (t *Tree) ReadFileInfo(p string, k Kind) ([]byte, fs.FileInfo, error) {
 	p, err := NodePath(p)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
+		return nil, nil, fmt.Errorf("read %s: %w", p, err)
 	}
 	if t.confined() && k.Max > 0 {
 		// The kernel resolves the path inside the root in the same call that opens it: no walk
 		// first. Only a file that is not there needs one, to tell systemd's /dev/null mask (which
 		// roots built for tests rarely have) and a link loop from a missing file.
-		data, err := t.ReadHost(t.Host(p), k)
+		data, fi, err := t.readHost(t.Host(p), k, 0)
 		if err == nil {
-			return data, nil
+			return data, fi, nil
 		}
 		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ELOOP) && !errors.Is(err, syscall.ENOTDIR) {
-			return nil, fmt.Errorf("read %s: %w", p, err)
+			return nil, nil, fmt.Errorf("read %s: %w", p, err)
 		}
 	}
 	final, err := t.Resolve(p, true)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
+		return nil, nil, fmt.Errorf("read %s: %w", p, err)
 	}
 	if final == os.DevNull {
-		return nil, nil // a mask: roots built for tests rarely have /dev/null
+		return nil, nil, nil // a mask: roots built for tests rarely have /dev/null
 	}
-	data, err := t.ReadHost(t.Host(final), k)
+	data, fi, err := t.readHost(t.Host(final), k, 0)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
+		return nil, nil, fmt.Errorf("read %s: %w", p, err)
 	}
-	return data, nil
+	return data, fi, nil
 }
 
 // ReadHost reads a host path through the FS seam, refusing what is not a regular file before it is
@@ -115,13 +147,15 @@ func (t *Tree) ReadFile(p string, k Kind) ([]byte, error) {
 // k.Max without reading it. Under a root on the real filesystem the open is confined to the root
 // (openRoot), so a component swapped for a symlink that leaves it is resolved inside it.
 func (t *Tree) ReadHost(hp string, k Kind) ([]byte, error) {
-	return t.readHost(hp, k, 0)
+	data, _, err := t.readHost(hp, k, 0)
+	return data, err
 }
 
 // ReadHostNoFollow is ReadHost for a path that must be a regular file itself: a symlink there
 // (swapped in since it was looked at) is refused (ELOOP), never followed.
 func (t *Tree) ReadHostNoFollow(hp string, k Kind) ([]byte, error) {
-	return t.readHost(hp, k, syscall.O_NOFOLLOW)
+	data, _, err := t.readHost(hp, k, syscall.O_NOFOLLOW)
+	return data, err
 }
 
 // confined reports whether opens go through openRoot: a root other than the real one, on the real
@@ -134,7 +168,7 @@ func (t *Tree) confined() bool {
 // OpenHost opens a host path under Root as os.OpenFile does, confined to Root (see ReadHost).
 func (t *Tree) OpenHost(hp string, flag int, perm fs.FileMode) (File, error) {
 	if t.confined() {
-		f, err := openRoot(t.Root, hp, flag, uint32(perm.Perm()))
+		f, err := openRootFile(t.Root, hp, flag, uint32(perm.Perm()))
 		if err != nil {
 			return nil, err
 		}
@@ -143,17 +177,17 @@ func (t *Tree) OpenHost(hp string, flag int, perm fs.FileMode) (File, error) {
 	return t.fsys().OpenFile(hp, flag, perm)
 }
 
-func (t *Tree) readHost(hp string, k Kind, extra int) ([]byte, error) {
+func (t *Tree) readHost(hp string, k Kind, extra int) ([]byte, fs.FileInfo, error) {
 	if k.Max <= 0 {
-		return nil, fmt.Errorf("invalid size limit %d for a %s", k.Max, k.Name)
+		return nil, nil, fmt.Errorf("invalid size limit %d for a %s", k.Max, k.Name)
 	}
 	if t.confined() {
-		f, err := openRoot(t.Root, hp, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|extra, 0)
+		f, err := openRootFile(t.Root, hp, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|extra, 0)
 		if err != nil {
-			return nil, UnwrapPath(err)
+			return nil, nil, UnwrapPath(err)
 		}
 		defer f.Close()
-		return ReadOpen(f, k, nil)
+		return readOpen(f, k, nil)
 	}
 	fsys := t.fsys()
 	stat := fsys.Stat
@@ -162,46 +196,66 @@ func (t *Tree) readHost(hp string, k Kind, extra int) ([]byte, error) {
 	}
 	fi, err := stat(hp)
 	if err != nil {
-		return nil, UnwrapPath(err)
+		return nil, nil, UnwrapPath(err)
 	}
 	if err := regular(fi, k); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// O_NONBLOCK: if a FIFO is swapped in after the Stat above, open(2) must not hang the daemon.
 	f, err := fsys.OpenFile(hp, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|extra, 0)
 	if err != nil {
-		return nil, UnwrapPath(err)
+		return nil, nil, UnwrapPath(err)
 	}
 	defer f.Close()
-	return ReadOpen(f, k, nil)
+	return readOpen(f, k, nil)
 }
 
 // ReadOpen reads an open file of kind k: checked again on the open file (the path may have been
 // swapped since it was looked at) by check, when given, and as a regular file within k.Max; then
 // never more than k.Max+1 bytes read, since the file may grow meanwhile.
 func ReadOpen(f File, k Kind, check func(fs.FileInfo) error) ([]byte, error) {
-	{
-		fi, err := f.Stat()
-		if err != nil {
-			return nil, UnwrapPath(err)
-		}
-		if check != nil {
-			if err := check(fi); err != nil {
-				return nil, err
-			}
-		}
-		if err := regular(fi, k); err != nil {
-			return nil, err
-		}
-	}
-	data, err := io.ReadAll(io.LimitReader(f, k.Max+1))
+	data, _, err := readOpen(f, k, check)
+	return data, err
+}
+
+// readOpen is ReadOpen that also returns the open file's info.
+func readOpen(f File, k Kind, check func(fs.FileInfo) error) ([]byte, fs.FileInfo, error) {
+	fi, err := f.Stat()
 	if err != nil {
-		return nil, UnwrapPath(err)
+		return nil, nil, UnwrapPath(err)
 	}
+	if check != nil {
+		if err := check(fi); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := regular(fi, k); err != nil {
+		return nil, nil, err
+	}
+	var data []byte
+	if size := fi.Size(); size > 0 && size <= k.Max {
+		// One read of one byte more than fstat counted: getting exactly the size is the whole file
+		// (no second read to see the end); fewer or more bytes (a file that changed meanwhile, a
+		// kernel attribute reporting a page) read on to the end.
+		data = make([]byte, size+1)
+		n, err := f.Read(data)
+		if err != nil && err != io.EOF {
+			return nil, nil, UnwrapPath(err)
+		}
+		data = data[:n]
+		if int64(n) == size {
+			return data, fi, nil
+		}
+	}
+	rest, err := io.ReadAll(io.LimitReader(f, k.Max+1-int64(len(data))))
+	if err != nil {
+		return nil, nil, UnwrapPath(err)
+	}
+	data = append(data, rest...)
 	if int64(len(data)) > k.Max {
-		return nil, &tooLarge{size: -1, k: k} // it grew after the Stat
+		return nil, nil, &tooLarge{size: -1, k: k} // it grew after the Stat
 	}
-	return data, nil
+	return data, fi, nil
 }
 
 func regular(fi fs.FileInfo, k Kind) error {
@@ -261,6 +315,18 @@ func (t *Tree) Stat(p string) (fs.FileInfo, error) {
 	p, err := NodePath(p)
 	if err != nil {
 		return nil, fmt.Errorf("stat %s: %w", p, err)
+	}
+	if t.confined() {
+		// As ReadFile: the kernel resolves the path inside the root in the one call that opens it.
+		// A path that is missing is missing for the walk too (it resolves the same links the same
+		// way); only a link loop takes the walk, for its message.
+		fi, err := t.statHost(t.Host(p))
+		if err == nil {
+			return fi, nil
+		}
+		if !errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("stat %s: %w", p, UnwrapPath(err))
+		}
 	}
 	final, err := t.Resolve(p, true)
 	if err != nil {
@@ -430,7 +496,7 @@ func (t *Tree) statHost(hp string) (fs.FileInfo, error) {
 	if !t.confined() {
 		return t.fsys().Stat(hp)
 	}
-	f, err := openRoot(t.Root, hp, unix.O_PATH, 0)
+	f, err := openRootFile(t.Root, hp, unix.O_PATH, 0)
 	if err != nil {
 		return nil, err
 	}

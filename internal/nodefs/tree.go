@@ -80,6 +80,23 @@ func (t *Tree) Resolve(p string, followLast bool) (string, error) {
 // followed from a directory visit has accepted, so a writer that refuses directories other users
 // can write never follows a link one of them could have planted.
 func (t *Tree) ResolveVisit(p string, followLast bool, visit func(dir string, fi fs.FileInfo) error) (string, error) {
+	final, _, err := t.ResolveVisitInfo(p, followLast, visit)
+	return final, err
+}
+
+// ResolveVisitInfo is ResolveVisit that also returns the lstat the walk made of the final path
+// (not a symlink), so a caller need not look it up again; nil when the walk did not lstat it (it
+// is missing, or followLast is false).
+func (t *Tree) ResolveVisitInfo(p string, followLast bool, visit func(dir string, fi fs.FileInfo) error) (string, fs.FileInfo, error) {
+	final, fi, err := t.resolveVisit(p, followLast, visit)
+	if err != nil {
+		return "", nil, err
+	}
+	return final, fi, nil
+}
+
+func (t *Tree) resolveVisit(p string, followLast bool, visit func(dir string, fi fs.FileInfo) error) (string, fs.FileInfo, error) {
+	var last fs.FileInfo // the lstat of resolved, when the walk made one
 	fsys := t.fsys()
 	rest := strings.Split(p, "/")
 	resolved := "/"
@@ -87,10 +104,10 @@ func (t *Tree) ResolveVisit(p string, followLast bool, visit func(dir string, fi
 	if visit != nil {
 		fi, err := fsys.Lstat(t.Host("/"))
 		if err != nil {
-			return "", fmt.Errorf("resolve %s: %w", p, err)
+			return "", nil, fmt.Errorf("resolve %s: %w", p, err)
 		}
 		if err := visit("/", fi); err != nil {
-			return "", err
+			return "", nil, err
 		}
 	}
 	for len(rest) > 0 {
@@ -102,54 +119,56 @@ func (t *Tree) ResolveVisit(p string, followLast bool, visit func(dir string, fi
 		case "..":
 			// resolved never contains a symlink, so going up lexically is going up physically.
 			resolved = path.Dir(resolved)
+			last = nil
 			continue
 		}
 		next := path.Join(resolved, c)
 		if len(rest) == 0 && !followLast {
-			resolved = next
+			resolved, last = next, nil
 			break
 		}
 		fi, err := fsys.Lstat(t.Host(next))
 		if errors.Is(err, fs.ErrNotExist) {
-			resolved = next
+			resolved, last = next, nil
 			continue
 		}
 		if err != nil {
-			return "", fmt.Errorf("resolve %s: %w", p, err)
+			return "", nil, fmt.Errorf("resolve %s: %w", p, err)
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {
 			if len(rest) > 0 && !fi.IsDir() && hasComponent(rest) {
-				return "", &notDir{fmt.Sprintf("resolve %s: %s is not a directory", p, next)}
+				return "", nil, &notDir{fmt.Sprintf("resolve %s: %s is not a directory", p, next)}
 			}
 			if visit != nil && fi.IsDir() {
 				if err := visit(next, fi); err != nil {
-					return "", err
+					return "", nil, err
 				}
 			}
-			resolved = next
+			resolved, last = next, fi
 			continue
 		}
 		hops++
 		if hops > MaxSymlinks {
-			return "", fmt.Errorf("resolve %s: more than %d symlinks (a symlink loop?): %w", p, MaxSymlinks, syscall.ELOOP)
+			return "", nil, fmt.Errorf("resolve %s: more than %d symlinks (a symlink loop?): %w", p, MaxSymlinks, syscall.ELOOP)
 		}
 		target, err := fsys.Readlink(t.Host(next))
 		if err != nil {
-			return "", fmt.Errorf("resolve %s: %w", p, err)
+			return "", nil, fmt.Errorf("resolve %s: %w", p, err)
 		}
 		if target == "" {
 			// Linux refuses to follow an empty symlink (ENOENT); so do we, rather than guess.
-			return "", fmt.Errorf("resolve %s: symlink %s has an empty target", p, next)
+			return "", nil, fmt.Errorf("resolve %s: symlink %s has an empty target", p, next)
 		}
 		if strings.IndexByte(target, 0) >= 0 {
-			return "", fmt.Errorf("resolve %s: symlink %s has a NUL byte in its target", p, next)
+			return "", nil, fmt.Errorf("resolve %s: symlink %s has a NUL byte in its target", p, next)
 		}
 		if strings.HasPrefix(target, "/") {
 			resolved = "/"
 		}
+		last = nil
 		rest = append(strings.Split(target, "/"), rest...)
 	}
-	return resolved, nil
+	return resolved, last, nil
 }
 
 // hasComponent reports whether the rest of a path names anything below the current component

@@ -4,9 +4,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 )
+
+// Euid is the effective uid of this process, asked of the kernel once: nodedns never changes it,
+// and every trust check of a pass compares owners with it.
+var Euid = sync.OnceValue(os.Geteuid)
 
 // UntrustedError is a file or directory nodedns refuses to rely on: the node path, what is wrong
 // with it, and how to fix it (docs/contract.md, "Where things live").
@@ -37,7 +42,7 @@ func ModeString(m fs.FileMode) string {
 func Untrusted(p string, fi fs.FileInfo, dir bool, wantMode fs.FileMode) error {
 	uid, _ := Owner(fi)
 	e := &UntrustedError{Path: p, UID: uid, Mode: fi.Mode()}
-	euid := os.Geteuid()
+	euid := Euid()
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
 		e.Problem = "is a symlink (nodedns never follows a symlink inside its state directory)"
@@ -88,7 +93,7 @@ func ReadConfigFile(p string) ([]byte, error) {
 // it must not be someone else's to edit.
 func CheckConfigFile(name string, fi fs.FileInfo) error {
 	uid, _ := Owner(fi)
-	euid := os.Geteuid()
+	euid := Euid()
 	switch {
 	case fi.Mode()&0o002 != 0:
 		return fmt.Errorf("refusing config %s: it is writable by others (mode %s, owner uid %d); fix: chmod o-w %s", name, ModeString(fi.Mode()), uid, name)

@@ -17,6 +17,7 @@ import (
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/networkmanager"
 	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
 )
 
@@ -93,6 +94,7 @@ type Daemon struct {
 	young       map[string]bool
 	settleFirst time.Time
 	last        *node.Snapshot // what the last pass read: its watches are the next pass's
+	wsOf        *node.Snapshot // the snapshot ws was built for
 	rescan      bool           // a pass started watching new directories: read once more
 	// obs keeps what each source read, so a pass re-reads only the sources whose paths changed:
 	// changed are the node paths events named since the last pass read, full says an event could
@@ -235,6 +237,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("start watching: %w", inotifyLimit(err))
 	}
 	defer w.Close()
+	// Under --root, the root directory is opened once for the daemon's confined opens, not around
+	// each of them.
+	if release, err := nodefs.HoldRoot(d.Node.Root); err == nil {
+		defer release()
+	}
 	d.fights = newFights(d.writersConfig())
 	d.ws = watchSet{}
 
@@ -519,9 +526,9 @@ func (d *Daemon) pass(ctx context.Context, w *fsnotify.Watcher, trigger string) 
 			release()
 		}
 	}()
-	s, p := d.read(pctx)
+	s, p, changed := d.read(pctx)
 	d.last = s
-	d.acceptForeign(p.Changes)
+	d.acceptForeign(p.Changes, changed)
 	held, started := d.judge(&p, time.Now())
 	o := d.apply(pctx, p)
 	d.changedByPass(p, o)
@@ -556,14 +563,16 @@ func (d *Daemon) hold(ctx context.Context, trigger string) (release func(), ok b
 }
 
 // acceptForeign takes, for every target nodedns wrote and the plan no longer changes, the content
-// someone else put there as the node's input from now on.
-func (d *Daemon) acceptForeign(changes []policy.Change) {
+// someone else put there as the node's input from now on. changed are the node paths the pass read
+// again (nil: all): a target none of them touched still holds what nodedns wrote or last accepted,
+// and is not read again.
+func (d *Daemon) acceptForeign(changes []policy.Change, changed []string) {
 	planned := map[string]bool{}
 	for _, c := range changes {
 		planned[c.Target] = true
 	}
 	for tp, t := range d.fights.targets {
-		if t.lastWritten != nil && !planned[tp] {
+		if t.lastWritten != nil && !planned[tp] && touches(changed, tp) {
 			if data, err := d.Node.store().ReadFile(tp, watchedKind); err == nil {
 				d.fights.accepted(tp, data)
 			}
@@ -661,10 +670,18 @@ func (d *Daemon) report(ctx context.Context, r passReport) {
 // /etc/resolv.conf may point elsewhere now, a watched directory may have appeared, kubelet's
 // resolvConf may have moved. It returns how many directories it started watching.
 func (d *Daemon) syncWatches(w *fsnotify.Watcher, s *node.Snapshot) int {
+	forgot := 0
 	if d.full {
 		d.dirs = nil // a full pass looks every directory up again
 	}
-	d.dirs.forget(d.changed)
+	forgot = d.dirs.forget(d.changed)
+	// The watches are those of the snapshot and the directory lookups: the same snapshot with no
+	// lookup dropped (a pass's first call, the events since the last pass changing only files)
+	// gives the set already in place.
+	if s != nil && s == d.wsOf && !d.full && forgot == 0 && d.ws != nil {
+		return 0
+	}
+	d.wsOf = s
 	ws := d.Node.buildWatchSet(d.Node.store(), node.Watches(d.Node.Config, s), &d.dirs)
 	ws.sync(w, d.ws, func(msg string, args ...any) { d.Node.log().Warn(msg, args...) })
 	added := 0
@@ -759,7 +776,7 @@ func (d *Daemon) changedHost(p string) {
 // read observes the node for a pass: in full when the daemon cannot say what changed, else only
 // the sources whose paths the events since the last pass named (docs/contract.md,
 // "Command line": a pass costs what changed). Policy still judges the whole snapshot.
-func (d *Daemon) read(ctx context.Context) (*node.Snapshot, policy.Plan) {
+func (d *Daemon) read(ctx context.Context) (*node.Snapshot, policy.Plan, []string) {
 	var changed []string
 	if !d.full {
 		changed = make([]string, 0, len(d.changed))
@@ -770,7 +787,21 @@ func (d *Daemon) read(ctx context.Context) (*node.Snapshot, policy.Plan) {
 	d.full, d.changed = false, nil
 	s, p := d.Node.ObserveChanged(ctx, &d.obs, changed)
 	d.Node.log().Debug("read", "full", changed == nil, "changed", len(changed), "sources", strings.Join(d.obs.Read, ","))
-	return s, p
+	return s, p, changed
+}
+
+// touches reports whether a change to one of changed (nil: unknown, so everything) may have
+// touched the node path p: p itself or a directory above it.
+func touches(changed []string, p string) bool {
+	if changed == nil {
+		return true
+	}
+	for _, c := range changed {
+		if c == p || c == "/" || strings.HasPrefix(p, c+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // changedByPass notes what the pass itself changed, so the next pass reads it again without

@@ -63,6 +63,8 @@ type Node struct {
 	// held is the state lock while Hold holds it (state.go); holds counts nested Holds.
 	held  *store.Lock
 	holds int
+	// tempDirs is store.TempDirCalls when the lock was taken.
+	tempDirs int64
 }
 
 // Live reports whether nodedns works on the real node rather than a --root tree.

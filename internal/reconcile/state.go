@@ -45,7 +45,7 @@ func (n *Node) HoldContext(ctx context.Context, wait time.Duration) (release fun
 	if err != nil {
 		return nil, err
 	}
-	n.held, n.holds = l, 1
+	n.held, n.holds, n.tempDirs = l, 1, store.TempDirCalls()
 	// Temp files of the targets can be left only by a holder that died holding the lock; work
 	// directories also by a `check` that was killed (it takes no lock). The first sweep walks a
 	// dozen directories, so a daemon pass makes it only after such a death.
@@ -71,8 +71,11 @@ func (n *Node) releaseOne() {
 	if n.holds > 0 {
 		return
 	}
-	if _, err := n.store().SweepWork(); err != nil {
-		n.log().Warn("cannot remove nodedns's work directories", "err", err)
+	// The work directories this hold made (none unless something asked for TempDir).
+	if store.TempDirCalls() != n.tempDirs {
+		if _, err := n.store().SweepWork(); err != nil {
+			n.log().Warn("cannot remove nodedns's work directories", "err", err)
+		}
 	}
 	if err := n.held.Unlock(); err != nil {
 		n.log().Warn("releasing the state lock", "err", fmt.Errorf("unlock: %w", err))

@@ -98,18 +98,27 @@ func (c *dirCache) put(decl string, rd watchDir) {
 
 // forget drops the lookups a change to one of changed may have made wrong: a change at or above
 // the declared or resolved directory (replaced, removed, a symlink re-aimed), or at or under the
-// missing directory a lookup waits for (it may have been created).
-func (c dirCache) forget(changed map[string]bool) {
-	atOrAbove := func(p, d string) bool { return d != "" && (p == d || strings.HasPrefix(d, p+"/")) }
+// missing directory a lookup waits for (it may have been created). It returns how many it dropped.
+func (c dirCache) forget(changed map[string]bool) int {
+	atOrAbove := func(p, d string) bool { return d != "" && (p == d || below(d, p)) }
+	n := 0
 	for decl, rd := range c {
 		for p := range changed {
 			if atOrAbove(p, decl) || atOrAbove(p, rd.resolved) || atOrAbove(p, rd.dir) ||
-				(rd.missing != "" && (p == rd.missing || strings.HasPrefix(p, rd.missing+"/") || atOrAbove(p, rd.missing))) {
+				(rd.missing != "" && (p == rd.missing || below(p, rd.missing) || atOrAbove(p, rd.missing))) {
 				delete(c, decl)
+				n++
 				break
 			}
 		}
 	}
+	return n
+}
+
+// below reports whether the path p is strictly below the directory d (p starts with d + "/"),
+// without building d + "/": forget runs for every declared directory and changed path of a pass.
+func below(p, d string) bool {
+	return len(p) > len(d) && p[len(d)] == '/' && p[:len(d)] == d
 }
 
 func hostDir(root, nodeDir string) string {

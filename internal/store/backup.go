@@ -10,8 +10,11 @@ import (
 	"math/rand/v2"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/store/manifest"
@@ -53,7 +56,22 @@ type RestoreResult struct {
 func (s *Store) loadManifest(dir string) ([]Entry, error) {
 	// Errors name the node path, as every message of nodedns does.
 	name := path.Join(s.stateDir(), "backup", ManifestName)
-	data, err := s.readTrusted(filepath.Join(dir, ManifestName), name, manifestKind)
+	hp := filepath.Join(dir, ManifestName)
+	fi, err := s.fsys().Lstat(hp)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, nodefs.UnwrapPath(err))
+	}
+	if entries, ok := manifests.get(hp, fi); ok {
+		if err := untrusted(name, fi, false, 0o600); err != nil {
+			return nil, err
+		}
+		return entries, nil
+	}
+	readAt := time.Now()
+	data, err := s.readTrustedLstat(hp, name, manifestKind, fi)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -64,7 +82,62 @@ func (s *Store) loadManifest(dir string) ([]Entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
-	return manifest.Parse(name, data)
+	entries, err := manifest.Parse(name, data)
+	if err == nil {
+		manifests.put(hp, fi, readAt, entries)
+	}
+	return entries, err
+}
+
+// manifests remembers the last manifest this process read, by its lstat: a daemon pass backs up
+// before every write, and the manifest rarely changes, so reading it again is one lstat when the
+// file is the same inode with the same size and change time. A manifest changed within a second
+// of being read is never remembered (a filesystem with coarse timestamps could give the next
+// change the same time), as git does with racily clean files.
+var manifests manifestCache
+
+type manifestCache struct {
+	mu      sync.Mutex
+	hp      string
+	key     manifestKey
+	entries []Entry
+}
+
+type manifestKey struct {
+	dev, ino   uint64
+	size       int64
+	mtim, ctim syscall.Timespec
+}
+
+func keyOf(fi fs.FileInfo) (manifestKey, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || st == nil {
+		return manifestKey{}, false
+	}
+	return manifestKey{dev: uint64(st.Dev), ino: st.Ino, size: st.Size, mtim: st.Mtim, ctim: st.Ctim}, true
+}
+
+func (c *manifestCache) get(hp string, fi fs.FileInfo) ([]Entry, bool) {
+	k, ok := keyOf(fi)
+	if !ok {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hp != hp || c.key != k {
+		return nil, false
+	}
+	return slices.Clone(c.entries), true
+}
+
+func (c *manifestCache) put(hp string, fi fs.FileInfo, readAt time.Time, entries []Entry) {
+	k, ok := keyOf(fi)
+	if !ok || readAt.Sub(time.Unix(k.ctim.Unix())) < time.Second {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hp, c.key, c.entries = hp, k, slices.Clone(entries)
 }
 
 // Backups lists what the manifest holds, in the order the backups were taken. It never creates the

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nodedns/nodedns/internal/nodefs"
@@ -405,5 +406,63 @@ func TestBackupsBadManifest(t *testing.T) {
 	}
 	if st := stateOf(t, s, "/etc/resolv.conf"); st.Kind != KindAbsent {
 		t.Errorf("Write went ahead without a backup: %+v", st)
+	}
+}
+
+// TestManifestRemembered: a manifest older than a second is read once and then known by its lstat;
+// any change to it (rewritten by another process, its mode made untrusted) is seen at once.
+func TestManifestRemembered(t *testing.T) {
+	s := newStore(t)
+	mkfile(t, s, "/etc/a", "a\n", 0o644)
+	mkfile(t, s, "/etc/b", "b\n", 0o644)
+	if err := s.Backup("/etc/a"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // past the racily-clean second
+	if es, err := s.Backups(); err != nil || len(es) != 1 {
+		t.Fatalf("Backups = %v, %v; want the entry of /etc/a", es, err)
+	}
+	mhp := s.host("/var/lib/nodedns/backup/" + ManifestName)
+	fi, err := os.Lstat(mhp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := manifests.get(mhp, fi); !ok {
+		t.Fatal("a manifest read more than a second after its last change is not remembered")
+	}
+	// Remembered: the same entries, a copy the caller may append to.
+	if es, err := s.Backups(); err != nil || len(es) != 1 || es[0].Path != "/etc/a" {
+		t.Fatalf("Backups from memory = %v, %v", es, err)
+	}
+	// Another process rewrites it (restore clearing it, here to an empty list): seen.
+	data, err := os.ReadFile(mhp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := strings.Replace(string(data), string(data[strings.Index(string(data), "["):strings.LastIndex(string(data), "]")+1]), "[]", 1)
+	tmp := mhp + ".other"
+	if err := os.WriteFile(tmp, []byte(empty), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, mhp); err != nil {
+		t.Fatal(err)
+	}
+	if es, err := s.Backups(); err != nil || len(es) != 0 {
+		t.Fatalf("after another writer emptied the manifest, Backups = %v, %v; want none", es, err)
+	}
+	// Made writable by others: refused, remembered or not.
+	if err := s.Backup("/etc/b"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if _, err := s.Backups(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(mhp, 0o606); err != nil {
+		t.Fatal(err)
+	}
+	var ue *UntrustedError
+	if _, err := s.Backups(); !errors.As(err, &ue) {
+		t.Fatalf("a manifest writable by others: err = %v, want an UntrustedError", err)
 	}
 }

@@ -3,7 +3,6 @@ package store
 import (
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 
 	"github.com/nodedns/nodedns/internal/nodefs"
@@ -32,8 +31,8 @@ type ForeignDirError struct {
 func (e *ForeignDirError) Error() string {
 	why := "is writable by others"
 	switch {
-	case e.UID > 0 && e.UID != os.Geteuid():
-		why = fmt.Sprintf("is owned by uid %d, neither root nor uid %d", e.UID, os.Geteuid())
+	case e.UID > 0 && e.UID != nodefs.Euid():
+		why = fmt.Sprintf("is owned by uid %d, neither root nor uid %d", e.UID, nodefs.Euid())
 	case e.Mode&0o020 != 0 && e.Mode&0o002 == 0:
 		why = "is writable by its group"
 	}
@@ -48,7 +47,7 @@ func trustDir(target string) func(dir string, fi fs.FileInfo) error {
 		if uid < 0 {
 			return nil // an FS that reports no owner (an in-memory test tree)
 		}
-		if (uid == 0 || uid == os.Geteuid()) && fi.Mode()&0o022 == 0 {
+		if (uid == 0 || uid == nodefs.Euid()) && fi.Mode()&0o022 == 0 {
 			return nil
 		}
 		return &ForeignDirError{Path: target, Dir: dir, UID: uid, GID: gid, Mode: fi.Mode()}
@@ -59,6 +58,12 @@ func trustDir(target string) func(dir string, fi fs.FileInfo) error {
 // with every directory on the way checked (trustDir).
 func (s *Store) resolveForWrite(p string) (string, error) {
 	return s.tree().ResolveVisit(p, true, trustDir(p))
+}
+
+// resolveForWriteInfo is resolveForWrite that also returns the walk's lstat of the final path (nil
+// when it did not make one: the path is missing).
+func (s *Store) resolveForWriteInfo(p string) (string, fs.FileInfo, error) {
+	return s.tree().ResolveVisitInfo(p, true, trustDir(p))
 }
 
 // lstatForWrite is lstatNode for a change: the parent resolved with every directory on the way

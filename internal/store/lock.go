@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nodedns/nodedns/internal/nodefs"
@@ -41,6 +41,13 @@ type Lock struct {
 	// Interrupted is the PID of a holder that died holding the lock before this one took it (0:
 	// every earlier holder let go cleanly): only then can temp files of nodedns's targets be left.
 	Interrupted int
+	// stateKey names the state directory as the Stores of this process give it (heldLocks);
+	// stateDir and backupDir are its host paths and its backup directory's, trusted when the lock
+	// was taken. Nobody else can change a directory that passed (root's, writable by root only, no
+	// symlink), so the operations made under the lock use them without walking the chain again:
+	// the trust walk is once per lock, not once per write.
+	stateKey            string
+	stateDir, backupDir string
 }
 
 // Since is when the lock was taken. A temp file of nodedns older than this was left by a holder
@@ -51,6 +58,7 @@ func (l *Lock) Since() time.Time { return l.since }
 func (l *Lock) Unlock() error {
 	var err error
 	l.once.Do(func() {
+		heldLocks.Delete(l.stateKey)
 		l.pl.mu.Lock()
 		l.pl.outer = nil
 		l.pl.mu.Unlock()
@@ -68,6 +76,28 @@ type pathLock struct {
 	inner sync.Mutex    // serialises manifest updates made under an outer Lock
 	mu    sync.Mutex
 	outer *Lock
+}
+
+// heldLocks maps a Store's state key (stateKey) to the Lock this process holds over it.
+var heldLocks sync.Map
+
+// stateKey is the unresolved host path of the state directory: the same for every Store of this
+// process on the same root and state directory.
+func (s *Store) stateKey() string { return s.host(s.stateDir()) }
+
+// held returns the Lock this process holds over s's state, nil when none.
+func (s *Store) held() *Lock {
+	v, ok := heldLocks.Load(s.stateKey())
+	if !ok {
+		return nil
+	}
+	l := v.(*Lock)
+	l.pl.mu.Lock()
+	defer l.pl.mu.Unlock()
+	if l.pl.outer != l {
+		return nil
+	}
+	return l
 }
 
 var locks = struct {
@@ -132,7 +162,7 @@ func (s *Store) LockContext(ctx context.Context, wait time.Duration) (*Lock, err
 		wait = DefaultLockWait
 	}
 	start := time.Now()
-	_, lp, err := s.lockPath()
+	bdir, lp, err := s.lockPath()
 	if err != nil {
 		return nil, fmt.Errorf("lock nodedns's state: %w", err)
 	}
@@ -166,16 +196,22 @@ func (s *Store) LockContext(ctx context.Context, wait time.Duration) (*Lock, err
 		}
 		return nil, fmt.Errorf("lock nodedns's state: %w", s.nodeErr(err))
 	}
-	l := &Lock{pl: pl, release: release, since: time.Now(), Interrupted: prev}
+	l := &Lock{pl: pl, release: release, since: time.Now(), Interrupted: prev,
+		stateKey: s.stateKey(), stateDir: filepath.Dir(bdir), backupDir: bdir}
 	pl.mu.Lock()
 	pl.outer = l
 	pl.mu.Unlock()
+	heldLocks.Store(l.stateKey, l)
 	return l, nil
 }
 
 // lock takes the state lock for one Store operation and returns the backup directory's host path.
 // Under an outer Lock of this process it only serialises with the other operations made under it.
 func (s *Store) lock() (dir string, unlock func(), err error) {
+	if l := s.held(); l != nil {
+		l.pl.inner.Lock()
+		return l.backupDir, l.pl.inner.Unlock, nil
+	}
 	dir, lp, err := s.lockPath()
 	if err != nil {
 		return "", nil, err
@@ -207,21 +243,31 @@ func (s *Store) lock() (dir string, unlock func(), err error) {
 // resolv.conf lives there) and backup (0700: it holds copies of 0600 netplan files) when missing,
 // and refusing either when it is not trusted.
 func (s *Store) backupHost() (string, error) {
-	if _, err := s.trustedDir(s.stateDir(), 0o755); err != nil {
+	node, state, err := s.trustedDirNode(s.stateDir(), 0o755)
+	if err != nil {
 		return "", err
 	}
-	return s.trustedDir(path.Join(s.stateDir(), "backup"), 0o700)
+	return s.trustedSubdir(node, state, "backup", 0o700)
 }
 
 // TempDir returns the host path of StateDir/tmp, the directory nodedns's helpers work in (netplan
 // generate on a copy of the node's files), created 0700 and trusted like the rest of the state. It
 // lives under the root, so a run under --root leaves nothing in the system's temp directory.
 func (s *Store) TempDir() (string, error) {
-	if _, err := s.trustedDir(s.stateDir(), 0o755); err != nil {
+	tempDirs.Add(1)
+	node, state, err := s.trustedDirNode(s.stateDir(), 0o755)
+	if err != nil {
 		return "", err
 	}
-	return s.trustedDir(path.Join(s.stateDir(), TempDirName), 0o700)
+	return s.trustedSubdir(node, state, TempDirName, 0o700)
 }
+
+// tempDirs counts the TempDir calls of this process (TempDirCalls).
+var tempDirs atomic.Int64
+
+// TempDirCalls counts the TempDir calls this process made: a holder of the state lock that saw it
+// unchanged since taking the lock made no work directory to sweep up.
+func TempDirCalls() int64 { return tempDirs.Load() }
 
 // TempDirName is the name of nodedns's work directory inside StateDir.
 const TempDirName = nodefs.TempDirName

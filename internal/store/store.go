@@ -104,6 +104,11 @@ func (s *Store) nodeErr(err error) error { return s.tree().NodeErr(err) }
 // ReadFile implements nodefs.Reader.
 func (s *Store) ReadFile(p string, k nodefs.Kind) ([]byte, error) { return s.tree().ReadFile(p, k) }
 
+// ReadFileInfo implements nodefs.InfoReader.
+func (s *Store) ReadFileInfo(p string, k nodefs.Kind) ([]byte, fs.FileInfo, error) {
+	return s.tree().ReadFileInfo(p, k)
+}
+
 // ReadDir implements nodefs.Reader.
 func (s *Store) ReadDir(p string) ([]fs.DirEntry, error) { return s.tree().ReadDir(p) }
 
@@ -160,7 +165,7 @@ func (s *Store) Write(p string, data []byte, mode fs.FileMode) (WriteResult, err
 		return WriteResult{}, fmt.Errorf("write %s: %w", p, err)
 	}
 	defer unlock()
-	final, err := s.resolveForWrite(p)
+	final, fi, err := s.resolveForWriteInfo(p)
 	if err != nil {
 		return WriteResult{}, fmt.Errorf("write %s: %w", p, err)
 	}
@@ -168,11 +173,13 @@ func (s *Store) Write(p string, data []byte, mode fs.FileMode) (WriteResult, err
 	if final != p {
 		name = p + " (-> " + final + ")"
 	}
-	fsys := s.fsys()
 	res := WriteResult{Path: final}
 	hp := s.host(final)
 	uid, gid := -1, -1
-	fi, err := fsys.Lstat(hp)
+	if fi == nil {
+		// Missing when the walk passed (or made just now): look again, it is what Write acts on.
+		fi, err = s.fsys().Lstat(hp)
+	}
 	switch {
 	case err == nil:
 		if !fi.Mode().IsRegular() {
@@ -282,7 +289,6 @@ func isBindMount(err error) bool {
 // it, renames it over hostPath and fsyncs the directory. Until the rename the target is untouched,
 // and any failure before it removes the temp file.
 func (s *Store) replace(hostPath string, data []byte, mode fs.FileMode, uid, gid int) (err error) {
-	fsys := s.fsys()
 	dir, base := filepath.Split(hostPath)
 	dir = filepath.Clean(dir)
 	// A leading dot and a .tmp suffix keep a temp file left by a crash out of every directory
@@ -332,13 +338,36 @@ func (s *Store) replace(hostPath string, data []byte, mode fs.FileMode, uid, gid
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := s.rename(tmp, hostPath); err != nil {
+	return s.renameSync(tmp, hostPath)
+}
+
+// renameSync renames the temp file oldpath over newpath (both in one host directory) and fsyncs the
+// directory. Under --root one descriptor of the directory, opened confined to the root, serves both
+// (renameat, then fsync): a directory swapped for a symlink that leaves the root between the temp
+// file's creation and the rename cannot move the rename outside. A failing rename is a
+// *renameError; once it is done the new content is in place, and a failing directory fsync only
+// means the rename may not survive a crash, which the caller still hears about.
+func (s *Store) renameSync(oldpath, newpath string) error {
+	dir := filepath.Dir(newpath)
+	if !s.tree().Confined() || filepath.Dir(oldpath) != dir {
+		if err := s.rename(oldpath, newpath); err != nil {
+			return &renameError{err}
+		}
+		if err := syncDir(s.fsys(), dir); err != nil {
+			return fmt.Errorf("file replaced, but %w", err)
+		}
+		return nil
+	}
+	d, err := nodefs.OpenInRootFd(s.Root, dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
 		return &renameError{err}
 	}
-	// The new content is in place from here on; a failing directory fsync only means the rename
-	// may not survive a crash, which the caller still hears about.
-	if err := syncDir(fsys, dir); err != nil {
-		return fmt.Errorf("file replaced, but %w", err)
+	if err := unix.Renameat(d, filepath.Base(oldpath), d, filepath.Base(newpath)); err != nil {
+		unix.Close(d)
+		return &renameError{&os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}}
+	}
+	if err := nodefs.SyncClose(d, dir); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
+		return fmt.Errorf("file replaced, but sync directory: %w", err)
 	}
 	return nil
 }
@@ -414,12 +443,12 @@ func (s *Store) rename(oldpath, newpath string) error {
 	if !t.Confined() || filepath.Dir(oldpath) != dir {
 		return s.fsys().Rename(oldpath, newpath)
 	}
-	d, err := nodefs.OpenInRoot(s.Root, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	d, err := nodefs.OpenInRootFd(s.Root, dir, unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	if err := unix.Renameat(int(d.Fd()), filepath.Base(oldpath), int(d.Fd()), filepath.Base(newpath)); err != nil {
+	defer unix.Close(d)
+	if err := unix.Renameat(d, filepath.Base(oldpath), d, filepath.Base(newpath)); err != nil {
 		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
 	}
 	return nil
@@ -447,12 +476,12 @@ func (s *Store) atDir(hp string, f func(dfd int, base string) error) (ok bool, e
 	if !s.tree().Confined() {
 		return false, nil
 	}
-	d, err := nodefs.OpenInRoot(s.Root, filepath.Dir(hp), unix.O_PATH|unix.O_DIRECTORY, 0)
+	d, err := nodefs.OpenInRootFd(s.Root, filepath.Dir(hp), unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return true, err
 	}
-	defer d.Close()
-	return true, f(int(d.Fd()), filepath.Base(hp))
+	defer unix.Close(d)
+	return true, f(d, filepath.Base(hp))
 }
 
 // remove removes the file, symlink or empty directory at a host path without following it

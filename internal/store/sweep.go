@@ -118,7 +118,7 @@ func (s *Store) Sweep(l *Lock) (removed []string, err error) {
 // SweepWork removes the work directories in TempDir whose creating process is gone or is this one.
 // It never creates the state directory.
 func (s *Store) SweepWork() (removed []string, err error) {
-	node, hp, fi, err := s.lstatNode(path.Join(s.stateDir(), TempDirName))
+	node, hp, fi, err := s.lstatState(TempDirName)
 	if err != nil || fi == nil {
 		return nil, nil
 	}

@@ -34,10 +34,38 @@ func modeString(m fs.FileMode) string { return nodefs.ModeString(m) }
 // mode is set explicitly, so the umask does not decide it. Parents that are missing are created
 // 0755.
 func (s *Store) trustedDir(p string, mode fs.FileMode) (string, error) {
+	_, hp, err := s.trustedDirNode(p, mode)
+	return hp, err
+}
+
+// trustedDirNode is trustedDir that also returns the node path p resolved to.
+func (s *Store) trustedDirNode(p string, mode fs.FileMode) (node, hp string, err error) {
 	node, hp, fi, err := s.lstatNode(p)
+	if err != nil {
+		return "", "", s.nodeErr(err)
+	}
+	hp, err = s.trustDirAt(node, hp, fi, mode)
+	return node, hp, err
+}
+
+// trustedSubdir is trustedDir of the directory name inside the trusted directory at host path
+// parent (node path parentNode, as trustedDir resolved it): one lstat, the parent's chain is not
+// walked again.
+func (s *Store) trustedSubdir(parentNode, parent, name string, mode fs.FileMode) (string, error) {
+	node, hp := path.Join(parentNode, name), filepath.Join(parent, name)
+	fi, err := s.fsys().Lstat(hp)
+	if errors.Is(err, fs.ErrNotExist) {
+		fi, err = nil, nil
+	}
 	if err != nil {
 		return "", s.nodeErr(err)
 	}
+	return s.trustDirAt(node, hp, fi, mode)
+}
+
+// trustDirAt is the rest of trustedDir for the node directory node at host path hp, lstat fi (nil:
+// missing).
+func (s *Store) trustDirAt(node, hp string, fi fs.FileInfo, mode fs.FileMode) (string, error) {
 	fsys := s.fsys()
 	if fi == nil {
 		parents, err := s.missingDirs(path.Dir(node))
@@ -113,11 +141,16 @@ func (s *Store) mkdirs(dirs []string, mode fs.FileMode) error {
 // O_NOFOLLOW (a symlink fails with ELOOP and is never followed), then checked on the open file:
 // regular, owned by the running user, not writable by group or others; bounded by k.
 func (s *Store) readTrusted(hp, p string, k nodefs.Kind) ([]byte, error) {
-	fsys := s.fsys()
-	fi, err := fsys.Lstat(hp)
+	fi, err := s.fsys().Lstat(hp)
 	if err != nil {
 		return nil, nodefs.UnwrapPath(err)
 	}
+	return s.readTrustedLstat(hp, p, k, fi)
+}
+
+// readTrustedLstat is readTrusted with the path's lstat fi already made.
+func (s *Store) readTrustedLstat(hp, p string, k nodefs.Kind, fi fs.FileInfo) ([]byte, error) {
+	fsys := s.fsys()
 	if err := untrusted(p, fi, false, 0o600); err != nil {
 		return nil, err
 	}
@@ -164,6 +197,9 @@ func (s *Store) ReadState(p string, k nodefs.Kind) ([]byte, error) {
 // stateHost returns the host path of StateDir after checking it is trusted. A missing state
 // directory is fs.ErrNotExist: reading never creates it.
 func (s *Store) stateHost() (string, error) {
+	if l := s.held(); l != nil {
+		return l.stateDir, nil // trusted when the lock was taken
+	}
 	node, hp, fi, err := s.lstatNode(s.stateDir())
 	if err != nil {
 		return "", s.nodeErr(err)
@@ -175,4 +211,22 @@ func (s *Store) stateHost() (string, error) {
 		return "", err
 	}
 	return hp, nil
+}
+
+// lstatState is lstatNode of the entry name of StateDir. Under a Lock of this process the state
+// directory is the one trusted when the lock was taken: one lstat, no walk.
+func (s *Store) lstatState(name string) (node, hostPath string, fi fs.FileInfo, err error) {
+	l := s.held()
+	if l == nil {
+		return s.lstatNode(path.Join(s.stateDir(), name))
+	}
+	node, hostPath = path.Join(s.stateDir(), name), filepath.Join(l.stateDir, name)
+	fi, err = s.fsys().Lstat(hostPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return node, hostPath, nil, nil
+	}
+	if err != nil {
+		return "", "", nil, err
+	}
+	return node, hostPath, fi, nil
 }
