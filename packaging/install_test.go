@@ -493,7 +493,9 @@ func testAnsibleRole(t *testing.T, s nstest.Suite) {
 	if err != nil {
 		t.Skip("ansible-playbook not installed (.ci/run installs it)")
 	}
-	s.Need(t, "the target's python for Ansible's modules", "/usr/bin/python3")
+	// Ansible's modules run with the target's python; ansible.builtin.apt also needs its apt
+	// bindings (it would fetch python3-apt, and the play has no network).
+	s.Need(t, "python3 and python3-apt in the target for Ansible's modules", "/usr/bin/python3", "/usr/lib/python3/dist-packages/apt/__init__.py")
 	c := newSuiteChroot(t, s)
 	p := buildPackages(t)
 	work := t.TempDir()
