@@ -464,11 +464,6 @@ func testRPMInstallRoot(t *testing.T, s nstest.Suite) {
 	rpm("-e", "nodedns")
 }
 
-// TestAnsibleRole runs the role for real against the debootstrap chroot over Ansible's
-// community.general.chroot connection (no systemd there: nodedns_manage_service=false; the package
-// still enables the unit). The chroot sits in an empty network namespace, so the live checks find no
-// nodelocaldns interface: the preflight must fail the play with the check's own message, after the
-// package is installed and the config templated.
 // TestAnsibleLint: the role and the example playbook pass the ansible-lint Debian ships (6.13), with
 // its production profile.
 func TestAnsibleLint(t *testing.T) {
@@ -485,12 +480,23 @@ func TestAnsibleLint(t *testing.T) {
 	}
 }
 
-func TestAnsibleRole(t *testing.T) {
-	c := newChroot(t)
+// TestAnsibleRole runs the role for real against the debootstrap chroot over Ansible's
+// community.general.chroot connection (no systemd there: nodedns_manage_service=false; the package
+// still enables the unit). The chroot sits in an empty network namespace, so the live checks find no
+// nodelocaldns interface: the preflight must fail the play with the check's own message, after the
+// package is installed and the config templated. Per suite: Ansible (this machine's) runs its modules
+// with the target's python3 and python3-apt, and installs the deb with the target's dpkg.
+func TestAnsibleRole(t *testing.T) { nstest.Suites(t, testAnsibleRole) }
+
+func testAnsibleRole(t *testing.T, s nstest.Suite) {
 	ap, err := exec.LookPath("ansible-playbook")
 	if err != nil {
 		t.Skip("ansible-playbook not installed (.ci/run installs it)")
 	}
+	// Ansible's modules run with the target's python; ansible.builtin.apt also needs its apt
+	// bindings (it would fetch python3-apt, and the play has no network).
+	s.Need(t, "python3 and python3-apt in the target for Ansible's modules", "/usr/bin/python3", "/usr/lib/python3/dist-packages/apt/__init__.py")
+	c := newSuiteChroot(t, s)
 	p := buildPackages(t)
 	work := t.TempDir()
 	inv := filepath.Join(work, "inventory.ini")

@@ -33,9 +33,11 @@ const corednsPod = "coredns-5d78c9869d-h2k4x"
 // pod and the reverse zones, and a hint that names the pod to re-create; once CoreDNS is re-created
 // with a loop-free resolv.conf, dns.loop is ok and names the pod it judged. Last, the cache with
 // kubespray's loop plugin dies on the loop, as node-cache does on such a node, and dns.loop still
-// names CoreDNS.
+// names CoreDNS. It runs on this machine's Debian only: what it proves is the chain between two
+// CoreDNS (the cached static binary in every suite) and nodedns's own probes; the suite's user space
+// only sets the node up (its iptables' NOTRACK rules are TestLiveChecks's, per suite).
 func TestLiveCacheChain(t *testing.T) {
-	n := newLiveNode(t, false)
+	n := newLiveNode(t, nstest.Suite{}, false)
 	coredns := nstest.CoreDNS(t)
 	n.nd.Run(t, fmt.Sprintf(`set -e
 mkdir -p /var/lib/kubelet
@@ -233,9 +235,12 @@ func lastLine(s string) string {
 // nodedns knows node-cache by) that has just started, with no NOTRACK rule yet. node-cache adds them
 // at its first sync tick, about 60 s after start, so nodelocaldns.iptables is unknown and says to
 // wait (or `check --wait 90s`), never to restart the pod, which would restart the wait. Every other
-// check is ok.
-func TestLiveNotrackFirstSync(t *testing.T) {
-	n := newLiveNode(t, true)
+// check is ok. Per suite: the raw table nodedns reads is the one the suite's iptables left after
+// `iptables -t raw -F` (nf_tables chains emptied, not deleted), and the rules put back are its own.
+func TestLiveNotrackFirstSync(t *testing.T) { nstest.Suites(t, testLiveNotrackFirstSync) }
+
+func testLiveNotrackFirstSync(t *testing.T, s nstest.Suite) {
+	n := newLiveNode(t, s, true)
 	n.cache.Stop()
 	nodeCache := filepath.Join(n.nd.Dir(), "node-cache")
 	if err := os.Symlink(nstest.CoreDNS(t), nodeCache); err != nil {

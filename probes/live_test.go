@@ -59,12 +59,19 @@ const (
 var healthyUpstream = []string{"--local=/example.com/", "--local=/cluster.local/"}
 
 // newLiveNode makes the node and its upstream; withCache adds the node-local cache on its interface.
-func newLiveNode(t testing.TB, withCache bool) *liveNode {
+// The node runs suite s's user space (a forky node runs chrooted in forky's tree): the iptables and
+// nft that write the raw table's rules, the iptables-legacy-save nodedns runs, dig, resolved. The
+// netfilter rules themselves live in this machine's kernel whatever the suite, and nodedns reads the
+// nf_tables ones over netlink; what the suite changes is how its iptables 1.8.x encodes a rule there
+// (the expressions nodedns parses) and the legacy tools' output. CoreDNS is the cached static binary
+// in every suite, and the upstream sandbox (dnsmasq) is this machine's: it is not the node.
+func newLiveNode(t testing.TB, s nstest.Suite, withCache bool) *liveNode {
 	t.Helper()
 	nstest.Require(t)
-	needTools(t, "dnsmasq", "iptables", "ip6tables", "nft", "nsenter", "dig")
+	needTools(t, "dnsmasq", "dig")
+	s.Need(t, "apt-get install iptables nftables bind9-dnsutils; .ci/run does", "iptables", "ip6tables", "iptables-legacy-save", "nft", "nsenter", "dig")
 	n := &liveNode{bin: nstest.Build(t), podState: map[string]string{}}
-	n.nd = nstest.NewWith(t, nstest.Options{PIDNamespace: true, UTSNamespace: true})
+	n.nd = nstest.NewWith(t, nstest.Options{PIDNamespace: true, UTSNamespace: true, Suite: s})
 	n.up = nstest.New(t)
 	n.nd.Isolate(t)
 	nstest.Veth(t, n.nd, n.up, nodeAddr+"/24", upstreamAddr+"/24")
@@ -241,8 +248,12 @@ func (n *liveNode) requireHealthy(t testing.TB, what string) probes.Report {
 // breaks one thing at a time and proves that exactly the ids the fault belongs to turn into problems,
 // with a hint that names the fix, and that the node is healthy again once the fault is repaired. No
 // message ever names the up interface's fe80:: address, and no check changes a pod's namespace.
-func TestLiveChecks(t *testing.T) {
-	n := newLiveNode(t, true)
+// Per suite (newLiveNode): on forky the NOTRACK rules nodedns reads are those iptables-nft 1.8.13
+// writes, the legacy ones come from its ip6tables-legacy-save, and the stub is resolved 262.
+func TestLiveChecks(t *testing.T) { nstest.Suites(t, testLiveChecks) }
+
+func testLiveChecks(t *testing.T, s nstest.Suite) {
+	n := newLiveNode(t, s, true)
 	if !strings.Contains(n.nd.Run(t, "ip -6 addr show dev nodelocaldns"), "fe80::") {
 		t.Fatal("the up nodelocaldns bridge has no fe80:: address: not the node of the false alarm")
 	}
@@ -714,7 +725,7 @@ done
 func BenchmarkCheck(b *testing.B) {
 	nstest.Require(b)
 	needTools(b, "dig", "ss")
-	n := newLiveNode(b, true)
+	n := newLiveNode(b, nstest.Suite{}, true)
 	medians := map[string]time.Duration{}
 	timed := func(b *testing.B, name string, run func()) {
 		var ts []time.Duration
@@ -769,7 +780,7 @@ func BenchmarkCheckPods(b *testing.B) {
 			name += "/lxc-dropped"
 		}
 		b.Run(name, func(b *testing.B) {
-			n := newLiveNode(b, true)
+			n := newLiveNode(b, nstest.Suite{}, true)
 			for i := range tc.pods {
 				hostIf := fmt.Sprintf("lxc%012x", i)
 				if i%2 == 1 {

@@ -11,7 +11,10 @@ import (
 
 // nftRule reads the shapes iptables-nft 1.8 and nft write for `-d ADDR -p udp --dport 53 -j
 // NOTRACK`: meta l4proto (or ip protocol), payload network daddr (with an optional bitwise mask),
-// payload transport dport (or an xt udp/tcp match), then notrack or xt CT with XT_CT_NOTRACK.
+// payload transport dport (or an xt udp/tcp match), then notrack or xt CT with XT_CT_NOTRACK, in
+// any order. iptables-nft 1.8.9 (Debian 12) writes meta l4proto first, then daddr; 1.8.13 (Debian
+// forky) writes daddr first and the IPv4 protocol as a payload load of the ip header's protocol
+// byte (IPv6 still as meta l4proto); both keep `-j NOTRACK` as xt CT revision 2.
 // It returns false for rules of the other family in an inet table.
 func nftRule(family int, chain string, exprs []expr.Any) (RawRule, bool) {
 	rr := RawRule{Family: family, Chain: chain}

@@ -80,6 +80,15 @@ func TestNftRule(t *testing.T) {
 			want:  RawRule{Dst: cacheDst, Proto: unix.IPPROTO_UDP, DPort: 53, Notrack: true}, ok: true,
 		},
 		{
+			// iptables-nft 1.8.13 (Debian forky), dumped the same way: the address first, the
+			// protocol as the ip header's protocol byte.
+			name: "iptables-nft 1.8.13 -d ADDR -p udp --dport 53 -j NOTRACK", family: 4,
+			exprs: exprs(daddr(eq, 16, 169, 254, 25, 10),
+				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 9, Len: 1}, &expr.Cmp{Op: eq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
+				dport(eq, 53), &expr.Counter{}, ctTarget(3, 0)),
+			want: RawRule{Dst: cacheDst, Proto: unix.IPPROTO_UDP, DPort: 53, Notrack: true}, ok: true,
+		},
+		{
 			name: "iptables-nft -p tcp -m tcp --dport 53 -m comment -j CT --notrack", family: 4,
 			exprs: exprs(l4proto(unix.IPPROTO_TCP), daddr(eq, 16, 169, 254, 25, 10), dport(eq, 53), &expr.Match{Name: "comment", Info: &comment}, &expr.Counter{}, ctTarget(1, 0)),
 			want:  RawRule{Dst: cacheDst, Proto: unix.IPPROTO_TCP, DPort: 53, Notrack: true}, ok: true,

@@ -96,7 +96,7 @@ type Cache struct {
 // each of them over UDP and TCP before StartCache returns.
 func (sb *Sandbox) StartCache(t testing.TB, o CacheOptions) *Cache {
 	t.Helper()
-	NeedTools(t, "apt-get install iptables bind9-dnsutils", "iptables", "ip6tables", "dig")
+	sb.Opts.Suite.Need(t, "apt-get install iptables bind9-dnsutils", "iptables", "ip6tables", "dig")
 	c := &Cache{Interface: o.Interface, Addrs: o.Addrs, sb: sb, bin: CoreDNS(t), forward: o.Forward, clusterDNS: o.ClusterDNS, loop: o.Loop, corefile: o.Corefile}
 	if c.Interface == "" {
 		c.Interface = "nodelocaldns"

@@ -12,7 +12,8 @@ import (
 
 // ForkyTarEnv names the environment variable holding the tar of a Debian testing (forky) tree with
 // the newer components: systemd, systemd-resolved and systemd-networkd 262, NetworkManager 1.58,
-// netplan 1.2, dnsmasq, dbus (.ci/suite-tree builds it; .ci/run caches it).
+// netplan 1.2, dnsmasq, dbus, iptables 1.8.13 (nf_tables and legacy), nftables 1.1, dig, python3
+// 3.14 with python3-apt (.ci/suite-tree builds it; .ci/run caches it as forky-vN.tar).
 const ForkyTarEnv = "NODEDNS_FORKY_TAR"
 
 // SuiteTree returns the tree of the tar env names, unpacked once next to the tar (TAR.d) and shared
