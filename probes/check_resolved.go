@@ -176,7 +176,7 @@ func (resolvedDomains) Run(_ context.Context, env *Env) Result {
 		if _, ok := policy.NMResolvedDevice(s, l.IfIndex); ok {
 			// NetworkManager rewrites the link at its next push: nodedns leaves it in resolved
 			// (docs/contract.md "NetworkManager").
-			hint = "NetworkManager pushes the link's DNS to systemd-resolved (dns=systemd-resolved) and puts the domain back at its next push: change the connection in NetworkManager (`nmcli connection modify CONNECTION ipv4.ignore-auto-dns yes ipv4.dns UPSTREAMS`; NetworkManager 1.42 has no setting that drops only DHCP's domains)"
+			hint = "NetworkManager pushes the link's DNS to systemd-resolved (dns=systemd-resolved) and puts the domain back at its next push: change the connection in NetworkManager (`nmcli connection modify CONNECTION ipv4.ignore-auto-dns yes ipv4.dns UPSTREAMS`; NetworkManager has no conf.d setting that drops only the DHCP domains it pushes to resolved, 1.58 included)"
 		}
 	}
 	if len(problems) > 0 {

@@ -157,3 +157,62 @@ func testNMOverResolvedLive(t *testing.T, s nstest.Suite) {
 		})
 	}
 }
+
+// TestFactsNMResolvedSearches: a conf.d `[global-dns] searches=` without a "*" domain (which on NM
+// 1.58 in dns=default mode puts its searches in place of DHCP's domains) changes nothing NM pushes
+// to resolved, on 1.42.4 and on 1.58.1 alike: NM loads it (GlobalDnsConfiguration lists the
+// searches) but the link keeps DHCP's server and search domain through the Reload, an NM restart
+// (a fresh push), a renewal and a bare `[global-dns]`, and the global searches reach resolved
+// nowhere. So no conf.d file drops a DHCP search domain over resolved (networkmanager/FACTS.md,
+// "NetworkManager over systemd-resolved").
+func TestFactsNMResolvedSearches(t *testing.T) { nstest.Suites(t, testFactsNMResolvedSearches) }
+
+func testFactsNMResolvedSearches(t *testing.T, s nstest.Suite) {
+	s.Need(t, "apt-get install systemd (busctl reads resolved's state)", "busctl")
+	l := startNMLiveWith(t, nstest.NMOptions{Resolved: true, Suite: s})
+	v := l.Version(t)
+	const server = "4 10 66 0 53"
+	// NM pushes over D-Bus as it applies a configuration; a push that drops the domain would be
+	// there well within this.
+	const settle = 3 * time.Second
+	dhcpKept := func(when string) {
+		t.Helper()
+		st := l.resolvedState(t)
+		t.Logf("NM %s, resolved %s:\n%s", v, when, st)
+		if !strings.Contains(st, server) || !strings.Contains(st, `"example.org"`) {
+			t.Errorf("NM %s, %s: resolved lacks the DHCP server or example.org:\n%s", v, when, st)
+		}
+		if strings.Contains(st, "corp.example") {
+			t.Errorf("NM %s, %s: resolved holds the global searches:\n%s", v, when, st)
+		}
+	}
+	nstest.WaitFor(t, 10*time.Second, "the DHCP server and domain on the link", func() bool {
+		st := l.resolvedState(t)
+		return strings.Contains(st, server) && strings.Contains(st, `"example.org"`)
+	})
+	dhcpKept("at start")
+	l.WriteFile(t, networkmanager.NodeDNSConfPath, "[global-dns]\nsearches=corp.example\n", 0o644)
+	l.Reload(t)
+	if g := l.nmGlobalDNS(t); !strings.Contains(g, `"searches" as 1 "corp.example"`) {
+		t.Fatalf("NM %s did not load [global-dns] searches=corp.example: GlobalDnsConfiguration %s", v, g)
+	}
+	time.Sleep(settle)
+	dhcpKept("after the Reload with searches=corp.example")
+	dm, err := l.Node.Try(`busctl --system get-property org.freedesktop.NetworkManager /org/freedesktop/NetworkManager/DnsManager org.freedesktop.NetworkManager.DnsManager Configuration`)
+	if err != nil || !strings.Contains(dm, `"domains" as 1 "example.org"`) {
+		t.Errorf("NM %s: DnsManager Configuration (%v): %s", v, err, dm)
+	}
+	l.Restart(t)
+	l.WaitDHCP(t, "the lease after the restart", func(s string) bool { return strings.Contains(s, "dhcp4.ip_address=") })
+	nstest.WaitFor(t, 10*time.Second, "the DHCP server on the link after the restart", func() bool { return strings.Contains(l.resolvedState(t), server) })
+	dhcpKept("after an NM restart")
+	n := l.DHCP.Requests()
+	nstest.WaitFor(t, 30*time.Second, "a renewal", func() bool { return l.DHCP.Requests() > n })
+	time.Sleep(time.Second)
+	dhcpKept("after a renewal")
+	l.WriteFile(t, networkmanager.NodeDNSConfPath, "[global-dns]\n", 0o644)
+	l.Restart(t)
+	l.WaitDHCP(t, "the lease after the restart", func(s string) bool { return strings.Contains(s, "dhcp4.ip_address=") })
+	nstest.WaitFor(t, 10*time.Second, "the DHCP server on the link after the restart", func() bool { return strings.Contains(l.resolvedState(t), server) })
+	dhcpKept("after an NM restart with a bare [global-dns]")
+}

@@ -55,7 +55,7 @@ type IPSettings struct {
 	// DNSSearch are the static search domains.
 	DNSSearch []string
 	// IgnoreAutoDNS drops what DHCP, RA or PPP give: servers AND search domains together (NM
-	// 1.42 has no setting that drops only the domains).
+	// 1.42 has no setting that drops only the domains; over systemd-resolved 1.58 has none either).
 	IgnoreAutoDNS bool
 	// Where each setting was read (zero when unset).
 	MethodFrom, DNSFrom, DNSSearchFrom, IgnoreAutoDNSFrom Source

@@ -393,9 +393,12 @@ func NMResolvedDevice(s *node.Snapshot, ifindex int) (node.NMDevice, bool) {
 }
 
 // nmResolvedLinkNote is the note for a resolved link NetworkManager pushes, carrying loop servers or
-// DHCP search domains nodedns does not set away in resolved (NM would write them back).
+// DHCP search domains nodedns does not set away in resolved (NM would write them back). Over
+// resolved no conf.d file drops only DHCP's search domains, on NM 1.58.1 either: a `[global-dns]
+// searches=` without a "*" domain, which there replaces them in the resolv.conf NM writes, changes
+// nothing NM pushes to resolved (networkmanager/FACTS.md "NetworkManager over systemd-resolved").
 func nmResolvedLinkNote(link string, d node.NMDevice, bad []string) string {
-	return fmt.Sprintf("link %s gets its DNS from NetworkManager (dns=systemd-resolved; %s): %s would come back at NetworkManager's next push (its restart or a changed lease), so nodedns does not change the link in resolved; NetworkManager 1.42 has no conf.d setting that drops DHCP search domains while it keeps DHCP's servers: `nmcli connection modify CONNECTION ipv4.ignore-auto-dns yes ipv4.dns UPSTREAMS` drops both",
+	return fmt.Sprintf("link %s gets its DNS from NetworkManager (dns=systemd-resolved; %s): %s would come back at NetworkManager's next push (its restart or a changed lease), so nodedns does not change the link in resolved; NetworkManager (1.42.4 to 1.58.1 measured) has no conf.d setting that drops the DHCP search domains it pushes to resolved while it keeps DHCP's servers (a global DNS without a \"*\" domain does not reach resolved): `nmcli connection modify CONNECTION ipv4.ignore-auto-dns yes ipv4.dns UPSTREAMS` drops both",
 		link, d.Source, strings.Join(bad, " "))
 }
 
