@@ -187,8 +187,6 @@ type chroot struct {
 	dir string
 }
 
-func newChroot(t *testing.T) *chroot { return newSuiteChroot(t, nstest.Suite{}) }
-
 func newSuiteChroot(t *testing.T, s nstest.Suite) *chroot {
 	t.Helper()
 	nstest.Require(t)

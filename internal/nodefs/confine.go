@@ -2,7 +2,6 @@ package nodefs
 
 import (
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,14 +75,9 @@ func openat2(dir int, rel string, flags int, mode uint32) (int, error) {
 	}
 }
 
-// OpenInRoot opens the host path hp, which lies under root, confined to root (see openRoot); the
-// store creates its temp files and rewrites files in place through it under --root.
-func OpenInRoot(root, hp string, flags int, mode fs.FileMode) (*os.File, error) {
-	return openRoot(root, hp, flags, uint32(mode.Perm()))
-}
-
-// Confined reports whether t's opens go through OpenInRoot: a root other than the real one, on
-// the real filesystem (an FS wrapped for fault injection keeps its own path-based opens).
+// Confined reports whether t's opens are confined to the root (openRoot): a root other than the
+// real one, on the real filesystem (an FS wrapped for fault injection keeps its own path-based
+// opens).
 func (t *Tree) Confined() bool { return t.confined() }
 
 // Held roots: a process that works on one root for long (the daemon under --root) opens the root
@@ -153,7 +147,9 @@ func openRootFile(root, hp string, flags int, mode uint32) (*rawFile, error) {
 	return &rawFile{fd: fd, name: hp}, nil
 }
 
-// OpenInRootFd is OpenInRoot returning the bare descriptor; the caller closes it.
+// OpenInRootFd opens the host path hp, which lies under root, confined to root (see openRoot), and
+// returns the bare descriptor; the caller closes it. The store opens the directories it writes in
+// through it under --root.
 func OpenInRootFd(root, hp string, flags int) (int, error) {
 	return openRootFd(root, hp, flags, 0)
 }

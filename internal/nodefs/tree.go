@@ -201,23 +201,6 @@ func (t *Tree) LstatNode(p string) (node, hostPath string, fi fs.FileInfo, err e
 	return node, hostPath, fi, nil
 }
 
-// HostPath returns where a node path lives on this machine: under root, with every symlink on the way
-// followed inside root (ResolveLink), so a reader under --root never escapes to the host through an
-// absolute link such as /etc/resolv.conf -> /run/systemd/resolve/stub-resolv.conf. Readers that only
-// read use it; on a resolution error (a symlink loop) it returns the plain join, and opening that
-// reports the problem.
-func HostPath(root, nodePath string) string {
-	nodePath = path.Clean("/" + nodePath)
-	if root == "" || root == "/" {
-		return nodePath
-	}
-	t := &Tree{Root: root, FS: OS()}
-	if resolved, err := t.ResolveLink(nodePath); err == nil {
-		nodePath = resolved
-	}
-	return t.Host(nodePath)
-}
-
 // notDir is a path component that is not a directory; it matches syscall.ENOTDIR.
 type notDir struct{ msg string }
 

@@ -54,14 +54,9 @@ func trustDir(target string) func(dir string, fi fs.FileInfo) error {
 	}
 }
 
-// resolveForWrite resolves a node path for a change: the final path (symlinks followed inside Root)
-// with every directory on the way checked (trustDir).
-func (s *Store) resolveForWrite(p string) (string, error) {
-	return s.tree().ResolveVisit(p, true, trustDir(p))
-}
-
-// resolveForWriteInfo is resolveForWrite that also returns the walk's lstat of the final path (nil
-// when it did not make one: the path is missing).
+// resolveForWriteInfo resolves a node path for a change: the final path (symlinks followed inside
+// Root) with every directory on the way checked (trustDir), and the walk's lstat of the final path
+// (nil when it did not make one: the path is missing).
 func (s *Store) resolveForWriteInfo(p string) (string, fs.FileInfo, error) {
 	return s.tree().ResolveVisitInfo(p, true, trustDir(p))
 }

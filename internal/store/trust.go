@@ -29,16 +29,10 @@ func untrusted(p string, fi fs.FileInfo, dir bool, wantMode fs.FileMode) error {
 
 func modeString(m fs.FileMode) string { return nodefs.ModeString(m) }
 
-// trustedDir makes sure the node directory p (its parent already resolved inside Root) exists as a
-// directory nodedns can trust, creating it with mode if missing, and returns its host path. The
-// mode is set explicitly, so the umask does not decide it. Parents that are missing are created
-// 0755.
-func (s *Store) trustedDir(p string, mode fs.FileMode) (string, error) {
-	_, hp, err := s.trustedDirNode(p, mode)
-	return hp, err
-}
-
-// trustedDirNode is trustedDir that also returns the node path p resolved to.
+// trustedDirNode makes sure the node directory p (its parent already resolved inside Root) exists as
+// a directory nodedns can trust, creating it with mode if missing, and returns the node path p
+// resolved to and its host path. The mode is set explicitly, so the umask does not decide it.
+// Parents that are missing are created 0755.
 func (s *Store) trustedDirNode(p string, mode fs.FileMode) (node, hp string, err error) {
 	node, hp, fi, err := s.lstatNode(p)
 	if err != nil {
