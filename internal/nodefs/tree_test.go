@@ -85,25 +85,6 @@ func TestReadFile(t *testing.T) {
 	}
 }
 
-// TestReadsGoThroughTheFS: reads use the FS seam, so a fault injected there reaches the reader
-// (and the error names the node path, not the host one).
-func TestReadsGoThroughTheFS(t *testing.T) {
-	s := newTree(t)
-	mkfile(t, s, "/etc/resolv.conf", "nameserver 10.0.0.1\n", 0o644)
-	s.FS = faultFS{FS: OS(), fail: func(op, name string) syscall.Errno {
-		if (op == "open" || op == "readdir") && strings.HasPrefix(name, s.Root) {
-			return syscall.EIO
-		}
-		return 0
-	}}
-	if _, err := s.ReadFile("/etc/resolv.conf", Config); !errors.Is(err, syscall.EIO) || err.Error() != "read /etc/resolv.conf: input/output error" {
-		t.Errorf("ReadFile with a failing open: %v", err)
-	}
-	if _, err := s.ReadDir("/etc"); !errors.Is(err, syscall.EIO) || err.Error() != "list /etc: input/output error" {
-		t.Errorf("ReadDir with a failing readdir: %v", err)
-	}
-}
-
 func TestResolveLink(t *testing.T) {
 	tests := []struct {
 		name    string

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/testutil/faultfs"
 )
 
 func TestBackupOnce(t *testing.T) {
@@ -333,7 +334,7 @@ func TestRestorePartialFailure(t *testing.T) {
 		}
 	}
 	netplan := s.host("/etc/netplan/50-cloud-init.yaml")
-	s.FS = faultFS{FS: nodefs.OS(), fail: func(op, name string) syscall.Errno {
+	s.FS = faultfs.FS{FS: nodefs.OS(), Fail: func(op, name string) syscall.Errno {
 		if op == "rename" && name == netplan {
 			return syscall.EROFS
 		}

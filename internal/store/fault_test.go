@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/testutil/faultfs"
 )
 
 // TestWriteFaults injects the failures a node really shows: rename onto a bind-mounted
@@ -149,7 +150,7 @@ func TestWriteFaults(t *testing.T) {
 			before := stateOf(t, s, final)
 			ino := inode(t, s, final)
 			calls := map[string]int{}
-			s.FS = faultFS{FS: nodefs.OS(), fail: func(op, name string) syscall.Errno {
+			s.FS = faultfs.FS{FS: nodefs.OS(), Fail: func(op, name string) syscall.Errno {
 				return tt.fail(op, strings.TrimPrefix(name, s.Root), calls)
 			}}
 
@@ -227,7 +228,7 @@ func removeNode(s *Store, node string) error { return nodefs.OS().Remove(s.host(
 // error, not a reason to write in place.
 func TestWriteNewFileEBUSY(t *testing.T) {
 	s := newStore(t)
-	s.FS = faultFS{FS: nodefs.OS(), fail: func(op, name string) syscall.Errno {
+	s.FS = faultfs.FS{FS: nodefs.OS(), Fail: func(op, name string) syscall.Errno {
 		if op == "rename" && name == s.host("/etc/netplan/90-nodedns.yaml") {
 			return syscall.EBUSY
 		}
@@ -255,7 +256,7 @@ func TestRestoreInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	ino := inode(t, s, "/etc/resolv.conf")
-	s.FS = faultFS{FS: nodefs.OS(), fail: func(op, name string) syscall.Errno {
+	s.FS = faultfs.FS{FS: nodefs.OS(), Fail: func(op, name string) syscall.Errno {
 		if op == "rename" && name == s.host("/etc/resolv.conf") {
 			return syscall.EBUSY
 		}

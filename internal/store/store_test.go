@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/testutil/faultfs"
 )
 
 func TestWrite(t *testing.T) {
@@ -268,7 +269,7 @@ func TestRemove(t *testing.T) {
 
 func TestSyncDirUnsupportedIsFine(t *testing.T) {
 	s := newStore(t)
-	s.FS = faultFS{FS: nodefs.OS(), fail: func(op, name string) syscall.Errno {
+	s.FS = faultfs.FS{FS: nodefs.OS(), Fail: func(op, name string) syscall.Errno {
 		if op == "syncdir" {
 			return syscall.EINVAL
 		}

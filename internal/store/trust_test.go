@@ -19,6 +19,7 @@ import (
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/store/manifest"
+	"github.com/nodedns/nodedns/internal/testutil/faultfs"
 )
 
 // hostile builds a node whose state another user could have written, or that points out of the
@@ -311,7 +312,7 @@ func TestRestoreKeepsANonEmptyCreatedDirectory(t *testing.T) {
 func TestErrorsNameNodePaths(t *testing.T) {
 	s := newStore(t)
 	mkdirMode(t, s, "/etc", 0o755)
-	s.FS = faultFS{FS: nodefs.OS(), fail: func(op, name string) syscall.Errno {
+	s.FS = faultfs.FS{FS: nodefs.OS(), Fail: func(op, name string) syscall.Errno {
 		if op == "createtemp" && strings.HasSuffix(name, "/etc") {
 			return syscall.EACCES
 		}
