@@ -38,18 +38,7 @@ func TestSetYAMLKey(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := SetYAMLKey([]byte(tc.in), "resolvConf", nodednsFile, "c")
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err = %v, want %q (got %q)", err, tc.err, got)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != tc.want {
-				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
-			}
+			checkEdit(t, got, err, tc.want, tc.err)
 		})
 	}
 	if _, err := SetYAMLKey([]byte("a: 1\n"), "resolvConf", "/a path/with space", ""); err == nil {
@@ -79,18 +68,7 @@ func TestSetYAMLListItem(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := SetYAMLListItem([]byte(tc.in), "kubelet-arg", tc.line, "resolv-conf="+nodednsFile)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err = %v, want %q (got %q)", err, tc.err, got)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != tc.want {
-				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
-			}
+			checkEdit(t, got, err, tc.want, tc.err)
 		})
 	}
 }
@@ -118,18 +96,7 @@ func TestSetEnvFlag(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := SetEnvFlag("/etc/x", []byte(tc.in), tc.v, nodednsFile)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err = %v, want %q (got %q)", err, tc.err, got)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != tc.want {
-				t.Errorf("got\n%q\nwant\n%q", got, tc.want)
-			}
+			checkEdit(t, got, err, tc.want, tc.err)
 		})
 	}
 }
@@ -255,4 +222,22 @@ func FuzzSetEnvVar(f *testing.F) {
 			t.Fatalf("the edit of %q gives A=%q", data, v)
 		}
 	})
+}
+
+// checkEdit checks an edit's result: the error containing wantErr when one is wanted, else exactly
+// want.
+func checkEdit(t *testing.T, got []byte, err error, want, wantErr string) {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("err = %v, want %q (got %q)", err, wantErr, got)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Errorf("got\n%q\nwant\n%q", got, want)
+	}
 }
