@@ -16,7 +16,7 @@ import (
 )
 
 // StatePath is the node path of the reboot baseline (docs/contract.md "Where things live": /var/lib/nodedns).
-const StatePath = config.StateDir + "/state.json"
+const StatePath = config.BaselineFile
 
 // StateStore loads and saves the reboot baseline.
 type StateStore interface {

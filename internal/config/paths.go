@@ -8,9 +8,26 @@ import (
 	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
-// StateFiles are nodedns's own state files directly in StateDir (docs/contract.md, "Where things
-// live"); with the backup and temp directories they are never a path a config key may name.
-var StateFiles = []string{"state.json", "writers.json", "resolved-links.json", "kubelet-restart.json"}
+// nodedns's own state files directly in StateDir (docs/contract.md, "Where things live"), declared
+// here once: their owners name them by these constants, and StateFiles lists them all.
+const (
+	// BaselineFile is the reboot baseline of boot.persistence (probes).
+	BaselineFile = StateDir + "/state.json"
+	// WritersFile is the daemon's record of the targets it stopped fighting over (node, reconcile).
+	WritersFile = StateDir + "/writers.json"
+	// LinkRecordFile holds the resolved link settings nodedns changed over D-Bus (edges).
+	LinkRecordFile = StateDir + "/resolved-links.json"
+	// KubeletRestartFile records that kubelet must restart after kubelet.manage changed its config
+	// (node, policy).
+	KubeletRestartFile = StateDir + "/kubelet-restart.json"
+	// DHCPDomainsFile remembers networkd links' DHCP search domains across a lease gap (node,
+	// policy).
+	DHCPDomainsFile = StateDir + "/dhcp-domains.json"
+)
+
+// StateFiles are the state files above; with the backup and temp directories they are never a path
+// a config key may name.
+var StateFiles = []string{BaselineFile, WritersFile, LinkRecordFile, KubeletRestartFile, DHCPDomainsFile}
 
 // configDirs are directories in which another program reads every file as its configuration (or runs
 // it): a file a config key names there would be taken for one of theirs.
@@ -80,8 +97,8 @@ func pathConflict(p, key string, written map[string][]string, managed []string) 
 	case p == tmp || under(p, tmp):
 		return fmt.Errorf("%s is in nodedns's work directory %s, which nodedns empties", p, tmp)
 	}
-	for _, f := range StateFiles {
-		if sf := path.Join(StateDir, f); p == sf || under(p, sf) {
+	for _, sf := range StateFiles {
+		if p == sf || under(p, sf) {
 			return fmt.Errorf("%s is nodedns's own state file", p)
 		}
 	}

@@ -27,6 +27,8 @@ func TestPathKeysMustNotCollide(t *testing.T) {
 		{"kubelet file unclean over the manifest", map[string]any{"kubelet.resolvConf": "/var/lib/nodedns/x/../backup/manifest.json"}, "kubelet.resolvConf", "backup directory"},
 		{"kubelet file in the work directory", map[string]any{"kubelet.resolvConf": "/var/lib/nodedns/tmp/resolv.conf"}, "kubelet.resolvConf", "work directory"},
 		{"kubelet file over a state file", map[string]any{"kubelet.resolvConf": "/var/lib/nodedns/writers.json"}, "kubelet.resolvConf", "own state file"},
+		{"kubelet file over the DHCP domains record", map[string]any{"kubelet.resolvConf": "/var/lib/nodedns/dhcp-domains.json"}, "kubelet.resolvConf", "own state file"},
+		{"textfile over the kubelet restart record", map[string]any{"metrics.textfile": "/var/lib/nodedns/kubelet-restart.json"}, "metrics.textfile", "own state file"},
 		{"kubelet file over the resolved drop-in", map[string]any{"kubelet.resolvConf": "/etc/systemd/resolved.conf.d/zz-nodedns.conf"}, "kubelet.resolvConf", "also a file nodedns manages"},
 		{"kubelet file over a networkd drop-in", map[string]any{"kubelet.resolvConf": "/etc/systemd/network/eth0.network.d/nodedns.conf"}, "kubelet.resolvConf", "also a file nodedns manages"},
 		{"kubelet file under resolv.conf", map[string]any{"kubelet.resolvConf": "/etc/resolv.conf/x"}, "kubelet.resolvConf", "also a file nodedns manages"},

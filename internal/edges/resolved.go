@@ -26,7 +26,7 @@ import (
 // LinkRecordPath is the node path where the per-link settings nodedns changed over D-Bus are
 // recorded with their original values, so `nodedns restore` can put them back (docs/contract.md invariant
 // 4). It is written through store.Store, so restore removes it after the links are reverted.
-const LinkRecordPath = config.StateDir + "/resolved-links.json"
+const LinkRecordPath = config.LinkRecordFile
 
 // ResolvedBus is what the resolved integration needs from systemd-resolved: its live view, one
 // link's settings, and the two per-link setters. *bus.Resolved implements it over D-Bus; tests give

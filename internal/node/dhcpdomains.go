@@ -12,13 +12,14 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/resolvconf"
 )
 
 // DHCPDomainsStatePath is the node path of the record (policy writes it through a plan change, so
 // restore removes it).
-const DHCPDomainsStatePath = "/var/lib/nodedns/dhcp-domains.json"
+const DHCPDomainsStatePath = config.DHCPDomainsFile
 
 // DHCPDomainsState is the content of DHCPDomainsStatePath.
 type DHCPDomainsState struct {

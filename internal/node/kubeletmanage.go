@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
 	"time"
 
 	"github.com/nodedns/nodedns/internal/config"
@@ -19,7 +18,7 @@ import (
 // KubeletRestartFile is nodedns's record that it changed kubelet's config and kubelet has not yet
 // been seen to restart since: written by apply with the change, removed once a kubelet that
 // started later runs (live node), given back (removed) by restore.
-var KubeletRestartFile = path.Join(config.StateDir, "kubelet-restart.json")
+const KubeletRestartFile = config.KubeletRestartFile
 
 // KubeletRestart is that record.
 type KubeletRestart struct {

@@ -8,13 +8,14 @@ import (
 	"io/fs"
 	"time"
 
+	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 // WritersStatePath is the node path of the small state file in which `nodedns run` (reconcile.Daemon)
 // records the targets it stopped fighting over, for `nodedns check` (probes) to report. The daemon removes it
 // when no target is backed off and when it exits.
-const WritersStatePath = "/var/lib/nodedns/writers.json"
+const WritersStatePath = config.WritersFile
 
 // Backoff is one target the daemon stopped rewriting because another writer keeps rewriting it.
 type Backoff struct {
