@@ -249,15 +249,10 @@ func (p *Plan) networkManager(s *node.Snapshot) {
 		return
 	}
 	const target = networkmanager.NodeDNSConfPath
-	if nm.Others == nil {
-		p.block(target, "NetworkManager refuses its configuration (%v): a reload would keep the old configuration and a restart would not come up (NetworkManager 1.42); fix that file first", nm.OthersErr)
+	if !p.nmOverridable(nm) {
 		return
 	}
 	cur := nm.Override
-	if cur.Err != nil {
-		p.block(target, "cannot read it (%v): nodedns does not write over what it cannot see", cur.Err)
-		return
-	}
 	why := NMOverrideReasons(s, p.Facts)
 	if len(why) == 0 {
 		if cur.Exists && len(nm.DHCPDevices()) == 0 && !nm.Others.GlobalDNS().Overrides() {
@@ -402,6 +397,22 @@ func nmResolvedLinkNote(link string, d node.NMDevice, bad []string) string {
 		link, d.Source, strings.Join(bad, " "))
 }
 
+// nmOverridable blocks zz-nodedns.conf, and says so, while NetworkManager refuses its own
+// configuration (a reload would keep the old one, a restart would not come up) or the override
+// cannot be read (nodedns does not write over what it cannot see).
+func (p *Plan) nmOverridable(nm *node.NetworkManager) bool {
+	const target = networkmanager.NodeDNSConfPath
+	if nm.Others == nil {
+		p.block(target, "NetworkManager refuses its configuration (%v): a reload would keep the old configuration and a restart would not come up (NetworkManager 1.42); fix that file first", nm.OthersErr)
+		return false
+	}
+	if err := nm.Override.Err; err != nil {
+		p.block(target, "cannot read it (%v): nodedns does not write over what it cannot see", err)
+		return false
+	}
+	return true
+}
+
 // nmOverResolved plans NetworkManager's side when it hands DNS to systemd-resolved
 // (dns=systemd-resolved): NM is the source of the links' DNS, resolved serves it. A global "*"
 // domain (kubespray's dns.conf) that lists a loop address is NM's configuration to fix; NM 1.42
@@ -411,15 +422,10 @@ func nmResolvedLinkNote(link string, d node.NMDevice, bad []string) string {
 func (p *Plan) nmOverResolved(s *node.Snapshot) {
 	nm := &s.NetworkManager
 	const target = networkmanager.NodeDNSConfPath
-	if nm.Others == nil {
-		p.block(target, "NetworkManager refuses its configuration (%v): a reload would keep the old configuration and a restart would not come up (NetworkManager 1.42); fix that file first", nm.OthersErr)
+	if !p.nmOverridable(nm) {
 		return
 	}
 	cur := nm.Override
-	if cur.Err != nil {
-		p.block(target, "cannot read it (%v): nodedns does not write over what it cannot see", cur.Err)
-		return
-	}
 	g := nm.Others.GlobalDNS()
 	var loops []string
 	if g.Overrides() {
