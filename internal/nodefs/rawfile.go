@@ -42,24 +42,19 @@ func (f *rawFile) Read(b []byte) (int, error) {
 }
 
 func (f *rawFile) Write(b []byte) (int, error) {
-	done := 0
-	for done < len(b) {
-		n, err := unix.Write(f.fd, b[done:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return done, f.pathErr("write", err)
-		}
-		done += n
-	}
-	return done, nil
+	return f.writeAll(b, func(rest []byte, _ int) (int, error) { return unix.Write(f.fd, rest) })
 }
 
 func (f *rawFile) WriteAt(b []byte, off int64) (int, error) {
+	return f.writeAll(b, func(rest []byte, done int) (int, error) { return unix.Pwrite(f.fd, rest, off+int64(done)) })
+}
+
+// writeAll writes all of b through one write call at a time (given what is left and how much is
+// written), retried on EINTR and continued after a short write.
+func (f *rawFile) writeAll(b []byte, write func(rest []byte, done int) (int, error)) (int, error) {
 	done := 0
 	for done < len(b) {
-		n, err := unix.Pwrite(f.fd, b[done:], off+int64(done))
+		n, err := write(b[done:], done)
 		if err == unix.EINTR {
 			continue
 		}
