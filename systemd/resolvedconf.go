@@ -15,7 +15,6 @@ import (
 	"net/netip"
 	"strings"
 	"syscall"
-	"unicode/utf8"
 
 	"github.com/nodedns/nodedns/internal/nodefs"
 )
@@ -282,72 +281,7 @@ func (p *confParser) file(path string, data []byte) {
 	p.run(data)
 }
 
-const utf8BOM = "\xef\xbb\xbf"
-
 func (p *confParser) run(data []byte) { logicalLines(data, p.parseLine) }
-
-// logicalLines feeds parse the logical lines of a systemd configuration file as config_parse
-// (systemd 252 to 262) makes them: comment lines dropped before continuations, a UTF-8 BOM dropped
-// from the first line, a trailing backslash joining the next line with a space. parse returns false
-// to stop reading (a section header resolved rejects).
-func logicalLines(data []byte, parse func(line int, l string) bool) {
-	var (
-		line         int
-		continuation []byte // nil: none pending
-		bomSeen      bool
-	)
-	for _, raw := range splitLines(data) {
-		line++
-		// Comment lines are dropped before continuation handling, so a
-		// comment inside a continued value is skipped and the value goes on
-		// (config_parse 252; measured).
-		if l := strings.TrimLeft(raw, whitespace); l != "" && strings.ContainsRune(comments, rune(l[0])) {
-			continue
-		}
-		l := raw
-		if !bomSeen && strings.HasPrefix(l, utf8BOM) {
-			l = l[len(utf8BOM):]
-			bomSeen = true
-		}
-		// A line ending in an odd number of backslashes continues on the
-		// next line; the last backslash becomes a space. systemd rescans the
-		// whole joined line, but a pending continuation always ends in that
-		// space, so scanning the new physical line alone is the same.
-		if endsEscaped(l) {
-			if continuation == nil {
-				continuation = []byte{}
-			}
-			continuation = append(continuation, l[:len(l)-1]...)
-			continuation = append(continuation, ' ')
-			continue
-		}
-		logical := l
-		if continuation != nil {
-			logical = string(continuation) + l
-			continuation = nil
-		}
-		if !parse(line, logical) {
-			return
-		}
-	}
-	if continuation != nil {
-		// config_parse parses a pending continuation at EOF as line+1.
-		parse(line+1, string(continuation))
-	}
-}
-
-// endsEscaped reports whether s ends in an unescaped backslash.
-func endsEscaped(s string) bool {
-	escaped := false
-	for i := 0; i < len(s); i++ {
-		if escaped {
-			escaped = false
-		} else if s[i] == '\\' {
-			escaped = true
-		}
-	}
-	return escaped
-}
 
 // parseLine is parse_line of conf-parser.c. It returns false when the error
 // is fatal for the whole configuration (cfg.Halted is then set).
@@ -552,61 +486,6 @@ func (c *ResolvedConfig) halt(path string, line int, msg string) {
 	w := Warning{Path: path, Line: line, Msg: msg + "; systemd-resolved 252 stops reading its configuration here"}
 	c.Warnings = append(c.Warnings, w)
 	c.Halted = &w
-}
-
-const (
-	whitespace = " \t\n\r" // WHITESPACE in systemd's string-util.h
-	comments   = "#;"      // COMMENTS
-)
-
-// splitLines splits like systemd's read_line: a line ends at '\n', '\r',
-// "\r\n" or a NUL byte.
-func splitLines(data []byte) []string {
-	var lines []string
-	start := 0
-	for i := 0; i < len(data); i++ {
-		switch data[i] {
-		case '\n', 0:
-			lines = append(lines, string(data[start:i]))
-			start = i + 1
-		case '\r':
-			lines = append(lines, string(data[start:i]))
-			if i+1 < len(data) && data[i+1] == '\n' {
-				i++
-			}
-			start = i + 1
-		}
-	}
-	if start < len(data) {
-		lines = append(lines, string(data[start:]))
-	}
-	return lines
-}
-
-// validUTF8 is systemd's utf8_is_valid: valid UTF-8 without Unicode
-// noncharacters (unichar_is_valid rejects U+FDD0..U+FDEF and U+xxFFFE/F).
-func validUTF8(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if (r >= 0xFDD0 && r <= 0xFDEF) || r&0xFFFE == 0xFFFE {
-			return false
-		}
-	}
-	return true
-}
-
-// stringIsSafe is systemd's string_is_safe: no control characters, quotes or
-// backslashes.
-func stringIsSafe(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c > 0 && c < ' ') || c == 0x7f || c == '"' || c == '\'' || c == '\\' {
-			return false
-		}
-	}
-	return true
 }
 
 // parseBoolean is systemd's parse_boolean.

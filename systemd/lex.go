@@ -1,0 +1,304 @@
+package systemd
+
+// lex.go is the one lexer of systemd's file formats that nodedns reads: the logical lines of
+// config_parse (conf-parser.c) that unit files, resolved.conf and DNS delegates share, and
+// extract_first_word (extract-word.c) with C unescaping (escape.c), which splits their values.
+// Every rule follows systemd 252 (Debian 12's 252.39); the parsers of each format sit on top of it.
+
+import (
+	"errors"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/nodedns/nodedns/internal/ascii"
+)
+
+const (
+	whitespace = " \t\n\r" // WHITESPACE in systemd's string-util.h
+	comments   = "#;"      // COMMENTS
+)
+
+// utf8BOM is UTF8_BYTE_ORDER_MARK, which config_parse drops.
+const utf8BOM = "\xef\xbb\xbf"
+
+// splitLines splits like systemd's read_line: a line ends at '\n', '\r',
+// "\r\n" or a NUL byte.
+func splitLines(data []byte) []string {
+	var lines []string
+	start := 0
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case '\n', 0:
+			lines = append(lines, string(data[start:i]))
+			start = i + 1
+		case '\r':
+			lines = append(lines, string(data[start:i]))
+			if i+1 < len(data) && data[i+1] == '\n' {
+				i++
+			}
+			start = i + 1
+		}
+	}
+	if start < len(data) {
+		lines = append(lines, string(data[start:]))
+	}
+	return lines
+}
+
+// logicalLines feeds parse the logical lines of a systemd configuration file as config_parse
+// (systemd 252 to 262) makes them: comment lines dropped before continuations, a UTF-8 BOM dropped
+// from the first line, a trailing backslash joining the next line with a space. parse returns false
+// to stop reading (a section header resolved rejects).
+func logicalLines(data []byte, parse func(line int, l string) bool) {
+	var (
+		line         int
+		continuation []byte // nil: none pending
+		bomSeen      bool
+	)
+	for _, raw := range splitLines(data) {
+		line++
+		// Comment lines are dropped before continuation handling, so a
+		// comment inside a continued value is skipped and the value goes on
+		// (config_parse 252; measured).
+		if l := strings.TrimLeft(raw, whitespace); l != "" && strings.ContainsRune(comments, rune(l[0])) {
+			continue
+		}
+		l := raw
+		if !bomSeen && strings.HasPrefix(l, utf8BOM) {
+			l = l[len(utf8BOM):]
+			bomSeen = true
+		}
+		// A line ending in an odd number of backslashes continues on the
+		// next line; the last backslash becomes a space. systemd rescans the
+		// whole joined line, but a pending continuation always ends in that
+		// space, so scanning the new physical line alone is the same.
+		if endsEscaped(l) {
+			if continuation == nil {
+				continuation = []byte{}
+			}
+			continuation = append(continuation, l[:len(l)-1]...)
+			continuation = append(continuation, ' ')
+			continue
+		}
+		logical := l
+		if continuation != nil {
+			logical = string(continuation) + l
+			continuation = nil
+		}
+		if !parse(line, logical) {
+			return
+		}
+	}
+	if continuation != nil {
+		// config_parse parses a pending continuation at EOF as line+1.
+		parse(line+1, string(continuation))
+	}
+}
+
+// endsEscaped reports whether s ends in an unescaped backslash.
+func endsEscaped(s string) bool {
+	escaped := false
+	for i := 0; i < len(s); i++ {
+		if escaped {
+			escaped = false
+		} else if s[i] == '\\' {
+			escaped = true
+		}
+	}
+	return escaped
+}
+
+// validUTF8 is systemd's utf8_is_valid: valid UTF-8 without Unicode
+// noncharacters (unichar_is_valid rejects U+FDD0..U+FDEF and U+xxFFFE/F).
+func validUTF8(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if (r >= 0xFDD0 && r <= 0xFDEF) || r&0xFFFE == 0xFFFE {
+			return false
+		}
+	}
+	return true
+}
+
+// stringIsSafe is systemd's string_is_safe: no control characters, quotes or
+// backslashes.
+func stringIsSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c > 0 && c < ' ') || c == 0x7f || c == '"' || c == '\'' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// Extract flags of extract_first_word (extract-word.h, 252) that nodedns's parsers use.
+const (
+	exUnquote       = 1 << iota // EXTRACT_UNQUOTE: quotes group and are removed
+	exCUnescape                 // EXTRACT_CUNESCAPE: C escapes are undone
+	exRelax                     // EXTRACT_RELAX: unbalanced quotes or a trailing backslash end the word
+	exUnescapeRelax             // EXTRACT_UNESCAPE_RELAX: an unknown escape keeps its backslash
+)
+
+var errWord = errors.New("unbalanced quoting or invalid escape")
+
+// extractWord is extract_first_word with WHITESPACE separators. It returns
+// the word, the rest of the input, and ok false when no word is left.
+func extractWord(s string, flags int) (word, rest string, ok bool, err error) {
+	i := 0
+	for i < len(s) && strings.IndexByte(whitespace, s[i]) >= 0 {
+		i++
+	}
+	if i >= len(s) {
+		return "", "", false, nil
+	}
+	var b strings.Builder
+	var quote byte
+	for i < len(s) {
+		c := s[i]
+		switch {
+		case quote != 0 && c == quote:
+			quote = 0
+			i++
+		case c == '\\':
+			if i+1 >= len(s) {
+				if flags&exUnescapeRelax != 0 && (quote == 0 || flags&exRelax != 0) {
+					b.WriteByte('\\')
+					return b.String(), "", true, nil
+				}
+				if flags&exRelax != 0 {
+					return b.String(), "", true, nil
+				}
+				return "", s, false, errWord
+			}
+			if flags&exCUnescape != 0 {
+				r, n, eightBit, ok := cunescapeOne(s[i+1:])
+				switch {
+				case ok && eightBit:
+					b.WriteByte(byte(r))
+					i += 1 + n
+				case ok:
+					b.WriteRune(r)
+					i += 1 + n
+				case flags&exUnescapeRelax != 0:
+					b.WriteByte('\\')
+					b.WriteByte(s[i+1])
+					i += 2
+				default:
+					return "", s, false, errWord
+				}
+			} else {
+				b.WriteByte(s[i+1])
+				i += 2
+			}
+		case quote != 0:
+			b.WriteByte(c)
+			i++
+		case (c == '\'' || c == '"') && flags&exUnquote != 0:
+			quote = c
+			i++
+		case strings.IndexByte(whitespace, c) >= 0:
+			for i < len(s) && strings.IndexByte(whitespace, s[i]) >= 0 {
+				i++
+			}
+			return b.String(), s[i:], true, nil
+		default:
+			b.WriteByte(c)
+			i++
+		}
+	}
+	if quote != 0 && flags&exRelax == 0 {
+		return "", s, false, errWord
+	}
+	return b.String(), "", true, nil
+}
+
+// extractWordAndWarn is extract_first_word_and_warn: on an invalid escape it
+// retries keeping the unknown escapes verbatim.
+func extractWordAndWarn(s string, flags int) (string, string, bool, error) {
+	w, rest, ok, err := extractWord(s, flags)
+	if err == nil || flags&exUnescapeRelax != 0 {
+		return w, rest, ok, err
+	}
+	return extractWord(s, flags|exUnescapeRelax)
+}
+
+// cunescapeOne is cunescape_one of escape.c (252) without NUL: the escape
+// after a backslash, its length, and whether it is a raw byte.
+func cunescapeOne(s string) (r rune, n int, eightBit, ok bool) {
+	if s == "" {
+		return 0, 0, false, false
+	}
+	switch s[0] {
+	case 'a':
+		return '\a', 1, false, true
+	case 'b':
+		return '\b', 1, false, true
+	case 'f':
+		return '\f', 1, false, true
+	case 'n':
+		return '\n', 1, false, true
+	case 'r':
+		return '\r', 1, false, true
+	case 't':
+		return '\t', 1, false, true
+	case 'v':
+		return '\v', 1, false, true
+	case '\\', '"', '\'':
+		return rune(s[0]), 1, false, true
+	case 's':
+		return ' ', 1, false, true
+	case 'x':
+		if len(s) < 3 || !ascii.IsHex(s[1]) || !ascii.IsHex(s[2]) {
+			return 0, 0, false, false
+		}
+		v := ascii.HexVal(s[1])<<4 | ascii.HexVal(s[2])
+		if v == 0 {
+			return 0, 0, false, false
+		}
+		return rune(v), 3, true, true
+	case 'u', 'U':
+		n := 4
+		if s[0] == 'U' {
+			n = 8
+		}
+		if len(s) < 1+n {
+			return 0, 0, false, false
+		}
+		var v uint32
+		for i := 1; i <= n; i++ {
+			if !ascii.IsHex(s[i]) {
+				return 0, 0, false, false
+			}
+			v = v<<4 | uint32(ascii.HexVal(s[i]))
+		}
+		if v == 0 || (s[0] == 'U' && !unicharValid(v)) {
+			return 0, 0, false, false
+		}
+		return rune(v), 1 + n, false, true
+	case '0', '1', '2', '3', '4', '5', '6', '7':
+		if len(s) < 3 {
+			return 0, 0, false, false
+		}
+		v := 0
+		for i := 0; i < 3; i++ {
+			if s[i] < '0' || s[i] > '7' {
+				return 0, 0, false, false
+			}
+			v = v<<3 | int(s[i]-'0')
+		}
+		if v == 0 || v > 255 {
+			return 0, 0, false, false
+		}
+		return rune(v), 3, true, true
+	}
+	return 0, 0, false, false
+}
+
+// unicharValid is unichar_is_valid (utf8.c): a Unicode scalar value that is
+// not a noncharacter.
+func unicharValid(v uint32) bool {
+	return v < 0x110000 && v&0xFFFFF800 != 0xD800 && !(v >= 0xFDD0 && v <= 0xFDEF) && v&0xFFFE != 0xFFFE
+}
