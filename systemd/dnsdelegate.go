@@ -251,7 +251,7 @@ func (p *delegateParser) parseLine(line int, l string) bool {
 		}
 		// config_parse_delegate_domains: words without unquoting; "~", "*" and "." all mean the
 		// routing-only root.
-		words, err := splitWords(value, false)
+		words, err := splitWords(value, 0)
 		if err != nil {
 			p.warn(line, fmt.Sprintf("failed to parse search domains string %q, ignoring the rest: %v", value, err))
 		}
@@ -303,7 +303,7 @@ func (p *delegateParser) dns(line int, value string) {
 		p.dnsIdx = serverSet{}
 		return
 	}
-	words, err := splitWords(value, false)
+	words, err := splitWords(value, 0)
 	if err != nil {
 		p.warn(line, fmt.Sprintf("failed to parse DNS server string %q, ignoring the rest: %v", value, err))
 	}
@@ -473,7 +473,7 @@ func RemoveDelegateServers(data []byte, lines map[int]bool, drop func(Server) bo
 		if strings.ContainsRune(value, '\\') {
 			return nil, fmt.Errorf("line %d: a DNS= value with backslash escapes is left to the operator", line)
 		}
-		words, err := splitWords(strings.Trim(value, whitespace), false)
+		words, err := splitWords(strings.Trim(value, whitespace), 0)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}

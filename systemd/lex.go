@@ -142,7 +142,12 @@ const (
 	exUnescapeRelax             // EXTRACT_UNESCAPE_RELAX: an unknown escape keeps its backslash
 )
 
-var errWord = errors.New("unbalanced quoting or invalid escape")
+// The errors of extractWord, each one of extract_first_word's -EINVAL.
+var (
+	errTrailingBackslash = errors.New("trailing backslash")
+	errEscape            = errors.New("invalid escape sequence")
+	errUnbalanced        = errors.New("unbalanced quotes")
+)
 
 // extractWord is extract_first_word with WHITESPACE separators. It returns
 // the word, the rest of the input, and ok false when no word is left.
@@ -171,7 +176,7 @@ func extractWord(s string, flags int) (word, rest string, ok bool, err error) {
 				if flags&exRelax != 0 {
 					return b.String(), "", true, nil
 				}
-				return "", s, false, errWord
+				return "", s, false, errTrailingBackslash
 			}
 			if flags&exCUnescape != 0 {
 				r, n, eightBit, ok := cunescapeOne(s[i+1:])
@@ -187,7 +192,7 @@ func extractWord(s string, flags int) (word, rest string, ok bool, err error) {
 					b.WriteByte(s[i+1])
 					i += 2
 				default:
-					return "", s, false, errWord
+					return "", s, false, errEscape
 				}
 			} else {
 				b.WriteByte(s[i+1])
@@ -210,7 +215,7 @@ func extractWord(s string, flags int) (word, rest string, ok bool, err error) {
 		}
 	}
 	if quote != 0 && flags&exRelax == 0 {
-		return "", s, false, errWord
+		return "", s, false, errUnbalanced
 	}
 	return b.String(), "", true, nil
 }
@@ -301,4 +306,20 @@ func cunescapeOne(s string) (r rune, n int, eightBit, ok bool) {
 // not a noncharacter.
 func unicharValid(v uint32) bool {
 	return v < 0x110000 && v&0xFFFFF800 != 0xD800 && !(v >= 0xFDD0 && v <= 0xFDEF) && v&0xFFFE != 0xFFFE
+}
+
+// splitWords splits s into words with extractWord and flags, as systemd's parsers loop over a
+// value. On an error it returns the words before the bad one, with the error.
+func splitWords(s string, flags int) ([]string, error) {
+	var words []string
+	for {
+		w, rest, ok, err := extractWord(s, flags)
+		if err != nil {
+			return words, err
+		}
+		if !ok {
+			return words, nil
+		}
+		words, s = append(words, w), rest
+	}
 }

@@ -233,7 +233,7 @@ func networkdSettings(ifindex int, ifname string, f linkFile, warns *[]Warning) 
 func userSettings(ifindex int, ifname string, f linkFile, warns *[]Warning) ([]netip.Addr, []Domain) {
 	var servers []Server
 	seen := serverSet{}
-	words, err := splitWords(f.vars["SERVERS"], false)
+	words, err := splitWords(f.vars["SERVERS"], 0)
 	if err != nil {
 		*warns = append(*warns, Warning{Path: f.path, Line: f.line["SERVERS"], Msg: fmt.Sprintf("failed to split SERVERS=: %v", err)})
 	}
@@ -253,7 +253,7 @@ func userSettings(ifindex int, ifname string, f linkFile, warns *[]Warning) ([]n
 
 	var domains []Domain
 	domainIdx := map[string]int{}
-	words, err = splitWords(f.vars["DOMAINS"], false)
+	words, err = splitWords(f.vars["DOMAINS"], 0)
 	if err != nil {
 		*warns = append(*warns, Warning{Path: f.path, Line: f.line["DOMAINS"], Msg: fmt.Sprintf("failed to split DOMAINS=: %v", err)})
 	}

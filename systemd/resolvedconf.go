@@ -408,7 +408,7 @@ func (p *confParser) assign(line int, key, value string) {
 // addServers is manager_parse_dns_server_string_and_warn: each word is added
 // or skipped on its own. It reports whether any server was added.
 func (p *confParser) addServers(list *[]Server, seen serverSet, line int, value string) bool {
-	words, err := splitWords(value, false)
+	words, err := splitWords(value, 0)
 	if err != nil {
 		// Words before the bad one are kept, as resolved adds as it goes.
 		p.cfg.warn(p.path, line, fmt.Sprintf("failed to parse DNS server string %q, ignoring the rest: %v", value, err))
@@ -440,7 +440,7 @@ func (p *confParser) addServers(list *[]Server, seen serverSet, line int, value 
 // addDomains is manager_parse_search_domains_and_warn (252): words are
 // unquoted; a bad name is skipped on its own (measured).
 func (p *confParser) addDomains(line int, value string) {
-	words, err := splitWords(value, true)
+	words, err := splitWords(value, exUnquote)
 	if err != nil {
 		p.cfg.warn(p.path, line, fmt.Sprintf("failed to parse search domains string %q, ignoring the rest: %v", value, err))
 	}
@@ -497,64 +497,6 @@ func parseBoolean(v string) (bool, bool) {
 		return false, true
 	}
 	return false, false
-}
-
-var errSplit = errors.New("unbalanced quotes or trailing backslash")
-
-// splitWords splits like extract_first_word with WHITESPACE separators:
-// flags 0 for DNS= (a backslash takes the next character literally), plus
-// EXTRACT_UNQUOTE for Domains= (quotes group words). On error the words
-// before the bad one are returned.
-func splitWords(s string, unquote bool) ([]string, error) {
-	var words []string
-	i := 0
-	for {
-		for i < len(s) && strings.IndexByte(whitespace, s[i]) >= 0 {
-			i++
-		}
-		if i >= len(s) {
-			return words, nil
-		}
-		var b strings.Builder
-		var quote byte
-		for ; i < len(s); i++ {
-			c := s[i]
-			if quote != 0 {
-				switch {
-				case c == quote:
-					quote = 0
-				case c == '\\':
-					if i+1 >= len(s) {
-						return words, errSplit
-					}
-					i++
-					b.WriteByte(s[i])
-				default:
-					b.WriteByte(c)
-				}
-				continue
-			}
-			if strings.IndexByte(whitespace, c) >= 0 {
-				break
-			}
-			switch {
-			case unquote && (c == '"' || c == '\''):
-				quote = c
-			case c == '\\':
-				if i+1 >= len(s) {
-					return words, errSplit
-				}
-				i++
-				b.WriteByte(s[i])
-			default:
-				b.WriteByte(c)
-			}
-		}
-		if quote != 0 {
-			return words, errSplit
-		}
-		words = append(words, b.String())
-	}
 }
 
 // parseServer parses one DNS server word like systemd 252's

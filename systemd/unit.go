@@ -783,13 +783,8 @@ func ExpandArgv(argv []string, env []EnvVar) []ExpandedArg {
 			if !ok {
 				continue
 			}
-			for rest := val; ; {
-				w, r, ok, _ := extractWord(rest, exRelax|exUnquote)
-				if !ok {
-					break
-				}
+			for _, w := range SplitWords(val) {
 				out = append(out, ExpandedArg{Value: w, Var: name})
-				rest = r
 			}
 			continue
 		}
@@ -848,12 +843,6 @@ func replaceEnv(s string, get func(string) (string, bool)) (string, string) {
 // EXTRACT_UNQUOTE): quotes group and are removed, unbalanced quotes end the
 // last word.
 func SplitWords(v string) []string {
-	var words []string
-	for rest := v; ; {
-		w, r, ok, _ := extractWord(rest, exRelax|exUnquote)
-		if !ok {
-			return words
-		}
-		words, rest = append(words, w), r
-	}
+	words, _ := splitWords(v, exRelax|exUnquote) // EXTRACT_RELAX: no error is left to return
+	return words
 }
