@@ -7,6 +7,8 @@ package systemd
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -47,16 +49,20 @@ func splitLines(data []byte) []string {
 
 // logicalLines feeds parse the logical lines of a systemd configuration file as config_parse
 // (systemd 252 to 262) makes them: comment lines dropped before continuations, a UTF-8 BOM dropped
-// from the first line, a trailing backslash joining the next line with a space. parse returns false
-// to stop reading (a section header resolved rejects).
-func logicalLines(data []byte, parse func(line int, l string) bool) {
+// from the first line, a trailing backslash joining the next line with a space. first and last are
+// the physical lines a logical line spans (systemd names the last in its messages). parse returns
+// false to stop reading (a section header systemd rejects).
+func logicalLines(data []byte, parse func(first, last int, l string) bool) {
 	var (
-		line         int
+		line, first  int
 		continuation []byte // nil: none pending
 		bomSeen      bool
 	)
 	for _, raw := range splitLines(data) {
 		line++
+		if continuation == nil {
+			first = line
+		}
 		// Comment lines are dropped before continuation handling, so a
 		// comment inside a continued value is skipped and the value goes on
 		// (config_parse 252; measured).
@@ -85,14 +91,127 @@ func logicalLines(data []byte, parse func(line int, l string) bool) {
 			logical = string(continuation) + l
 			continuation = nil
 		}
-		if !parse(line, logical) {
+		if !parse(first, line, logical) {
 			return
 		}
 	}
 	if continuation != nil {
 		// config_parse parses a pending continuation at EOF as line+1.
-		parse(line+1, string(continuation))
+		parse(first, line+1, string(continuation))
 	}
+}
+
+// confAssignment is one KEY=VALUE line of a section its parser reads, key and value stripped of
+// blanks. first and last are the physical lines it spans.
+type confAssignment struct {
+	first, last         int
+	section, key, value string
+}
+
+// confIssue is a line parse_line does not hand on: one it skips with a warning, or one that makes
+// config_parse fail (fatal), after which systemd reads no further.
+type confIssue struct {
+	first, last int
+	kind        confIssueKind
+	line        string // the logical line, stripped
+}
+
+type confIssueKind int
+
+// What parse_line (conf-parser.c, 252) says of a line, the fatal ones first.
+const (
+	issueNotUTF8        confIssueKind = iota // log_syntax_invalid_utf8: -EINVAL
+	issueBadHeader                           // "Invalid section header": -EBADMSG
+	issueBadHeaderChars                      // "Bad characters in section header": -EBADMSG
+	issueUnknownSection                      // "Unknown section '%s'. Ignoring."
+	issueOutsideSection                      // "Assignment outside of section. Ignoring."
+	issueMissingEquals                       // "Missing '=', ignoring line."
+	issueMissingKey                          // "Missing key name before '=', ignoring line."
+)
+
+// fatal reports whether config_parse fails at the line.
+func (i confIssue) fatal() bool { return i.kind <= issueBadHeaderChars }
+
+// String is what systemd logs, in nodedns's words.
+func (i confIssue) String() string {
+	switch i.kind {
+	case issueNotUTF8:
+		return "string is not UTF-8 clean"
+	case issueBadHeader:
+		return fmt.Sprintf("invalid section header %q", i.line)
+	case issueBadHeaderChars:
+		return fmt.Sprintf("bad characters in section header %q", i.line)
+	case issueUnknownSection:
+		return fmt.Sprintf("unknown section %q, ignoring", i.line[1:len(i.line)-1])
+	case issueOutsideSection:
+		return "assignment outside of section, ignoring"
+	case issueMissingEquals:
+		return "missing '=', ignoring line"
+	default:
+		return "missing key name before '=', ignoring line"
+	}
+}
+
+// parseConf is config_parse with parse_line (conf-parser.c, 252) over one file's bytes: its
+// logical lines (logicalLines), stripped of blanks; section headers, where a section that is not
+// one of sections is skipped with all its lines (with a warning unless its name starts with "X-");
+// KEY=VALUE lines of a section in sections, handed to assign. Section names are case-sensitive.
+// issue gets each line parse_line skips with a warning, and the one that makes the file fail
+// (confIssue.fatal), after which parseConf reads no further, as systemd does. assign returns false
+// to stop reading too.
+func parseConf(data []byte, sections []string, assign func(confAssignment) bool, issue func(confIssue)) {
+	section, ignored := "", false // ignored: in a section that is not one of sections
+	logicalLines(data, func(first, last int, l string) bool {
+		l = strings.Trim(l, whitespace)
+		if l == "" {
+			return true
+		}
+		report := func(kind confIssueKind) bool {
+			i := confIssue{first: first, last: last, kind: kind, line: l}
+			issue(i)
+			return !i.fatal()
+		}
+		if !validUTF8(l) {
+			// 252 logs "ignoring assignment" but returns -EINVAL: the unit or configuration
+			// fails to load (measured with systemd-analyze verify and resolved 252).
+			return report(issueNotUTF8)
+		}
+		if l[0] == '[' {
+			if len(l) < 2 || l[len(l)-1] != ']' {
+				return report(issueBadHeader)
+			}
+			name := l[1 : len(l)-1]
+			if !stringIsSafe(name) {
+				return report(issueBadHeaderChars)
+			}
+			// Section names are case-sensitive: [resolve] is unknown (measured).
+			if !slices.Contains(sections, name) {
+				if !strings.HasPrefix(name, "X-") {
+					report(issueUnknownSection)
+				}
+				section, ignored = "", true
+				return true
+			}
+			section, ignored = name, false
+			return true
+		}
+		if section == "" {
+			if !ignored {
+				report(issueOutsideSection)
+			}
+			return true
+		}
+		eq := strings.IndexByte(l, '=')
+		if eq < 0 {
+			// Not fatal in 252 (measured), unlike older releases.
+			return report(issueMissingEquals)
+		}
+		if eq == 0 {
+			return report(issueMissingKey)
+		}
+		return assign(confAssignment{first: first, last: last, section: section,
+			key: strings.Trim(l[:eq], whitespace), value: strings.Trim(l[eq+1:], whitespace)})
+	})
 }
 
 // endsEscaped reports whether s ends in an unescaped backslash.

@@ -247,10 +247,8 @@ func (p *Parser) Parse(path string, data []byte) { p.p.file(path, data) }
 // confParser applies files to one ResolvedConfig. Only the parser changes cfg's lists, so its
 // indexes over them, built once, stay true from one file to the next.
 type confParser struct {
-	cfg       *ResolvedConfig
-	path      string
-	inResolve bool // the current section is [Resolve]
-	ignored   bool // the current section is an unknown one (no more warnings)
+	cfg  *ResolvedConfig
+	path string
 	// Indexes over cfg's lists, so that a long list stays linear to build.
 	dnsIdx, fallbackIdx serverSet
 	domainIdx           map[string]int // normalized name -> index in cfg.Domains
@@ -277,66 +275,22 @@ func (p *confParser) file(path string, data []byte) {
 	if p.cfg.Halted != nil {
 		return
 	}
-	p.path, p.inResolve, p.ignored = path, false, false
+	p.path = path
 	p.run(data)
 }
 
-func (p *confParser) run(data []byte) { logicalLines(data, p.parseLine) }
-
-// parseLine is parse_line of conf-parser.c. It returns false when the error
-// is fatal for the whole configuration (cfg.Halted is then set).
-func (p *confParser) parseLine(line int, l string) bool {
-	l = strings.Trim(l, whitespace)
-	if l == "" {
+// run reads one file's lines as config_parse does with resolved's one section, [Resolve].
+func (p *confParser) run(data []byte) {
+	parseConf(data, []string{"Resolve"}, func(a confAssignment) bool {
+		p.assign(a.last, a.key, a.value)
 		return true
-	}
-	if !validUTF8(l) {
-		// 252 says "ignoring assignment" but returns -EINVAL: the unit or
-		// configuration fails to load (measured with systemd-analyze verify).
-		p.cfg.halt(p.path, line, "string is not UTF-8 clean")
-		return false
-	}
-	if l[0] == '[' {
-		if l[len(l)-1] != ']' || len(l) < 2 {
-			p.cfg.halt(p.path, line, fmt.Sprintf("invalid section header %q", l))
-			return false
+	}, func(i confIssue) {
+		if i.fatal() {
+			p.cfg.halt(p.path, i.last, i.String())
+			return
 		}
-		name := l[1 : len(l)-1]
-		if !stringIsSafe(name) {
-			p.cfg.halt(p.path, line, fmt.Sprintf("bad characters in section header %q", l))
-			return false
-		}
-		// Section names are case-sensitive: [resolve] is unknown (measured).
-		if name != "Resolve" {
-			if !strings.HasPrefix(name, "X-") {
-				p.cfg.warn(p.path, line, fmt.Sprintf("unknown section %q, ignoring", name))
-			}
-			p.inResolve, p.ignored = false, true
-			return true
-		}
-		p.inResolve, p.ignored = true, false
-		return true
-	}
-	if !p.inResolve {
-		if !p.ignored {
-			p.cfg.warn(p.path, line, "assignment outside of section, ignoring")
-		}
-		return true
-	}
-	eq := strings.IndexByte(l, '=')
-	if eq < 0 {
-		// Not fatal in 252 (measured), unlike older releases.
-		p.cfg.warn(p.path, line, "missing '=', ignoring line")
-		return true
-	}
-	if eq == 0 {
-		p.cfg.warn(p.path, line, "missing key name before '=', ignoring line")
-		return true
-	}
-	key := strings.Trim(l[:eq], whitespace)
-	value := strings.Trim(l[eq+1:], whitespace)
-	p.assign(line, key, value)
-	return true
+		p.cfg.warn(p.path, i.last, i.String())
+	})
 }
 
 // assign applies one [Resolve] assignment (resolved-gperf.gperf, 252).
