@@ -120,93 +120,33 @@ func (u *ServiceUnit) fail(p string, line int, format string, args ...any) {
 	u.Err = fmt.Errorf("%s:%d: %s", p, line, fmt.Sprintf(format, args...))
 }
 
-// parseFile is config_parse of conf-parser.c (252) over one file: lines end
-// at \n, \r, \r\n or NUL; a line whose first non-blank character is # or ; is
-// a comment, even inside a continued value; a line ending in an unescaped
-// backslash continues on the next, the backslash becoming a space.
+// serviceSections are the sections of a service unit (service_vtable's .sections, service.c 252):
+// systemd warns about any other and skips its lines.
+var serviceSections = []string{"Unit", "Service", "Install"}
+
+// parseFile is config_parse of conf-parser.c (252) over one file (parseConf). A setting's line is
+// the first physical line of a continued one (systemd itself names the last; the first is where a
+// reader finds the key).
 func (u *ServiceUnit) parseFile(f UnitFile) {
-	var (
-		line, first int
-		cont        []byte
-		contOn      bool
-		section     string
-		bomSeen     bool
-	)
-	for _, raw := range splitLines(f.Data) {
-		line++
-		if l := strings.TrimLeft(raw, whitespace); l != "" && strings.ContainsRune(comments, rune(l[0])) {
-			continue
+	parseConf(f.Data, serviceSections, func(a confAssignment) bool {
+		if a.section != "Service" {
+			return true // [Unit] and [Install] say nothing about how the program starts
 		}
-		l := raw
-		if !bomSeen && strings.HasPrefix(l, utf8BOM) {
-			l, bomSeen = l[len(utf8BOM):], true
+		return u.assign(Setting{Path: f.Path, Line: a.first}, a.key, a.value)
+	}, func(i confIssue) {
+		switch {
+		case i.kind == issueNotUTF8:
+			u.fail(f.Path, i.first, "line is not valid UTF-8: systemd refuses to load the unit")
+		case i.fatal():
+			u.fail(f.Path, i.first, "%s", i)
+		default:
+			u.warn(f.Path, i.first, "%s", i)
 		}
-		if !contOn {
-			first = line
-		}
-		if endsEscaped(l) {
-			cont = append(append(cont, l[:len(l)-1]...), ' ')
-			contOn = true
-			continue
-		}
-		logical := l
-		if contOn {
-			logical = string(cont) + l
-			cont, contOn = nil, false
-		}
-		if !u.parseLine(f.Path, first, logical, &section) {
-			return
-		}
-	}
-	if contOn {
-		u.parseLine(f.Path, first, string(cont), &section)
-	}
+	})
 }
 
-// parseLine is parse_line of conf-parser.c for a unit file. line is the
-// first physical line of the logical one (systemd itself names the last; the
-// first is where a reader finds the key). It returns false on a fatal error.
-func (u *ServiceUnit) parseLine(p string, line int, l string, section *string) bool {
-	l = strings.Trim(l, whitespace)
-	if l == "" {
-		return true
-	}
-	if !validUTF8(l) {
-		u.fail(p, line, "line is not valid UTF-8: systemd refuses to load the unit")
-		return false
-	}
-	if l[0] == '[' {
-		if len(l) < 2 || l[len(l)-1] != ']' {
-			u.fail(p, line, "invalid section header %q", l)
-			return false
-		}
-		n := l[1 : len(l)-1]
-		if !stringIsSafe(n) {
-			u.fail(p, line, "bad characters in section header %q", l)
-			return false
-		}
-		*section = n
-		return true
-	}
-	if *section == "" {
-		u.warn(p, line, "assignment outside of section, ignoring")
-		return true
-	}
-	eq := strings.IndexByte(l, '=')
-	if eq < 0 {
-		u.warn(p, line, "missing '=', ignoring line")
-		return true
-	}
-	if eq == 0 {
-		u.warn(p, line, "missing key name before '=', ignoring line")
-		return true
-	}
-	if *section != "Service" {
-		return true // [Unit], [Install] and others say nothing about how the program starts
-	}
-	key := strings.Trim(l[:eq], whitespace)
-	value := strings.Trim(l[eq+1:], whitespace)
-	src := Setting{Path: p, Line: line}
+// assign applies one [Service] setting. It returns false when the unit fails to load.
+func (u *ServiceUnit) assign(src Setting, key, value string) bool {
 	switch key { // keys are case-sensitive, as systemd's gperf table is
 	case "ExecStart":
 		return u.execStart(src, value)

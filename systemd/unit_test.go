@@ -145,6 +145,14 @@ func TestParseServiceUnit(t *testing.T) {
 			warns: []string{p + ":1: assignment outside of section, ignoring", p + ":5: missing '=', ignoring line", p + ":6: missing key name before '=', ignoring line"},
 		},
 		{
+			// systemd-analyze verify 252 on this unit says only "x.service:1: Unknown section 'Foo'.
+			// Ignoring." and "x.service:6: Unknown section ''. Ignoring.".
+			name:  "an unknown section is warned about once and its lines are skipped",
+			unit:  "[Foo]\nnot an assignment\nExecStart=/bin/foo\n[X-Ours]\nnot one either\n[]\n=x\n[Service]\nExecStart=/bin/ok\n",
+			cmds:  []cmd{{Path: "/bin/ok", Argv: []string{"/bin/ok"}}},
+			warns: []string{p + ":1: unknown section \"Foo\", ignoring", p + ":6: unknown section \"\", ignoring"},
+		},
+		{
 			name:  "a bad command with '-' is skipped",
 			unit:  "[Service]\nExecStart=-relative/path x\nExecStart=/bin/ok\n",
 			cmds:  []cmd{{Path: "/bin/ok", Argv: []string{"/bin/ok"}}},
