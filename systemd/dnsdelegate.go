@@ -403,27 +403,8 @@ func RemoveDelegateServers(data []byte, lines map[int]bool, drop func(Server) bo
 	var b strings.Builder
 	line := 0
 	prevContinued := false
-	rest := string(data)
-	for rest != "" {
-		// One physical line with its terminator, split as splitLines does.
-		end := len(rest)
-		term := 0
-		for i := 0; i < len(rest); i++ {
-			c := rest[i]
-			if c == '\n' || c == 0 {
-				end, term = i, 1
-				break
-			}
-			if c == '\r' {
-				end, term = i, 1
-				if i+1 < len(rest) && rest[i+1] == '\n' {
-					term = 2
-				}
-				break
-			}
-		}
-		text, eol := rest[:end], rest[end:end+term]
-		rest = rest[end+term:]
+	for _, pl := range physLines(data) {
+		text, eol := pl.text, pl.eol
 		line++
 		if l := strings.TrimLeft(text, whitespace); !lines[line] && l != "" && strings.ContainsRune(comments, rune(l[0])) {
 			// A comment is dropped before continuations are joined: it neither ends nor starts one.

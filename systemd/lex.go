@@ -23,26 +23,43 @@ const (
 // utf8BOM is UTF8_BYTE_ORDER_MARK, which config_parse drops.
 const utf8BOM = "\xef\xbb\xbf"
 
-// splitLines splits like systemd's read_line: a line ends at '\n', '\r',
-// "\r\n" or a NUL byte.
-func splitLines(data []byte) []string {
-	var lines []string
-	start := 0
-	for i := 0; i < len(data); i++ {
-		switch data[i] {
-		case '\n', 0:
-			lines = append(lines, string(data[start:i]))
-			start = i + 1
-		case '\r':
-			lines = append(lines, string(data[start:i]))
-			if i+1 < len(data) && data[i+1] == '\n' {
-				i++
+// physLine is one physical line of a file, without its line end, and the line end that followed
+// it ("" for a last line that has none).
+type physLine struct{ text, eol string }
+
+// physLines splits data like systemd's read_line: a line ends at '\n', '\r', "\r\n" or a NUL
+// byte. Joining every text and eol gives data back.
+func physLines(data []byte) []physLine {
+	var lines []physLine
+	s := string(data)
+	for s != "" {
+		end, term := len(s), 0
+	scan:
+		for i := 0; i < len(s); i++ {
+			switch s[i] {
+			case '\n', 0:
+				end, term = i, 1
+				break scan
+			case '\r':
+				end, term = i, 1
+				if i+1 < len(s) && s[i+1] == '\n' {
+					term = 2
+				}
+				break scan
 			}
-			start = i + 1
 		}
+		lines = append(lines, physLine{text: s[:end], eol: s[end : end+term]})
+		s = s[end+term:]
 	}
-	if start < len(data) {
-		lines = append(lines, string(data[start:]))
+	return lines
+}
+
+// splitLines is the text of physLines.
+func splitLines(data []byte) []string {
+	pl := physLines(data)
+	lines := make([]string, len(pl))
+	for i, l := range pl {
+		lines[i] = l.text
 	}
 	return lines
 }
