@@ -27,29 +27,41 @@ const utf8BOM = "\xef\xbb\xbf"
 // it ("" for a last line that has none).
 type physLine struct{ text, eol string }
 
-// physLines splits data like systemd's read_line: a line ends at '\n', '\r', "\r\n" or a NUL
-// byte. Joining every text and eol gives data back.
+// physLines splits data like systemd's read_line (read_line_full, fileio.c 252): a line ends at
+// '\n', '\r' or NUL, and the line end takes in the line-end bytes right after it as long as none
+// repeats and none follows a NUL ("\r\n", "\n\r", "\n\0", "\r\n\0" are each one line end; "\n\n"
+// and "\0\n" are two). Joining every text and eol gives data back.
 func physLines(data []byte) []physLine {
+	const nl, cr, nul = 1, 2, 4
+	kind := func(c byte) int {
+		switch c {
+		case '\n':
+			return nl
+		case '\r':
+			return cr
+		case 0:
+			return nul
+		}
+		return 0
+	}
 	var lines []physLine
 	s := string(data)
 	for s != "" {
-		end, term := len(s), 0
-	scan:
-		for i := 0; i < len(s); i++ {
-			switch s[i] {
-			case '\n', 0:
-				end, term = i, 1
-				break scan
-			case '\r':
-				end, term = i, 1
-				if i+1 < len(s) && s[i+1] == '\n' {
-					term = 2
-				}
-				break scan
-			}
+		end := 0
+		for end < len(s) && kind(s[end]) == 0 {
+			end++
 		}
-		lines = append(lines, physLine{text: s[:end], eol: s[end : end+term]})
-		s = s[end+term:]
+		term, seen := end, 0
+		for term < len(s) {
+			k := kind(s[term])
+			if k == 0 || seen&k != 0 || seen&nul != 0 {
+				break
+			}
+			seen |= k
+			term++
+		}
+		lines = append(lines, physLine{text: s[:end], eol: s[end:term]})
+		s = s[term:]
 	}
 	return lines
 }
