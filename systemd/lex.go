@@ -471,3 +471,171 @@ func splitWords(s string, flags int) ([]string, error) {
 		words, s = append(words, w), rest
 	}
 }
+
+// envAssignments is parse_env_file_internal (env-file.c, 252), the grammar of environment files
+// (EnvironmentFile=) and of the state files networkd and resolved write: KEY=VALUE assignments,
+// blank lines and # or ; comments (a comment ending in a backslash goes on to the next line); a
+// value in single quotes is literal; in double quotes a backslash escapes " \ ` $ and a newline (a
+// continuation line, eaten whole) and is kept before anything else; unquoted, a backslash escapes
+// the next character (a newline is eaten) and trailing blanks are dropped. Quoted and unquoted
+// parts join: A="x"'y'z is xyz. A line ends at '\n' or '\r'. The data is read up to its first NUL.
+// push gets each assignment in order, the key stripped of blanks, with the line its key is on. An
+// assignment that is not UTF-8 clean makes the whole read fail (check_utf8ness_and_warn): it
+// returns that assignment's line, after pushing the ones before it, or 0.
+func envAssignments(data []byte, push func(key, value string, line int)) (badLine int) {
+	const (
+		preKey = iota
+		key
+		preValue
+		value
+		valueEscape
+		singleQuote
+		doubleQuote
+		doubleQuoteEscape
+		comment
+		commentEscape
+	)
+	var (
+		state    = preKey
+		line     = 1
+		keyLine  int
+		k, v     []byte
+		hasValue bool
+		lastKeyW = -1 // index where trailing whitespace of the key starts
+		lastValW = -1
+	)
+	// The data is read up to its first NUL, as read_full_stream hands a C string.
+	if i := strings.IndexByte(string(data), 0); i >= 0 {
+		data = data[:i]
+	}
+	// emit is the push of env-file.c: check_utf8ness_and_warn, then the caller's push. It reports
+	// false when the assignment is not UTF-8 clean, which ends the read.
+	emit := func() bool {
+		if lastKeyW >= 0 {
+			k = k[:lastKeyW]
+		}
+		name, val := string(k), string(v)
+		if !validUTF8(name) || (hasValue && !validUTF8(val)) {
+			return false
+		}
+		push(name, val, keyLine)
+		k, v, hasValue, lastKeyW, lastValW = k[:0], nil, false, -1, -1
+		return true
+	}
+	isNL := func(c byte) bool { return c == '\n' || c == '\r' }
+	isWS := func(c byte) bool { return strings.IndexByte(whitespace, c) >= 0 }
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch state {
+		case preKey:
+			switch {
+			case strings.IndexByte(comments, c) >= 0:
+				state = comment
+			case !isWS(c):
+				state, keyLine, lastKeyW = key, line, -1
+				k = append(k[:0], c)
+			}
+		case key:
+			switch {
+			case isNL(c):
+				state, k = preKey, k[:0]
+			case c == '=':
+				state, lastValW = preValue, -1
+			default:
+				if !isWS(c) {
+					lastKeyW = -1
+				} else if lastKeyW < 0 {
+					lastKeyW = len(k)
+				}
+				k = append(k, c)
+			}
+		case preValue:
+			switch {
+			case isNL(c):
+				if !emit() {
+					return keyLine
+				}
+				state = preKey
+			case c == '\'':
+				state, hasValue = singleQuote, true
+			case c == '"':
+				state, hasValue = doubleQuote, true
+			case c == '\\':
+				state, hasValue = valueEscape, true
+			case !isWS(c):
+				state, hasValue = value, true
+				v = append(v, c)
+			}
+		case value:
+			switch {
+			case isNL(c):
+				if lastValW >= 0 {
+					v = v[:lastValW]
+				}
+				if !emit() {
+					return keyLine
+				}
+				state = preKey
+			case c == '\\':
+				state, lastValW = valueEscape, -1
+			default:
+				if !isWS(c) {
+					lastValW = -1
+				} else if lastValW < 0 {
+					lastValW = len(v)
+				}
+				v = append(v, c)
+			}
+		case valueEscape:
+			state = value
+			if !isNL(c) {
+				v = append(v, c)
+			}
+		case singleQuote:
+			if c == '\'' {
+				state = preValue
+			} else {
+				v = append(v, c)
+			}
+		case doubleQuote:
+			switch c {
+			case '"':
+				state = preValue
+			case '\\':
+				state = doubleQuoteEscape
+			default:
+				v = append(v, c)
+			}
+		case doubleQuoteEscape:
+			state = doubleQuote
+			switch {
+			case strings.IndexByte("\"\\`$", c) >= 0:
+				v = append(v, c)
+			case c != '\n':
+				v = append(v, '\\', c)
+			}
+		case comment:
+			switch {
+			case c == '\\':
+				state = commentEscape
+			case isNL(c):
+				state = preKey
+			}
+		case commentEscape:
+			state = comment
+		}
+		if c == '\n' {
+			line++
+		}
+	}
+	switch state {
+	case preValue, value, valueEscape, singleQuote, doubleQuote, doubleQuoteEscape:
+		if state == value && lastValW >= 0 {
+			v = v[:lastValW]
+		}
+		if !emit() {
+			return keyLine
+		}
+	}
+	return 0
+}

@@ -493,176 +493,25 @@ func envReplace(list []EnvVar, v EnvVar) []EnvVar {
 }
 
 // ParseEnvFile parses an environment file as systemd 252 reads
-// EnvironmentFile= (load_env_file, env-file.c): KEY=VALUE assignments, blank
-// lines and # or ; comments (a comment ending in a backslash goes on to the
-// next line); a value in single quotes is literal; in double quotes a
-// backslash escapes " \ ` $ and a newline (a continuation line, eaten whole)
-// and is kept before anything else; unquoted, a backslash escapes the next
-// character (a newline is eaten) and trailing blanks are dropped. Quoted and
-// unquoted parts join: A="x"'y'z is xyz. A later assignment of the same name
-// replaces an earlier one. An assignment whose name is not a valid variable
-// name is skipped with a warning (strv_env_clean). A file that is not UTF-8
-// is an error: systemd then refuses to start the command unless the
-// EnvironmentFile= entry is optional ('-').
+// EnvironmentFile= (load_env_file, env-file.c) in the grammar of envAssignments.
+// A later assignment of the same name replaces an earlier one. An assignment
+// whose name is not a valid variable name is skipped with a warning
+// (strv_env_clean). A file that is not UTF-8 is an error: systemd then refuses
+// to start the command unless the EnvironmentFile= entry is optional ('-').
 func ParseEnvFile(p string, data []byte) ([]EnvVar, []Warning, error) {
-	const (
-		preKey = iota
-		key
-		preValue
-		value
-		valueEscape
-		singleQuote
-		doubleQuote
-		doubleQuoteEscape
-		comment
-		commentEscape
-	)
 	var (
-		vars     []EnvVar
-		warns    []Warning
-		state    = preKey
-		line     = 1
-		keyLine  int
-		k, v     []byte
-		hasValue bool
-		lastKeyW = -1 // index where trailing whitespace of the key starts
-		lastValW = -1
+		vars  []EnvVar
+		warns []Warning
 	)
-	// The data is read up to its first NUL, as read_full_stream hands a C string.
-	if i := strings.IndexByte(string(data), 0); i >= 0 {
-		data = data[:i]
-	}
-	push := func() error {
-		if lastKeyW >= 0 {
-			k = k[:lastKeyW]
-		}
-		name, val := string(k), string(v)
-		src := Setting{Path: p, Line: keyLine}
-		if !validUTF8(name) || (hasValue && !validUTF8(val)) {
-			return fmt.Errorf("%s:%d: invalid UTF-8: systemd does not load this environment file", p, keyLine)
-		}
+	bad := envAssignments(data, func(name, val string, line int) {
 		if !envNameValid(name) {
-			warns = append(warns, Warning{Path: p, Line: keyLine, Msg: fmt.Sprintf("invalid environment assignment %q, ignoring", name+"="+val)})
-		} else {
-			vars = envReplace(vars, EnvVar{Name: name, Value: val, Source: src})
+			warns = append(warns, Warning{Path: p, Line: line, Msg: fmt.Sprintf("invalid environment assignment %q, ignoring", name+"="+val)})
+			return
 		}
-		k, v, hasValue, lastKeyW, lastValW = k[:0], nil, false, -1, -1
-		return nil
-	}
-	isNL := func(c byte) bool { return c == '\n' || c == '\r' }
-	isWS := func(c byte) bool { return strings.IndexByte(whitespace, c) >= 0 }
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		switch state {
-		case preKey:
-			switch {
-			case strings.IndexByte(comments, c) >= 0:
-				state = comment
-			case !isWS(c):
-				state, keyLine, lastKeyW = key, line, -1
-				k = append(k[:0], c)
-			}
-		case key:
-			switch {
-			case isNL(c):
-				state, k = preKey, k[:0]
-			case c == '=':
-				state, lastValW = preValue, -1
-			default:
-				if !isWS(c) {
-					lastKeyW = -1
-				} else if lastKeyW < 0 {
-					lastKeyW = len(k)
-				}
-				k = append(k, c)
-			}
-		case preValue:
-			switch {
-			case isNL(c):
-				if err := push(); err != nil {
-					return nil, nil, err
-				}
-				state = preKey
-			case c == '\'':
-				state, hasValue = singleQuote, true
-			case c == '"':
-				state, hasValue = doubleQuote, true
-			case c == '\\':
-				state, hasValue = valueEscape, true
-			case !isWS(c):
-				state, hasValue = value, true
-				v = append(v, c)
-			}
-		case value:
-			switch {
-			case isNL(c):
-				if lastValW >= 0 {
-					v = v[:lastValW]
-				}
-				if err := push(); err != nil {
-					return nil, nil, err
-				}
-				state = preKey
-			case c == '\\':
-				state, lastValW = valueEscape, -1
-			default:
-				if !isWS(c) {
-					lastValW = -1
-				} else if lastValW < 0 {
-					lastValW = len(v)
-				}
-				v = append(v, c)
-			}
-		case valueEscape:
-			state = value
-			if !isNL(c) {
-				v = append(v, c)
-			}
-		case singleQuote:
-			if c == '\'' {
-				state = preValue
-			} else {
-				v = append(v, c)
-			}
-		case doubleQuote:
-			switch c {
-			case '"':
-				state = preValue
-			case '\\':
-				state = doubleQuoteEscape
-			default:
-				v = append(v, c)
-			}
-		case doubleQuoteEscape:
-			state = doubleQuote
-			switch {
-			case strings.IndexByte("\"\\`$", c) >= 0:
-				v = append(v, c)
-			case c != '\n':
-				v = append(v, '\\', c)
-			}
-		case comment:
-			switch {
-			case c == '\\':
-				state = commentEscape
-			case isNL(c):
-				state = preKey
-			}
-		case commentEscape:
-			state = comment
-		}
-		if c == '\n' {
-			line++
-		}
-	}
-	switch state {
-	case preValue, value, valueEscape, singleQuote, doubleQuote, doubleQuoteEscape:
-		if state == value && lastValW >= 0 {
-			v = v[:lastValW]
-		}
-		if err := push(); err != nil {
-			return nil, nil, err
-		}
+		vars = envReplace(vars, EnvVar{Name: name, Value: val, Source: Setting{Path: p, Line: line}})
+	})
+	if bad > 0 {
+		return nil, nil, fmt.Errorf("%s:%d: invalid UTF-8: systemd does not load this environment file", p, bad)
 	}
 	return vars, warns, nil
 }
