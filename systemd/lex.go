@@ -288,6 +288,7 @@ const (
 	exCUnescape                 // EXTRACT_CUNESCAPE: C escapes are undone
 	exRelax                     // EXTRACT_RELAX: unbalanced quotes or a trailing backslash end the word
 	exUnescapeRelax             // EXTRACT_UNESCAPE_RELAX: an unknown escape keeps its backslash
+	exRetainEscape              // EXTRACT_RETAIN_ESCAPE: a backslash is a character like any other
 )
 
 // The errors of extractWord, each one of extract_first_word's -EINVAL.
@@ -315,7 +316,7 @@ func extractWord(s string, flags int) (word, rest string, ok bool, err error) {
 		case quote != 0 && c == quote:
 			quote = 0
 			i++
-		case c == '\\':
+		case c == '\\' && flags&exRetainEscape == 0:
 			if i+1 >= len(s) {
 				if flags&exUnescapeRelax != 0 && (quote == 0 || flags&exRelax != 0) {
 					b.WriteByte('\\')

@@ -198,7 +198,7 @@ func readLinkDir(r nodefs.Reader, dir string, warns *[]Warning) map[int]linkFile
 func networkdSettings(ifindex int, ifname string, f linkFile, warns *[]Warning) ([]netip.Addr, []Domain) {
 	var servers []Server
 	seen := serverSet{}
-	for _, w := range strings.Fields(f.vars["DNS"]) {
+	for _, w := range networkdWords(f.vars["DNS"]) {
 		s, err := parseServer(w)
 		if err == nil && !ifaceIsLink(s.Iface, ifindex, ifname) {
 			err = fmt.Errorf("interface %s is not this link", s.Iface)
@@ -217,7 +217,7 @@ func networkdSettings(ifindex int, ifname string, f linkFile, warns *[]Warning) 
 	domainIdx := map[string]int{}
 	ok := true
 	for _, key := range []string{"DOMAINS", "ROUTE_DOMAINS"} {
-		for _, w := range strings.Fields(f.vars[key]) {
+		for _, w := range networkdWords(f.vars[key]) {
 			if _, err := normalizeDomain(w); err != nil {
 				*warns = append(*warns, Warning{Path: f.path, Line: f.line[key], Msg: fmt.Sprintf("bad domain %q (%v): systemd-resolved drops all domains of this link", w, err)})
 				ok = false
@@ -231,6 +231,14 @@ func networkdSettings(ifindex int, ifname string, f linkFile, warns *[]Warning) 
 		}
 	}
 	return serverAddrs(servers), domains
+}
+
+// networkdWords splits a list of networkd's state file as sd-network does (network_link_get_strv,
+// sd-network.c 252: strv_split with WHITESPACE, that is extract_first_word with
+// EXTRACT_RETAIN_ESCAPE): at blanks only, backslashes and quotes kept as they are.
+func networkdWords(v string) []string {
+	words, _ := splitWords(v, exRetainEscape) // no quotes or escapes: nothing can fail
+	return words
 }
 
 // userSettings is link_load_user (resolved-link.c 252): SERVERS= and DOMAINS=

@@ -251,6 +251,19 @@ func TestLoadLinkStates(t *testing.T) {
 			wantWarns: []Warning{{rs + "5", 2, "skipped: not UTF-8 clean, so systemd's parse_env_file refuses the whole file"}},
 		},
 		{
+			// sd-network splits at WHITESPACE (space, tab, CR, LF) only: a no-break space or a form
+			// feed is part of the word, which resolved then refuses with the whole list.
+			name: "networkd's lists split at blanks only",
+			files: map[string]string{
+				nd + "6": "ADMIN_STATE=configured\nDNS=10.0.0.6\u00a010.0.0.66\nDOMAINS=a.example\fb.example\nROUTE_DOMAINS=r.example\tq.example\n",
+			},
+			want: []LinkState{{IfIndex: 6, AdminState: "configured", NetworkdManaged: true, Source: nd + "6", Files: []string{nd + "6"}}},
+			wantWarns: []Warning{
+				{nd + "6", 2, `bad DNS entry "10.0.0.6\u00a010.0.0.66" (invalid address "10.0.0.6\u00a010.0.0.66"): systemd-resolved drops all DNS servers of this link`},
+				{nd + "6", 3, "bad domain \"a.example\\fb.example\" (control character in domain name): systemd-resolved drops all domains of this link"},
+			},
+		},
+		{
 			name: "bad files are reported, odd names ignored",
 			files: map[string]string{
 				nd + "8":      "dir",
