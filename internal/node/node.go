@@ -352,8 +352,10 @@ func (s *Snapshot) readUnit(r nodefs.Reader) Unit {
 	return u
 }
 
-// unitValues returns the space-separated values of key in section, as systemd accumulates list
-// settings such as Before= (an empty assignment resets the list).
+// unitValues returns the space-separated values of key in section, as systemd accumulates
+// dependency settings such as Before=. An empty assignment adds nothing: dependencies cannot be reset
+// (systemd.unit(5), "Dependencies (After=, etc.) cannot be reset to an empty list"; config_parse_unit_deps
+// in load-fragment.c 252 has no reset).
 func unitValues(data []byte, section, key string) []string {
 	var out []string
 	cur := ""
@@ -369,11 +371,6 @@ func unitValues(data []byte, section, key string) []string {
 		}
 		k, v, ok := strings.Cut(line, "=")
 		if !ok || cur != section || strings.TrimSpace(k) != key {
-			continue
-		}
-		v = strings.TrimSpace(v)
-		if v == "" {
-			out = nil
 			continue
 		}
 		out = append(out, strings.Fields(v)...)
