@@ -160,6 +160,40 @@ func (u *ServiceUnit) assign(src Setting, key, value string) bool {
 	return true
 }
 
+// UnitDependencies returns the units that the dependency setting key of [Unit] (Before=, After=,
+// Wants=, Requires=, ...) names in a service unit's files, applied in the order ParseServiceUnit
+// takes them, as config_parse_unit_deps (load-fragment.c, 252) reads them: words split at blanks
+// with quotes and backslashes kept (EXTRACT_RETAIN_ESCAPE), the specifiers that depend on the unit's
+// name resolved (a word with an unknown one is skipped, as systemd skips it), and an empty
+// assignment adding nothing: a dependency cannot be reset (systemd.unit(5)). Names are not checked
+// as unit_add_dependency_by_name checks them: a word systemd drops names no unit. fatal is set where
+// systemd refuses to load the unit (a bad section header, a line that is not UTF-8); deps then hold
+// what was read before it.
+func UnitDependencies(name, key string, files []UnitFile) (deps []string, fatal *Warning) {
+	for _, f := range files {
+		parseConf(f.Data, serviceSections, func(a confAssignment) bool {
+			if a.section != "Unit" || a.key != key {
+				return true
+			}
+			words, _ := splitWords(a.value, exRetainEscape) // no quotes or escapes: nothing can fail
+			for _, w := range words {
+				if d, err := unitSpecifiers(name, w); err == nil {
+					deps = append(deps, d)
+				}
+			}
+			return true
+		}, func(i confIssue) {
+			if i.fatal() {
+				fatal = &Warning{Path: f.Path, Line: i.first, Msg: i.String() + ": systemd refuses to load the unit"}
+			}
+		})
+		if fatal != nil {
+			return deps, fatal
+		}
+	}
+	return deps, nil
+}
+
 // execStart is config_parse_exec (load-fragment.c, 252). It returns false when
 // the unit fails to load.
 func (u *ServiceUnit) execStart(src Setting, value string) bool {
@@ -387,15 +421,17 @@ func simplifyPath(p string) string {
 // kept as written.
 const hostSpecifiers = "fyYcrRCdELSthsaAbBHlqmMovwWgGuUTV"
 
-// specifiers resolves the % specifiers of a unit setting that depend on the
-// unit's name alone (%n %N %p %P %i %I %j %J, and %% for a literal %). One
-// that depends on the host is kept as written; an unknown one is an error,
-// as in systemd.
-func (u *ServiceUnit) specifiers(s string) (string, error) {
+// specifiers is unitSpecifiers for this unit.
+func (u *ServiceUnit) specifiers(s string) (string, error) { return unitSpecifiers(u.Name, s) }
+
+// unitSpecifiers resolves the % specifiers of a setting of unit name that
+// depend on the unit's name alone (%n %N %p %P %i %I %j %J, and %% for a
+// literal %). One that depends on the host is kept as written; an unknown one
+// is an error, as in systemd.
+func unitSpecifiers(name, s string) (string, error) {
 	if !strings.Contains(s, "%") {
 		return s, nil
 	}
-	name := u.Name
 	base := strings.TrimSuffix(name, path.Ext(name))
 	prefix, instance, _ := strings.Cut(base, "@")
 	lastPart := prefix
