@@ -406,7 +406,7 @@ func RemoveDelegateServers(data []byte, lines map[int]bool, drop func(Server) bo
 	for _, pl := range physLines(data) {
 		text, eol := pl.text, pl.eol
 		line++
-		if l := strings.TrimLeft(text, whitespace); !lines[line] && l != "" && strings.ContainsRune(comments, rune(l[0])) {
+		if !lines[line] && isComment(text) {
 			// A comment is dropped before continuations are joined: it neither ends nor starts one.
 			b.WriteString(text + eol)
 			continue

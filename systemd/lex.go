@@ -1,9 +1,11 @@
 package systemd
 
-// lex.go is the one lexer of systemd's file formats that nodedns reads: the logical lines of
-// config_parse (conf-parser.c) that unit files, resolved.conf and DNS delegates share, and
-// extract_first_word (extract-word.c) with C unescaping (escape.c), which splits their values.
-// Every rule follows systemd 252 (Debian 12's 252.39); the parsers of each format sit on top of it.
+// lex.go is the one lexer of systemd's file formats that nodedns reads: read_line's physical lines
+// (fileio.c); config_parse's logical lines, sections and KEY=VALUE (conf-parser.c), which unit
+// files, resolved.conf and DNS delegates share; extract_first_word (extract-word.c) with C
+// unescaping (escape.c), which splits their values; and the env-file grammar (env-file.c) of
+// EnvironmentFile= and of networkd's and resolved's state files. Every rule follows systemd 252
+// (Debian 12's 252.39); the parsers of each format sit on top of it.
 
 import (
 	"errors"
@@ -66,19 +68,9 @@ func physLines(data []byte) []physLine {
 	return lines
 }
 
-// splitLines is the text of physLines.
-func splitLines(data []byte) []string {
-	pl := physLines(data)
-	lines := make([]string, len(pl))
-	for i, l := range pl {
-		lines[i] = l.text
-	}
-	return lines
-}
-
 // logicalLines feeds parse the logical lines of a systemd configuration file as config_parse
 // (systemd 252 to 262) makes them: comment lines dropped before continuations, a UTF-8 BOM dropped
-// from the first line, a trailing backslash joining the next line with a space. first and last are
+// from the first line that starts with one, a trailing backslash joining the next line with a space. first and last are
 // the physical lines a logical line spans (systemd names the last in its messages). parse returns
 // false to stop reading (a section header systemd rejects).
 func logicalLines(data []byte, parse func(first, last int, l string) bool) {
@@ -87,7 +79,8 @@ func logicalLines(data []byte, parse func(first, last int, l string) bool) {
 		continuation []byte // nil: none pending
 		bomSeen      bool
 	)
-	for _, raw := range splitLines(data) {
+	for _, pl := range physLines(data) {
+		raw := pl.text
 		line++
 		if continuation == nil {
 			first = line
@@ -95,7 +88,7 @@ func logicalLines(data []byte, parse func(first, last int, l string) bool) {
 		// Comment lines are dropped before continuation handling, so a
 		// comment inside a continued value is skipped and the value goes on
 		// (config_parse 252; measured).
-		if l := strings.TrimLeft(raw, whitespace); l != "" && strings.ContainsRune(comments, rune(l[0])) {
+		if isComment(raw) {
 			continue
 		}
 		l := raw
@@ -241,6 +234,13 @@ func parseConf(data []byte, sections []string, assign func(confAssignment) bool,
 		return assign(confAssignment{first: first, last: last, section: section,
 			key: strings.Trim(l[:eq], whitespace), value: strings.Trim(l[eq+1:], whitespace)})
 	})
+}
+
+// isComment reports whether config_parse takes a physical line for a comment: its first
+// non-blank character is # or ;.
+func isComment(line string) bool {
+	l := strings.TrimLeft(line, whitespace)
+	return l != "" && strings.IndexByte(comments, l[0]) >= 0
 }
 
 // endsEscaped reports whether s ends in an unescaped backslash.
