@@ -6,10 +6,11 @@ package systemd
 // of $VAR and ${VAR} in the command line. internal/kubelet uses it to find
 // the configuration file kubelet really reads (its --config): kubespray
 // writes it into /etc/kubernetes/kubelet.env, kubeadm into 10-kubeadm.conf.
-// Every rule follows systemd 252 (src/shared/conf-parser.c,
-// src/core/load-fragment.c, src/basic/env-file.c, src/basic/env-util.c,
-// src/basic/extract-word.c, src/basic/escape.c of v252); nothing here reads a
-// file or talks to D-Bus.
+// It also reads a unit's dependencies ([Unit] Before= and the like), which
+// internal/node checks for the nodedns unit. Every rule follows systemd 252
+// (src/core/load-fragment.c, src/basic/env-util.c of v252), over the lexer of
+// lex.go (conf-parser.c, env-file.c, extract-word.c, escape.c); nothing here
+// reads a file or talks to D-Bus.
 
 import (
 	"fmt"
