@@ -525,6 +525,16 @@ func envAssignments(data []byte, push func(key, value string, line int)) (badLin
 	}
 	isNL := func(c byte) bool { return c == '\n' || c == '\r' }
 	isWS := func(c byte) bool { return strings.IndexByte(whitespace, c) >= 0 }
+	// appendTracking appends c to b and keeps *lastW at the start of the blanks that end b (-1:
+	// none), which are dropped when the key or the unquoted value ends.
+	appendTracking := func(b []byte, c byte, lastW *int) []byte {
+		if !isWS(c) {
+			*lastW = -1
+		} else if *lastW < 0 {
+			*lastW = len(b)
+		}
+		return append(b, c)
+	}
 	for i := 0; i < len(data); i++ {
 		c := data[i]
 		switch state {
@@ -543,12 +553,7 @@ func envAssignments(data []byte, push func(key, value string, line int)) (badLin
 			case c == '=':
 				state, lastValW = preValue, -1
 			default:
-				if !isWS(c) {
-					lastKeyW = -1
-				} else if lastKeyW < 0 {
-					lastKeyW = len(k)
-				}
-				k = append(k, c)
+				k = appendTracking(k, c, &lastKeyW)
 			}
 		case preValue:
 			switch {
@@ -580,12 +585,7 @@ func envAssignments(data []byte, push func(key, value string, line int)) (badLin
 			case c == '\\':
 				state, lastValW = valueEscape, -1
 			default:
-				if !isWS(c) {
-					lastValW = -1
-				} else if lastValW < 0 {
-					lastValW = len(v)
-				}
-				v = append(v, c)
+				v = appendTracking(v, c, &lastValW)
 			}
 		case valueEscape:
 			state = value
