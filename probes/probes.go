@@ -26,6 +26,7 @@ import (
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/resolvconf"
 )
 
 // Status of a check or a report.
@@ -237,7 +238,7 @@ func dhcpDomains(env *Env, domains []string) []string {
 // domainText shows a domain in a message: as it is when it is a domain name, else quoted and
 // escaped (a hostile DHCP offer's word, docs/contract.md "The dhclient hook").
 func domainText(d string) string {
-	if policy.ValidDomain(d) {
+	if resolvconf.ValidDomain(d) {
 		return d
 	}
 	return strconv.Quote(d)

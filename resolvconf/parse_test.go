@@ -381,3 +381,17 @@ func TestCanonicalDomain(t *testing.T) {
 		t.Errorf("svc.cluster.local. and SVC.cluster.local differ after CanonicalDomain")
 	}
 }
+
+func TestValidDomain(t *testing.T) {
+	for d, want := range map[string]bool{
+		"example.org": true, "example.org.": true, "Corp-1.example": true, "_dmarc_x.example": false,
+		"a_b.example": true, "1.2.3.4": true, strings.Repeat("a", 63) + ".example": true,
+		strings.Repeat("a", 64) + ".example": false, "": false, ".": false, "a..b": false, "a.b..": false,
+		"-a.example": false, "a-.example": false, "a b": false, "x.example$(echo>p)": false, "a\nb": false,
+		"a'b": false, strings.Repeat("abcdefgh.", 28) + "a": true, strings.Repeat("abcdefgh.", 28) + "abc": false,
+	} {
+		if got := ValidDomain(d); got != want {
+			t.Errorf("ValidDomain(%q) = %v, want %v", d, got, want)
+		}
+	}
+}

@@ -319,3 +319,36 @@ func CanonicalDomain(d string) string {
 	}
 	return d
 }
+
+// ValidDomain reports whether d is a domain name where nodedns takes one: a DHCP search domain, the
+// cluster domain, a name to probe. The rule is dhclient's own before it hands a value to
+// dhclient-script (isc-dhcp 4.4 check_domain_name, RFC 1035 with the widely used underscore):
+// labels of 1 to 63 letters, digits, '-' and '_', neither of the last two at a label's start or
+// end, separated by dots, at most one trailing dot, and at most 253 characters without it (the
+// longest name DNS carries). glibc and musl search such a name as written, and systemd-resolved
+// accepts it; none holds a blank, quote, '$', backquote or control character, so a shell that
+// evaluated it could run nothing. A DHCP value that fails is a hostile offer.
+func ValidDomain(d string) bool {
+	d = strings.TrimSuffix(d, ".")
+	if d == "" || len(d) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(d, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			switch {
+			case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+			case c == '-' || c == '_':
+				if i == 0 || i == len(label)-1 {
+					return false
+				}
+			default:
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -185,62 +185,33 @@ func ParseDNSDelegate(d *DNSDelegate, path string, data []byte) (warnings []Warn
 }
 
 type delegateParser struct {
-	d          *DNSDelegate
-	path       string
-	inDelegate bool
-	ignored    bool
-	dnsIdx     serverSet
-	warnings   []Warning
-	fatal      bool
+	d        *DNSDelegate
+	path     string
+	dnsIdx   serverSet
+	warnings []Warning
+	fatal    bool
 }
 
 func (p *delegateParser) warn(line int, msg string) {
 	p.warnings = append(p.warnings, Warning{Path: p.path, Line: line, Msg: msg})
 }
 
-// run reads the logical lines as config_parse does (logicalLines).
-func (p *delegateParser) run(data []byte) { logicalLines(data, p.parseLine) }
-
-func (p *delegateParser) parseLine(line int, l string) bool {
-	l = strings.Trim(l, whitespace)
-	if l == "" {
-		return true
-	}
-	if !validUTF8(l) {
-		p.warn(line, "string is not UTF-8 clean; systemd-resolved does not load this delegate")
-		p.fatal = true
-		return false
-	}
-	if l[0] == '[' {
-		if len(l) < 2 || l[len(l)-1] != ']' || !stringIsSafe(l[1:len(l)-1]) {
-			p.warn(line, fmt.Sprintf("invalid section header %q; systemd-resolved does not load this delegate", l))
+// run reads one file's lines as config_parse does with the delegate's one section, [Delegate]: a
+// fatal line makes resolved drop the delegate (dns_delegate_load fails).
+func (p *delegateParser) run(data []byte) {
+	parseConf(data, []string{"Delegate"}, p.assign, func(i confIssue) {
+		if i.fatal() {
+			p.warn(i.last, i.String()+"; systemd-resolved does not load this delegate")
 			p.fatal = true
-			return false
+			return
 		}
-		name := l[1 : len(l)-1]
-		if name != "Delegate" {
-			if !strings.HasPrefix(name, "X-") {
-				p.warn(line, fmt.Sprintf("unknown section %q, ignoring", name))
-			}
-			p.inDelegate, p.ignored = false, true
-			return true
-		}
-		p.inDelegate, p.ignored = true, false
-		return true
-	}
-	if !p.inDelegate {
-		if !p.ignored {
-			p.warn(line, "assignment outside of section, ignoring")
-		}
-		return true
-	}
-	eq := strings.IndexByte(l, '=')
-	if eq <= 0 {
-		p.warn(line, "missing '=' or key name, ignoring line")
-		return true
-	}
-	key := strings.Trim(l[:eq], whitespace)
-	value := strings.Trim(l[eq+1:], whitespace)
+		p.warn(i.last, i.String())
+	})
+}
+
+// assign applies one [Delegate] assignment.
+func (p *delegateParser) assign(a confAssignment) bool {
+	line, key, value := a.last, a.key, a.value
 	switch key {
 	case "DNS":
 		p.dns(line, value)
@@ -251,7 +222,7 @@ func (p *delegateParser) parseLine(line int, l string) bool {
 		}
 		// config_parse_delegate_domains: words without unquoting; "~", "*" and "." all mean the
 		// routing-only root.
-		words, err := splitWords(value, false)
+		words, err := splitWords(value, 0)
 		if err != nil {
 			p.warn(line, fmt.Sprintf("failed to parse search domains string %q, ignoring the rest: %v", value, err))
 		}
@@ -303,7 +274,7 @@ func (p *delegateParser) dns(line int, value string) {
 		p.dnsIdx = serverSet{}
 		return
 	}
-	words, err := splitWords(value, false)
+	words, err := splitWords(value, 0)
 	if err != nil {
 		p.warn(line, fmt.Sprintf("failed to parse DNS server string %q, ignoring the rest: %v", value, err))
 	}
@@ -432,29 +403,10 @@ func RemoveDelegateServers(data []byte, lines map[int]bool, drop func(Server) bo
 	var b strings.Builder
 	line := 0
 	prevContinued := false
-	rest := string(data)
-	for rest != "" {
-		// One physical line with its terminator, split as splitLines does.
-		end := len(rest)
-		term := 0
-		for i := 0; i < len(rest); i++ {
-			c := rest[i]
-			if c == '\n' || c == 0 {
-				end, term = i, 1
-				break
-			}
-			if c == '\r' {
-				end, term = i, 1
-				if i+1 < len(rest) && rest[i+1] == '\n' {
-					term = 2
-				}
-				break
-			}
-		}
-		text, eol := rest[:end], rest[end:end+term]
-		rest = rest[end+term:]
+	for _, pl := range physLines(data) {
+		text, eol := pl.text, pl.eol
 		line++
-		if l := strings.TrimLeft(text, whitespace); !lines[line] && l != "" && strings.ContainsRune(comments, rune(l[0])) {
+		if !lines[line] && isComment(text) {
 			// A comment is dropped before continuations are joined: it neither ends nor starts one.
 			b.WriteString(text + eol)
 			continue
@@ -473,7 +425,7 @@ func RemoveDelegateServers(data []byte, lines map[int]bool, drop func(Server) bo
 		if strings.ContainsRune(value, '\\') {
 			return nil, fmt.Errorf("line %d: a DNS= value with backslash escapes is left to the operator", line)
 		}
-		words, err := splitWords(strings.Trim(value, whitespace), false)
+		words, err := splitWords(strings.Trim(value, whitespace), 0)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}

@@ -178,7 +178,13 @@ func readLinkDir(r nodefs.Reader, dir string, warns *[]Warning) map[int]linkFile
 			*warns = append(*warns, Warning{Path: p, Msg: msg})
 			continue
 		}
-		vars, lines := parseEnvFile(data)
+		vars, lines, bad := parseStateFile(data)
+		if bad > 0 {
+			// resolved then drops the file's settings (link_load_user fails; for networkd's file,
+			// link_is_managed fails and the link stays unmanaged), as if there were no file.
+			*warns = append(*warns, Warning{Path: p, Line: bad, Msg: "skipped: not UTF-8 clean, so systemd's parse_env_file refuses the whole file"})
+			continue
+		}
 		out[n] = linkFile{path: p, vars: vars, line: lines}
 	}
 	return out
@@ -192,7 +198,7 @@ func readLinkDir(r nodefs.Reader, dir string, warns *[]Warning) map[int]linkFile
 func networkdSettings(ifindex int, ifname string, f linkFile, warns *[]Warning) ([]netip.Addr, []Domain) {
 	var servers []Server
 	seen := serverSet{}
-	for _, w := range strings.Fields(f.vars["DNS"]) {
+	for _, w := range networkdWords(f.vars["DNS"]) {
 		s, err := parseServer(w)
 		if err == nil && !ifaceIsLink(s.Iface, ifindex, ifname) {
 			err = fmt.Errorf("interface %s is not this link", s.Iface)
@@ -211,7 +217,7 @@ func networkdSettings(ifindex int, ifname string, f linkFile, warns *[]Warning) 
 	domainIdx := map[string]int{}
 	ok := true
 	for _, key := range []string{"DOMAINS", "ROUTE_DOMAINS"} {
-		for _, w := range strings.Fields(f.vars[key]) {
+		for _, w := range networkdWords(f.vars[key]) {
 			if _, err := normalizeDomain(w); err != nil {
 				*warns = append(*warns, Warning{Path: f.path, Line: f.line[key], Msg: fmt.Sprintf("bad domain %q (%v): systemd-resolved drops all domains of this link", w, err)})
 				ok = false
@@ -227,13 +233,21 @@ func networkdSettings(ifindex int, ifname string, f linkFile, warns *[]Warning) 
 	return serverAddrs(servers), domains
 }
 
+// networkdWords splits a list of networkd's state file as sd-network does (network_link_get_strv,
+// sd-network.c 252: strv_split with WHITESPACE, that is extract_first_word with
+// EXTRACT_RETAIN_ESCAPE): at blanks only, backslashes and quotes kept as they are.
+func networkdWords(v string) []string {
+	words, _ := splitWords(v, exRetainEscape) // no quotes or escapes: nothing can fail
+	return words
+}
+
 // userSettings is link_load_user (resolved-link.c 252): SERVERS= and DOMAINS=
 // split like extract_first_word with no flags; a bad entry, or a server bound
 // to another interface, is skipped on its own.
 func userSettings(ifindex int, ifname string, f linkFile, warns *[]Warning) ([]netip.Addr, []Domain) {
 	var servers []Server
 	seen := serverSet{}
-	words, err := splitWords(f.vars["SERVERS"], false)
+	words, err := splitWords(f.vars["SERVERS"], 0)
 	if err != nil {
 		*warns = append(*warns, Warning{Path: f.path, Line: f.line["SERVERS"], Msg: fmt.Sprintf("failed to split SERVERS=: %v", err)})
 	}
@@ -253,7 +267,7 @@ func userSettings(ifindex int, ifname string, f linkFile, warns *[]Warning) ([]n
 
 	var domains []Domain
 	domainIdx := map[string]int{}
-	words, err = splitWords(f.vars["DOMAINS"], false)
+	words, err = splitWords(f.vars["DOMAINS"], 0)
 	if err != nil {
 		*warns = append(*warns, Warning{Path: f.path, Line: f.line["DOMAINS"], Msg: fmt.Sprintf("failed to split DOMAINS=: %v", err)})
 	}
@@ -305,47 +319,17 @@ func serverAddrs(servers []Server) []netip.Addr {
 	return out
 }
 
-// parseEnvFile reads KEY=VALUE lines the way systemd's parse_env_file does for
-// these machine-written files: blank lines and lines starting with '#' or ';'
-// are skipped, whitespace around key and value is dropped, a value in double
-// quotes has backslash escapes, one in single quotes is literal, and an
-// unquoted one takes a backslash as "next character literally". Lines without
-// '=' are ignored. A repeated key takes the last value.
-func parseEnvFile(data []byte) (map[string]string, map[string]int) {
-	vars := map[string]string{}
-	lines := map[string]int{}
-	for n, raw := range strings.Split(string(data), "\n") {
-		l := strings.Trim(raw, whitespace)
-		if l == "" || strings.ContainsRune(comments, rune(l[0])) {
-			continue
-		}
-		eq := strings.IndexByte(l, '=')
-		if eq <= 0 {
-			continue
-		}
-		key := strings.Trim(l[:eq], whitespace)
-		vars[key] = envValue(strings.Trim(l[eq+1:], whitespace))
-		lines[key] = n + 1
+// parseStateFile reads a state file as parse_env_file does (env-file.c, 252), in the grammar of
+// environment files (envAssignments): every key by name, a later assignment replacing an earlier
+// one; lines says where each was set. An assignment that is not UTF-8 clean makes the read fail, as
+// it does for networkd's and resolved's own readers: badLine is its line, and the file says nothing.
+func parseStateFile(data []byte) (vars map[string]string, lines map[string]int, badLine int) {
+	vars, lines = map[string]string{}, map[string]int{}
+	badLine = envAssignments(data, func(key, value string, line int) {
+		vars[key], lines[key] = value, line
+	})
+	if badLine > 0 {
+		return nil, nil, badLine
 	}
-	return vars, lines
-}
-
-func envValue(v string) string {
-	if len(v) >= 2 && v[0] == '\'' && v[len(v)-1] == '\'' {
-		return v[1 : len(v)-1]
-	}
-	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-		v = v[1 : len(v)-1]
-	}
-	if !strings.Contains(v, `\`) {
-		return v
-	}
-	var b strings.Builder
-	for i := 0; i < len(v); i++ {
-		if v[i] == '\\' && i+1 < len(v) {
-			i++
-		}
-		b.WriteByte(v[i])
-	}
-	return b.String()
+	return vars, lines, 0
 }

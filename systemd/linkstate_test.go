@@ -240,6 +240,30 @@ func TestLoadLinkStates(t *testing.T) {
 			},
 		},
 		{
+			// parse_env_file (env-file.c 252) is how both daemons read these files back.
+			name: "the env-file grammar: a CR ends a line, a backslash continues one, quoted parts join; a file not UTF-8 clean is refused whole",
+			files: merge(sysNet(map[string]int{"eth4": 4, "eth5": 5}), map[string]string{
+				nd + "4": "ADMIN_STATE=configured\rDNS=10.0.0.4 \\\n10.0.0.44\nDOMAINS=\"a.example\"' b.example'\n",
+				rs + "5": "SERVERS=10.0.0.5\nDOMAINS=caf\xe9.example\n",
+			}),
+			want: []LinkState{{IfIndex: 4, IfName: "eth4", AdminState: "configured", NetworkdManaged: true, DNS: addrs("10.0.0.4", "10.0.0.44"),
+				Domains: []Domain{{Name: "a.example"}, {Name: "b.example"}}, Source: nd + "4", Files: []string{nd + "4"}}},
+			wantWarns: []Warning{{rs + "5", 2, "skipped: not UTF-8 clean, so systemd's parse_env_file refuses the whole file"}},
+		},
+		{
+			// sd-network splits at WHITESPACE (space, tab, CR, LF) only: a no-break space or a form
+			// feed is part of the word, which resolved then refuses with the whole list.
+			name: "networkd's lists split at blanks only",
+			files: map[string]string{
+				nd + "6": "ADMIN_STATE=configured\nDNS=10.0.0.6\u00a010.0.0.66\nDOMAINS=a.example\fb.example\nROUTE_DOMAINS=r.example\tq.example\n",
+			},
+			want: []LinkState{{IfIndex: 6, AdminState: "configured", NetworkdManaged: true, Source: nd + "6", Files: []string{nd + "6"}}},
+			wantWarns: []Warning{
+				{nd + "6", 2, `bad DNS entry "10.0.0.6\u00a010.0.0.66" (invalid address "10.0.0.6\u00a010.0.0.66"): systemd-resolved drops all DNS servers of this link`},
+				{nd + "6", 3, "bad domain \"a.example\\fb.example\" (control character in domain name): systemd-resolved drops all domains of this link"},
+			},
+		},
+		{
 			name: "bad files are reported, odd names ignored",
 			files: map[string]string{
 				nd + "8":      "dir",
@@ -270,14 +294,17 @@ func TestLoadLinkStates(t *testing.T) {
 }
 
 func TestParseEnvFile(t *testing.T) {
-	vars, lines := parseEnvFile([]byte("# c\n; c\n A = 1 \nB=\"x \\\" y\"\nC='a\\b'\nD=a\\ b\nE=\nnokey\n=v\nA=2\r\n"))
+	vars, lines, bad := parseStateFile([]byte("# c\n; c\n A = 1 \nB=\"x \\\" y\"\nC='a\\b'\nD=a\\ b\nE=\nnokey\n=v\nA=2\r\n"))
+	if bad != 0 {
+		t.Errorf("parseStateFile: bad line %d", bad)
+	}
 	wantVars := map[string]string{"A": "2", "B": `x " y`, "C": `a\b`, "D": "a b", "E": ""}
 	wantLines := map[string]int{"A": 10, "B": 4, "C": 5, "D": 6, "E": 7}
 	if diff := cmp.Diff(wantVars, vars); diff != "" {
-		t.Errorf("parseEnvFile vars mismatch (-want +got):\n%s", diff)
+		t.Errorf("parseStateFile vars mismatch (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(wantLines, lines); diff != "" {
-		t.Errorf("parseEnvFile lines mismatch (-want +got):\n%s", diff)
+		t.Errorf("parseStateFile lines mismatch (-want +got):\n%s", diff)
 	}
 }
 

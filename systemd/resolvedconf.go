@@ -15,7 +15,6 @@ import (
 	"net/netip"
 	"strings"
 	"syscall"
-	"unicode/utf8"
 
 	"github.com/nodedns/nodedns/internal/nodefs"
 )
@@ -248,10 +247,8 @@ func (p *Parser) Parse(path string, data []byte) { p.p.file(path, data) }
 // confParser applies files to one ResolvedConfig. Only the parser changes cfg's lists, so its
 // indexes over them, built once, stay true from one file to the next.
 type confParser struct {
-	cfg       *ResolvedConfig
-	path      string
-	inResolve bool // the current section is [Resolve]
-	ignored   bool // the current section is an unknown one (no more warnings)
+	cfg  *ResolvedConfig
+	path string
 	// Indexes over cfg's lists, so that a long list stays linear to build.
 	dnsIdx, fallbackIdx serverSet
 	domainIdx           map[string]int // normalized name -> index in cfg.Domains
@@ -278,131 +275,22 @@ func (p *confParser) file(path string, data []byte) {
 	if p.cfg.Halted != nil {
 		return
 	}
-	p.path, p.inResolve, p.ignored = path, false, false
+	p.path = path
 	p.run(data)
 }
 
-const utf8BOM = "\xef\xbb\xbf"
-
-func (p *confParser) run(data []byte) { logicalLines(data, p.parseLine) }
-
-// logicalLines feeds parse the logical lines of a systemd configuration file as config_parse
-// (systemd 252 to 262) makes them: comment lines dropped before continuations, a UTF-8 BOM dropped
-// from the first line, a trailing backslash joining the next line with a space. parse returns false
-// to stop reading (a section header resolved rejects).
-func logicalLines(data []byte, parse func(line int, l string) bool) {
-	var (
-		line         int
-		continuation []byte // nil: none pending
-		bomSeen      bool
-	)
-	for _, raw := range splitLines(data) {
-		line++
-		// Comment lines are dropped before continuation handling, so a
-		// comment inside a continued value is skipped and the value goes on
-		// (config_parse 252; measured).
-		if l := strings.TrimLeft(raw, whitespace); l != "" && strings.ContainsRune(comments, rune(l[0])) {
-			continue
-		}
-		l := raw
-		if !bomSeen && strings.HasPrefix(l, utf8BOM) {
-			l = l[len(utf8BOM):]
-			bomSeen = true
-		}
-		// A line ending in an odd number of backslashes continues on the
-		// next line; the last backslash becomes a space. systemd rescans the
-		// whole joined line, but a pending continuation always ends in that
-		// space, so scanning the new physical line alone is the same.
-		if endsEscaped(l) {
-			if continuation == nil {
-				continuation = []byte{}
-			}
-			continuation = append(continuation, l[:len(l)-1]...)
-			continuation = append(continuation, ' ')
-			continue
-		}
-		logical := l
-		if continuation != nil {
-			logical = string(continuation) + l
-			continuation = nil
-		}
-		if !parse(line, logical) {
+// run reads one file's lines as config_parse does with resolved's one section, [Resolve].
+func (p *confParser) run(data []byte) {
+	parseConf(data, []string{"Resolve"}, func(a confAssignment) bool {
+		p.assign(a.last, a.key, a.value)
+		return true
+	}, func(i confIssue) {
+		if i.fatal() {
+			p.cfg.halt(p.path, i.last, i.String())
 			return
 		}
-	}
-	if continuation != nil {
-		// config_parse parses a pending continuation at EOF as line+1.
-		parse(line+1, string(continuation))
-	}
-}
-
-// endsEscaped reports whether s ends in an unescaped backslash.
-func endsEscaped(s string) bool {
-	escaped := false
-	for i := 0; i < len(s); i++ {
-		if escaped {
-			escaped = false
-		} else if s[i] == '\\' {
-			escaped = true
-		}
-	}
-	return escaped
-}
-
-// parseLine is parse_line of conf-parser.c. It returns false when the error
-// is fatal for the whole configuration (cfg.Halted is then set).
-func (p *confParser) parseLine(line int, l string) bool {
-	l = strings.Trim(l, whitespace)
-	if l == "" {
-		return true
-	}
-	if !validUTF8(l) {
-		// 252 says "ignoring assignment" but returns -EINVAL: the unit or
-		// configuration fails to load (measured with systemd-analyze verify).
-		p.cfg.halt(p.path, line, "string is not UTF-8 clean")
-		return false
-	}
-	if l[0] == '[' {
-		if l[len(l)-1] != ']' || len(l) < 2 {
-			p.cfg.halt(p.path, line, fmt.Sprintf("invalid section header %q", l))
-			return false
-		}
-		name := l[1 : len(l)-1]
-		if !stringIsSafe(name) {
-			p.cfg.halt(p.path, line, fmt.Sprintf("bad characters in section header %q", l))
-			return false
-		}
-		// Section names are case-sensitive: [resolve] is unknown (measured).
-		if name != "Resolve" {
-			if !strings.HasPrefix(name, "X-") {
-				p.cfg.warn(p.path, line, fmt.Sprintf("unknown section %q, ignoring", name))
-			}
-			p.inResolve, p.ignored = false, true
-			return true
-		}
-		p.inResolve, p.ignored = true, false
-		return true
-	}
-	if !p.inResolve {
-		if !p.ignored {
-			p.cfg.warn(p.path, line, "assignment outside of section, ignoring")
-		}
-		return true
-	}
-	eq := strings.IndexByte(l, '=')
-	if eq < 0 {
-		// Not fatal in 252 (measured), unlike older releases.
-		p.cfg.warn(p.path, line, "missing '=', ignoring line")
-		return true
-	}
-	if eq == 0 {
-		p.cfg.warn(p.path, line, "missing key name before '=', ignoring line")
-		return true
-	}
-	key := strings.Trim(l[:eq], whitespace)
-	value := strings.Trim(l[eq+1:], whitespace)
-	p.assign(line, key, value)
-	return true
+		p.cfg.warn(p.path, i.last, i.String())
+	})
 }
 
 // assign applies one [Resolve] assignment (resolved-gperf.gperf, 252).
@@ -474,7 +362,7 @@ func (p *confParser) assign(line int, key, value string) {
 // addServers is manager_parse_dns_server_string_and_warn: each word is added
 // or skipped on its own. It reports whether any server was added.
 func (p *confParser) addServers(list *[]Server, seen serverSet, line int, value string) bool {
-	words, err := splitWords(value, false)
+	words, err := splitWords(value, 0)
 	if err != nil {
 		// Words before the bad one are kept, as resolved adds as it goes.
 		p.cfg.warn(p.path, line, fmt.Sprintf("failed to parse DNS server string %q, ignoring the rest: %v", value, err))
@@ -506,7 +394,7 @@ func (p *confParser) addServers(list *[]Server, seen serverSet, line int, value 
 // addDomains is manager_parse_search_domains_and_warn (252): words are
 // unquoted; a bad name is skipped on its own (measured).
 func (p *confParser) addDomains(line int, value string) {
-	words, err := splitWords(value, true)
+	words, err := splitWords(value, exUnquote)
 	if err != nil {
 		p.cfg.warn(p.path, line, fmt.Sprintf("failed to parse search domains string %q, ignoring the rest: %v", value, err))
 	}
@@ -554,61 +442,6 @@ func (c *ResolvedConfig) halt(path string, line int, msg string) {
 	c.Halted = &w
 }
 
-const (
-	whitespace = " \t\n\r" // WHITESPACE in systemd's string-util.h
-	comments   = "#;"      // COMMENTS
-)
-
-// splitLines splits like systemd's read_line: a line ends at '\n', '\r',
-// "\r\n" or a NUL byte.
-func splitLines(data []byte) []string {
-	var lines []string
-	start := 0
-	for i := 0; i < len(data); i++ {
-		switch data[i] {
-		case '\n', 0:
-			lines = append(lines, string(data[start:i]))
-			start = i + 1
-		case '\r':
-			lines = append(lines, string(data[start:i]))
-			if i+1 < len(data) && data[i+1] == '\n' {
-				i++
-			}
-			start = i + 1
-		}
-	}
-	if start < len(data) {
-		lines = append(lines, string(data[start:]))
-	}
-	return lines
-}
-
-// validUTF8 is systemd's utf8_is_valid: valid UTF-8 without Unicode
-// noncharacters (unichar_is_valid rejects U+FDD0..U+FDEF and U+xxFFFE/F).
-func validUTF8(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if (r >= 0xFDD0 && r <= 0xFDEF) || r&0xFFFE == 0xFFFE {
-			return false
-		}
-	}
-	return true
-}
-
-// stringIsSafe is systemd's string_is_safe: no control characters, quotes or
-// backslashes.
-func stringIsSafe(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c > 0 && c < ' ') || c == 0x7f || c == '"' || c == '\'' || c == '\\' {
-			return false
-		}
-	}
-	return true
-}
-
 // parseBoolean is systemd's parse_boolean.
 func parseBoolean(v string) (bool, bool) {
 	switch strings.ToLower(v) {
@@ -618,64 +451,6 @@ func parseBoolean(v string) (bool, bool) {
 		return false, true
 	}
 	return false, false
-}
-
-var errSplit = errors.New("unbalanced quotes or trailing backslash")
-
-// splitWords splits like extract_first_word with WHITESPACE separators:
-// flags 0 for DNS= (a backslash takes the next character literally), plus
-// EXTRACT_UNQUOTE for Domains= (quotes group words). On error the words
-// before the bad one are returned.
-func splitWords(s string, unquote bool) ([]string, error) {
-	var words []string
-	i := 0
-	for {
-		for i < len(s) && strings.IndexByte(whitespace, s[i]) >= 0 {
-			i++
-		}
-		if i >= len(s) {
-			return words, nil
-		}
-		var b strings.Builder
-		var quote byte
-		for ; i < len(s); i++ {
-			c := s[i]
-			if quote != 0 {
-				switch {
-				case c == quote:
-					quote = 0
-				case c == '\\':
-					if i+1 >= len(s) {
-						return words, errSplit
-					}
-					i++
-					b.WriteByte(s[i])
-				default:
-					b.WriteByte(c)
-				}
-				continue
-			}
-			if strings.IndexByte(whitespace, c) >= 0 {
-				break
-			}
-			switch {
-			case unquote && (c == '"' || c == '\''):
-				quote = c
-			case c == '\\':
-				if i+1 >= len(s) {
-					return words, errSplit
-				}
-				i++
-				b.WriteByte(s[i])
-			default:
-				b.WriteByte(c)
-			}
-		}
-		if quote != 0 {
-			return words, errSplit
-		}
-		words = append(words, b.String())
-	}
 }
 
 // parseServer parses one DNS server word like systemd 252's

@@ -297,19 +297,19 @@ func TestServerString(t *testing.T) {
 func TestSplitWords(t *testing.T) {
 	tests := []struct {
 		in      string
-		unquote bool
+		flags   int
 		want    []string
 		wantErr bool
 	}{
 		{in: "  a \t b  ", want: []string{"a", "b"}},
 		{in: `a\ b c`, want: []string{"a b", "c"}},
 		{in: `"a b" c`, want: []string{`"a`, `b"`, "c"}},
-		{in: `"a b" 'c d'e`, unquote: true, want: []string{"a b", "c de"}},
-		{in: `"a b`, unquote: true, wantErr: true},
+		{in: `"a b" 'c d'e`, flags: exUnquote, want: []string{"a b", "c de"}},
+		{in: `"a b`, flags: exUnquote, wantErr: true},
 		{in: `a b\`, want: []string{"a"}, wantErr: true},
 	}
 	for _, tt := range tests {
-		got, err := splitWords(tt.in, tt.unquote)
+		got, err := splitWords(tt.in, tt.flags)
 		if (err != nil) != tt.wantErr {
 			t.Errorf("splitWords(%q) error = %v, want error %v", tt.in, err, tt.wantErr)
 		}

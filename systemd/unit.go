@@ -6,13 +6,13 @@ package systemd
 // of $VAR and ${VAR} in the command line. internal/kubelet uses it to find
 // the configuration file kubelet really reads (its --config): kubespray
 // writes it into /etc/kubernetes/kubelet.env, kubeadm into 10-kubeadm.conf.
-// Every rule follows systemd 252 (src/shared/conf-parser.c,
-// src/core/load-fragment.c, src/basic/env-file.c, src/basic/env-util.c,
-// src/basic/extract-word.c, src/basic/escape.c of v252); nothing here reads a
-// file or talks to D-Bus.
+// It also reads a unit's dependencies ([Unit] Before= and the like), which
+// internal/node checks for the nodedns unit. Every rule follows systemd 252
+// (src/core/load-fragment.c, src/basic/env-util.c of v252), over the lexer of
+// lex.go (conf-parser.c, env-file.c, extract-word.c, escape.c); nothing here
+// reads a file or talks to D-Bus.
 
 import (
-	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -121,93 +121,33 @@ func (u *ServiceUnit) fail(p string, line int, format string, args ...any) {
 	u.Err = fmt.Errorf("%s:%d: %s", p, line, fmt.Sprintf(format, args...))
 }
 
-// parseFile is config_parse of conf-parser.c (252) over one file: lines end
-// at \n, \r, \r\n or NUL; a line whose first non-blank character is # or ; is
-// a comment, even inside a continued value; a line ending in an unescaped
-// backslash continues on the next, the backslash becoming a space.
+// serviceSections are the sections of a service unit (service_vtable's .sections, service.c 252):
+// systemd warns about any other and skips its lines.
+var serviceSections = []string{"Unit", "Service", "Install"}
+
+// parseFile is config_parse of conf-parser.c (252) over one file (parseConf). A setting's line is
+// the first physical line of a continued one (systemd itself names the last; the first is where a
+// reader finds the key).
 func (u *ServiceUnit) parseFile(f UnitFile) {
-	var (
-		line, first int
-		cont        []byte
-		contOn      bool
-		section     string
-		bomSeen     bool
-	)
-	for _, raw := range splitLines(f.Data) {
-		line++
-		if l := strings.TrimLeft(raw, whitespace); l != "" && strings.ContainsRune(comments, rune(l[0])) {
-			continue
+	parseConf(f.Data, serviceSections, func(a confAssignment) bool {
+		if a.section != "Service" {
+			return true // [Unit] and [Install] say nothing about how the program starts
 		}
-		l := raw
-		if !bomSeen && strings.HasPrefix(l, utf8BOM) {
-			l, bomSeen = l[len(utf8BOM):], true
+		return u.assign(Setting{Path: f.Path, Line: a.first}, a.key, a.value)
+	}, func(i confIssue) {
+		switch {
+		case i.kind == issueNotUTF8:
+			u.fail(f.Path, i.first, "line is not valid UTF-8: systemd refuses to load the unit")
+		case i.fatal():
+			u.fail(f.Path, i.first, "%s", i)
+		default:
+			u.warn(f.Path, i.first, "%s", i)
 		}
-		if !contOn {
-			first = line
-		}
-		if endsEscaped(l) {
-			cont = append(append(cont, l[:len(l)-1]...), ' ')
-			contOn = true
-			continue
-		}
-		logical := l
-		if contOn {
-			logical = string(cont) + l
-			cont, contOn = nil, false
-		}
-		if !u.parseLine(f.Path, first, logical, &section) {
-			return
-		}
-	}
-	if contOn {
-		u.parseLine(f.Path, first, string(cont), &section)
-	}
+	})
 }
 
-// parseLine is parse_line of conf-parser.c for a unit file. line is the
-// first physical line of the logical one (systemd itself names the last; the
-// first is where a reader finds the key). It returns false on a fatal error.
-func (u *ServiceUnit) parseLine(p string, line int, l string, section *string) bool {
-	l = strings.Trim(l, whitespace)
-	if l == "" {
-		return true
-	}
-	if !validUTF8(l) {
-		u.fail(p, line, "line is not valid UTF-8: systemd refuses to load the unit")
-		return false
-	}
-	if l[0] == '[' {
-		if len(l) < 2 || l[len(l)-1] != ']' {
-			u.fail(p, line, "invalid section header %q", l)
-			return false
-		}
-		n := l[1 : len(l)-1]
-		if !stringIsSafe(n) {
-			u.fail(p, line, "bad characters in section header %q", l)
-			return false
-		}
-		*section = n
-		return true
-	}
-	if *section == "" {
-		u.warn(p, line, "assignment outside of section, ignoring")
-		return true
-	}
-	eq := strings.IndexByte(l, '=')
-	if eq < 0 {
-		u.warn(p, line, "missing '=', ignoring line")
-		return true
-	}
-	if eq == 0 {
-		u.warn(p, line, "missing key name before '=', ignoring line")
-		return true
-	}
-	if *section != "Service" {
-		return true // [Unit], [Install] and others say nothing about how the program starts
-	}
-	key := strings.Trim(l[:eq], whitespace)
-	value := strings.Trim(l[eq+1:], whitespace)
-	src := Setting{Path: p, Line: line}
+// assign applies one [Service] setting. It returns false when the unit fails to load.
+func (u *ServiceUnit) assign(src Setting, key, value string) bool {
 	switch key { // keys are case-sensitive, as systemd's gperf table is
 	case "ExecStart":
 		return u.execStart(src, value)
@@ -221,173 +161,38 @@ func (u *ServiceUnit) parseLine(p string, line int, l string, section *string) b
 	return true
 }
 
-// Extract flags of extract_first_word (extract-word.h, 252) that this file uses.
-const (
-	exUnquote       = 1 << iota // EXTRACT_UNQUOTE: quotes group and are removed
-	exCUnescape                 // EXTRACT_CUNESCAPE: C escapes are undone
-	exRelax                     // EXTRACT_RELAX: unbalanced quotes or a trailing backslash end the word
-	exUnescapeRelax             // EXTRACT_UNESCAPE_RELAX: an unknown escape keeps its backslash
-)
-
-var errWord = errors.New("unbalanced quoting or invalid escape")
-
-// extractWord is extract_first_word with WHITESPACE separators. It returns
-// the word, the rest of the input, and ok false when no word is left.
-func extractWord(s string, flags int) (word, rest string, ok bool, err error) {
-	i := 0
-	for i < len(s) && strings.IndexByte(whitespace, s[i]) >= 0 {
-		i++
-	}
-	if i >= len(s) {
-		return "", "", false, nil
-	}
-	var b strings.Builder
-	var quote byte
-	for i < len(s) {
-		c := s[i]
-		switch {
-		case quote != 0 && c == quote:
-			quote = 0
-			i++
-		case c == '\\':
-			if i+1 >= len(s) {
-				if flags&exUnescapeRelax != 0 && (quote == 0 || flags&exRelax != 0) {
-					b.WriteByte('\\')
-					return b.String(), "", true, nil
+// UnitDependencies returns the units that the dependency setting key of [Unit] (Before=, After=,
+// Wants=, Requires=, ...) names in a service unit's files, applied in the order ParseServiceUnit
+// takes them, as config_parse_unit_deps (load-fragment.c, 252) reads them: words split at blanks
+// with quotes and backslashes kept (EXTRACT_RETAIN_ESCAPE), the specifiers that depend on the unit's
+// name resolved (a word with an unknown one is skipped, as systemd skips it), and an empty
+// assignment adding nothing: a dependency cannot be reset (systemd.unit(5)). Names are not checked
+// as unit_add_dependency_by_name checks them: a word systemd drops names no unit. fatal is set where
+// systemd refuses to load the unit (a bad section header, a line that is not UTF-8); deps then hold
+// what was read before it.
+func UnitDependencies(name, key string, files []UnitFile) (deps []string, fatal *Warning) {
+	for _, f := range files {
+		parseConf(f.Data, serviceSections, func(a confAssignment) bool {
+			if a.section != "Unit" || a.key != key {
+				return true
+			}
+			words, _ := splitWords(a.value, exRetainEscape) // no quotes or escapes: nothing can fail
+			for _, w := range words {
+				if d, err := unitSpecifiers(name, w); err == nil {
+					deps = append(deps, d)
 				}
-				if flags&exRelax != 0 {
-					return b.String(), "", true, nil
-				}
-				return "", s, false, errWord
 			}
-			if flags&exCUnescape != 0 {
-				r, n, eightBit, ok := cunescapeOne(s[i+1:])
-				switch {
-				case ok && eightBit:
-					b.WriteByte(byte(r))
-					i += 1 + n
-				case ok:
-					b.WriteRune(r)
-					i += 1 + n
-				case flags&exUnescapeRelax != 0:
-					b.WriteByte('\\')
-					b.WriteByte(s[i+1])
-					i += 2
-				default:
-					return "", s, false, errWord
-				}
-			} else {
-				b.WriteByte(s[i+1])
-				i += 2
+			return true
+		}, func(i confIssue) {
+			if i.fatal() {
+				fatal = &Warning{Path: f.Path, Line: i.first, Msg: i.String() + ": systemd refuses to load the unit"}
 			}
-		case quote != 0:
-			b.WriteByte(c)
-			i++
-		case (c == '\'' || c == '"') && flags&exUnquote != 0:
-			quote = c
-			i++
-		case strings.IndexByte(whitespace, c) >= 0:
-			for i < len(s) && strings.IndexByte(whitespace, s[i]) >= 0 {
-				i++
-			}
-			return b.String(), s[i:], true, nil
-		default:
-			b.WriteByte(c)
-			i++
+		})
+		if fatal != nil {
+			return deps, fatal
 		}
 	}
-	if quote != 0 && flags&exRelax == 0 {
-		return "", s, false, errWord
-	}
-	return b.String(), "", true, nil
-}
-
-// extractWordAndWarn is extract_first_word_and_warn: on an invalid escape it
-// retries keeping the unknown escapes verbatim.
-func extractWordAndWarn(s string, flags int) (string, string, bool, error) {
-	w, rest, ok, err := extractWord(s, flags)
-	if err == nil || flags&exUnescapeRelax != 0 {
-		return w, rest, ok, err
-	}
-	return extractWord(s, flags|exUnescapeRelax)
-}
-
-// cunescapeOne is cunescape_one of escape.c (252) without NUL: the escape
-// after a backslash, its length, and whether it is a raw byte.
-func cunescapeOne(s string) (r rune, n int, eightBit, ok bool) {
-	if s == "" {
-		return 0, 0, false, false
-	}
-	switch s[0] {
-	case 'a':
-		return '\a', 1, false, true
-	case 'b':
-		return '\b', 1, false, true
-	case 'f':
-		return '\f', 1, false, true
-	case 'n':
-		return '\n', 1, false, true
-	case 'r':
-		return '\r', 1, false, true
-	case 't':
-		return '\t', 1, false, true
-	case 'v':
-		return '\v', 1, false, true
-	case '\\', '"', '\'':
-		return rune(s[0]), 1, false, true
-	case 's':
-		return ' ', 1, false, true
-	case 'x':
-		if len(s) < 3 || !ascii.IsHex(s[1]) || !ascii.IsHex(s[2]) {
-			return 0, 0, false, false
-		}
-		v := ascii.HexVal(s[1])<<4 | ascii.HexVal(s[2])
-		if v == 0 {
-			return 0, 0, false, false
-		}
-		return rune(v), 3, true, true
-	case 'u', 'U':
-		n := 4
-		if s[0] == 'U' {
-			n = 8
-		}
-		if len(s) < 1+n {
-			return 0, 0, false, false
-		}
-		var v uint32
-		for i := 1; i <= n; i++ {
-			if !ascii.IsHex(s[i]) {
-				return 0, 0, false, false
-			}
-			v = v<<4 | uint32(ascii.HexVal(s[i]))
-		}
-		if v == 0 || (s[0] == 'U' && !unicharValid(v)) {
-			return 0, 0, false, false
-		}
-		return rune(v), 1 + n, false, true
-	case '0', '1', '2', '3', '4', '5', '6', '7':
-		if len(s) < 3 {
-			return 0, 0, false, false
-		}
-		v := 0
-		for i := 0; i < 3; i++ {
-			if s[i] < '0' || s[i] > '7' {
-				return 0, 0, false, false
-			}
-			v = v<<3 | int(s[i]-'0')
-		}
-		if v == 0 || v > 255 {
-			return 0, 0, false, false
-		}
-		return rune(v), 3, true, true
-	}
-	return 0, 0, false, false
-}
-
-// unicharValid is unichar_is_valid (utf8.c): a Unicode scalar value that is
-// not a noncharacter.
-func unicharValid(v uint32) bool {
-	return v < 0x110000 && v&0xFFFFF800 != 0xD800 && !(v >= 0xFDD0 && v <= 0xFDEF) && v&0xFFFE != 0xFFFE
+	return deps, nil
 }
 
 // execStart is config_parse_exec (load-fragment.c, 252). It returns false when
@@ -617,15 +422,17 @@ func simplifyPath(p string) string {
 // kept as written.
 const hostSpecifiers = "fyYcrRCdELSthsaAbBHlqmMovwWgGuUTV"
 
-// specifiers resolves the % specifiers of a unit setting that depend on the
-// unit's name alone (%n %N %p %P %i %I %j %J, and %% for a literal %). One
-// that depends on the host is kept as written; an unknown one is an error,
-// as in systemd.
-func (u *ServiceUnit) specifiers(s string) (string, error) {
+// specifiers is unitSpecifiers for this unit.
+func (u *ServiceUnit) specifiers(s string) (string, error) { return unitSpecifiers(u.Name, s) }
+
+// unitSpecifiers resolves the % specifiers of a setting of unit name that
+// depend on the unit's name alone (%n %N %p %P %i %I %j %J, and %% for a
+// literal %). One that depends on the host is kept as written; an unknown one
+// is an error, as in systemd.
+func unitSpecifiers(name, s string) (string, error) {
 	if !strings.Contains(s, "%") {
 		return s, nil
 	}
-	name := u.Name
 	base := strings.TrimSuffix(name, path.Ext(name))
 	prefix, instance, _ := strings.Cut(base, "@")
 	lastPart := prefix
@@ -723,176 +530,25 @@ func envReplace(list []EnvVar, v EnvVar) []EnvVar {
 }
 
 // ParseEnvFile parses an environment file as systemd 252 reads
-// EnvironmentFile= (load_env_file, env-file.c): KEY=VALUE assignments, blank
-// lines and # or ; comments (a comment ending in a backslash goes on to the
-// next line); a value in single quotes is literal; in double quotes a
-// backslash escapes " \ ` $ and a newline (a continuation line, eaten whole)
-// and is kept before anything else; unquoted, a backslash escapes the next
-// character (a newline is eaten) and trailing blanks are dropped. Quoted and
-// unquoted parts join: A="x"'y'z is xyz. A later assignment of the same name
-// replaces an earlier one. An assignment whose name is not a valid variable
-// name is skipped with a warning (strv_env_clean). A file that is not UTF-8
-// is an error: systemd then refuses to start the command unless the
-// EnvironmentFile= entry is optional ('-').
+// EnvironmentFile= (load_env_file, env-file.c) in the grammar of envAssignments.
+// A later assignment of the same name replaces an earlier one. An assignment
+// whose name is not a valid variable name is skipped with a warning
+// (strv_env_clean). A file that is not UTF-8 is an error: systemd then refuses
+// to start the command unless the EnvironmentFile= entry is optional ('-').
 func ParseEnvFile(p string, data []byte) ([]EnvVar, []Warning, error) {
-	const (
-		preKey = iota
-		key
-		preValue
-		value
-		valueEscape
-		singleQuote
-		doubleQuote
-		doubleQuoteEscape
-		comment
-		commentEscape
-	)
 	var (
-		vars     []EnvVar
-		warns    []Warning
-		state    = preKey
-		line     = 1
-		keyLine  int
-		k, v     []byte
-		hasValue bool
-		lastKeyW = -1 // index where trailing whitespace of the key starts
-		lastValW = -1
+		vars  []EnvVar
+		warns []Warning
 	)
-	// The data is read up to its first NUL, as read_full_stream hands a C string.
-	if i := strings.IndexByte(string(data), 0); i >= 0 {
-		data = data[:i]
-	}
-	push := func() error {
-		if lastKeyW >= 0 {
-			k = k[:lastKeyW]
-		}
-		name, val := string(k), string(v)
-		src := Setting{Path: p, Line: keyLine}
-		if !validUTF8(name) || (hasValue && !validUTF8(val)) {
-			return fmt.Errorf("%s:%d: invalid UTF-8: systemd does not load this environment file", p, keyLine)
-		}
+	bad := envAssignments(data, func(name, val string, line int) {
 		if !envNameValid(name) {
-			warns = append(warns, Warning{Path: p, Line: keyLine, Msg: fmt.Sprintf("invalid environment assignment %q, ignoring", name+"="+val)})
-		} else {
-			vars = envReplace(vars, EnvVar{Name: name, Value: val, Source: src})
+			warns = append(warns, Warning{Path: p, Line: line, Msg: fmt.Sprintf("invalid environment assignment %q, ignoring", name+"="+val)})
+			return
 		}
-		k, v, hasValue, lastKeyW, lastValW = k[:0], nil, false, -1, -1
-		return nil
-	}
-	isNL := func(c byte) bool { return c == '\n' || c == '\r' }
-	isWS := func(c byte) bool { return strings.IndexByte(whitespace, c) >= 0 }
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		switch state {
-		case preKey:
-			switch {
-			case strings.IndexByte(comments, c) >= 0:
-				state = comment
-			case !isWS(c):
-				state, keyLine, lastKeyW = key, line, -1
-				k = append(k[:0], c)
-			}
-		case key:
-			switch {
-			case isNL(c):
-				state, k = preKey, k[:0]
-			case c == '=':
-				state, lastValW = preValue, -1
-			default:
-				if !isWS(c) {
-					lastKeyW = -1
-				} else if lastKeyW < 0 {
-					lastKeyW = len(k)
-				}
-				k = append(k, c)
-			}
-		case preValue:
-			switch {
-			case isNL(c):
-				if err := push(); err != nil {
-					return nil, nil, err
-				}
-				state = preKey
-			case c == '\'':
-				state, hasValue = singleQuote, true
-			case c == '"':
-				state, hasValue = doubleQuote, true
-			case c == '\\':
-				state, hasValue = valueEscape, true
-			case !isWS(c):
-				state, hasValue = value, true
-				v = append(v, c)
-			}
-		case value:
-			switch {
-			case isNL(c):
-				if lastValW >= 0 {
-					v = v[:lastValW]
-				}
-				if err := push(); err != nil {
-					return nil, nil, err
-				}
-				state = preKey
-			case c == '\\':
-				state, lastValW = valueEscape, -1
-			default:
-				if !isWS(c) {
-					lastValW = -1
-				} else if lastValW < 0 {
-					lastValW = len(v)
-				}
-				v = append(v, c)
-			}
-		case valueEscape:
-			state = value
-			if !isNL(c) {
-				v = append(v, c)
-			}
-		case singleQuote:
-			if c == '\'' {
-				state = preValue
-			} else {
-				v = append(v, c)
-			}
-		case doubleQuote:
-			switch c {
-			case '"':
-				state = preValue
-			case '\\':
-				state = doubleQuoteEscape
-			default:
-				v = append(v, c)
-			}
-		case doubleQuoteEscape:
-			state = doubleQuote
-			switch {
-			case strings.IndexByte("\"\\`$", c) >= 0:
-				v = append(v, c)
-			case c != '\n':
-				v = append(v, '\\', c)
-			}
-		case comment:
-			switch {
-			case c == '\\':
-				state = commentEscape
-			case isNL(c):
-				state = preKey
-			}
-		case commentEscape:
-			state = comment
-		}
-		if c == '\n' {
-			line++
-		}
-	}
-	switch state {
-	case preValue, value, valueEscape, singleQuote, doubleQuote, doubleQuoteEscape:
-		if state == value && lastValW >= 0 {
-			v = v[:lastValW]
-		}
-		if err := push(); err != nil {
-			return nil, nil, err
-		}
+		vars = envReplace(vars, EnvVar{Name: name, Value: val, Source: Setting{Path: p, Line: line}})
+	})
+	if bad > 0 {
+		return nil, nil, fmt.Errorf("%s:%d: invalid UTF-8: systemd does not load this environment file", p, bad)
 	}
 	return vars, warns, nil
 }
@@ -953,13 +609,8 @@ func ExpandArgv(argv []string, env []EnvVar) []ExpandedArg {
 			if !ok {
 				continue
 			}
-			for rest := val; ; {
-				w, r, ok, _ := extractWord(rest, exRelax|exUnquote)
-				if !ok {
-					break
-				}
+			for _, w := range SplitWords(val) {
 				out = append(out, ExpandedArg{Value: w, Var: name})
-				rest = r
 			}
 			continue
 		}
@@ -1018,12 +669,6 @@ func replaceEnv(s string, get func(string) (string, bool)) (string, string) {
 // EXTRACT_UNQUOTE): quotes group and are removed, unbalanced quotes end the
 // last word.
 func SplitWords(v string) []string {
-	var words []string
-	for rest := v; ; {
-		w, r, ok, _ := extractWord(rest, exRelax|exUnquote)
-		if !ok {
-			return words
-		}
-		words, rest = append(words, w), r
-	}
+	words, _ := splitWords(v, exRelax|exUnquote) // EXTRACT_RELAX: no error is left to return
+	return words
 }

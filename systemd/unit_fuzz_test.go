@@ -62,3 +62,23 @@ func FuzzParseServiceUnit(f *testing.F) {
 		}
 	})
 }
+
+// FuzzUnitDependencies feeds arbitrary unit files to UnitDependencies: it must never panic, never
+// return an empty name or one with a blank, and name the file and line of a fatal error.
+func FuzzUnitDependencies(f *testing.F) {
+	f.Add([]byte("[Unit]\nBefore=kubelet.service\n"))
+	f.Add([]byte("[Unit\nBefore\n=\n[]"))
+	f.Add([]byte("[Unit]\nBefore=a \\\n# c\n b %n %Z\n"))
+	const p = "/lib/systemd/system/nodedns.service"
+	f.Fuzz(func(t *testing.T, data []byte) {
+		deps, fatal := UnitDependencies("nodedns.service", "Before", []UnitFile{{Path: p, Data: data}})
+		for _, v := range deps {
+			if v == "" || strings.ContainsAny(v, whitespace) {
+				t.Fatalf("bad value %q", v)
+			}
+		}
+		if fatal != nil && (fatal.Path != p || fatal.Line < 1) {
+			t.Fatalf("fatal error without its place: %+v", fatal)
+		}
+	})
+}

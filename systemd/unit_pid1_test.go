@@ -41,6 +41,14 @@ ExecStart=/usr/local/bin/kubelet $A ${A} "$A" pre${B}post $$A a$A '${C}' \
 ; a comment line (';' starts one too) inside the continued value, which ends at the end of the file
 `
 
+// depsUnit and depsDropin exercise dependency lists: continuations with a comment inside, empty
+// assignments (which reset nothing), blanks, specifiers.
+const (
+	depsUnit = "[Unit]\nDescription=dependency lists\nBefore=ndsdep-a.service \\\n# ndsdep-commented.service\n  ndsdep-b.service\n" +
+		"Before=\nBefore=%p-c.service\tndsdep-d.service\n[Service]\nType=oneshot\nExecStart=/bin/true\n"
+	depsDropin = "[Unit]\nBefore=\nBefore=ndsdep-e.service ndsdep-a.service\n"
+)
+
 const tortureEnv = `# comment \
 continued comment
 KARGS="--a=1 \
@@ -88,7 +96,10 @@ func testUnitsUnderSystemd(t *testing.T, suite nstest.Suite) {
 	files["units/torture.service"] = tortureUnit
 	files["units/torture.service.d/zz-test.conf"] = testDropin
 	files["env/torture.env"] = tortureEnv
-	files["units/nds-test.target"] = "[Unit]\nDefaultDependencies=no\nWants=ks-kubelet.service ka-kubelet.service torture.service\n"
+	files["units/ndsdep.service"] = depsUnit
+	files["units/ndsdep.service.d/10-more.conf"] = depsDropin
+	files["units/ndsdep.service.d/zz-test.conf"] = testDropin
+	files["units/nds-test.target"] = "[Unit]\nDefaultDependencies=no\nWants=ks-kubelet.service ka-kubelet.service torture.service ndsdep.service\n"
 	files["units/system.slice"] = "[Unit]\nDefaultDependencies=no\n"
 	files["bin/kubelet"] = recorder
 	for p, c := range files {
@@ -165,5 +176,29 @@ func testUnitsUnderSystemd(t *testing.T, suite nstest.Suite) {
 			t.Logf("%s started with %q", u.name, got)
 		})
 	}
+	// Before= as systemd loaded it (a set: systemctl prints it in its own order) and as
+	// UnitDependencies reads the same files.
+	t.Run("ndsdep.service Before=", func(t *testing.T) {
+		var ufs []UnitFile
+		for _, p := range []string{"units/ndsdep.service", "units/ndsdep.service.d/10-more.conf", "units/ndsdep.service.d/zz-test.conf"} {
+			ufs = append(ufs, UnitFile{Path: nds + "/" + p, Data: []byte(files[p])})
+		}
+		deps, fatal := UnitDependencies("ndsdep.service", "Before", ufs)
+		if fatal != nil {
+			t.Fatal(fatal)
+		}
+		want := map[string]bool{}
+		for _, d := range deps {
+			want[d] = true
+		}
+		got := map[string]bool{}
+		for _, d := range strings.Fields(sd.Show("ndsdep.service", "Before")) {
+			got[d] = true
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("Before= of ndsdep.service as systemd loaded it (+) and as UnitDependencies reads it (-):\n%s", diff)
+		}
+		t.Logf("ndsdep.service Before=%v", deps)
+	})
 	sd.Poweroff()
 }

@@ -145,6 +145,14 @@ func TestParseServiceUnit(t *testing.T) {
 			warns: []string{p + ":1: assignment outside of section, ignoring", p + ":5: missing '=', ignoring line", p + ":6: missing key name before '=', ignoring line"},
 		},
 		{
+			// systemd-analyze verify 252 on this unit says only "x.service:1: Unknown section 'Foo'.
+			// Ignoring." and "x.service:6: Unknown section ''. Ignoring.".
+			name:  "an unknown section is warned about once and its lines are skipped",
+			unit:  "[Foo]\nnot an assignment\nExecStart=/bin/foo\n[X-Ours]\nnot one either\n[]\n=x\n[Service]\nExecStart=/bin/ok\n",
+			cmds:  []cmd{{Path: "/bin/ok", Argv: []string{"/bin/ok"}}},
+			warns: []string{p + ":1: unknown section \"Foo\", ignoring", p + ":6: unknown section \"\", ignoring"},
+		},
+		{
 			name:  "a bad command with '-' is skipped",
 			unit:  "[Service]\nExecStart=-relative/path x\nExecStart=/bin/ok\n",
 			cmds:  []cmd{{Path: "/bin/ok", Argv: []string{"/bin/ok"}}},
@@ -289,5 +297,43 @@ func TestExpandArgv(t *testing.T) {
 		if diff := cmp.Diff(tc.vars, vars); diff != "" {
 			t.Errorf("ExpandArgv(%q) vars (-want +got):\n%s", tc.in, diff)
 		}
+	}
+}
+
+// TestUnitDependencies: dependency settings of [Unit] as config_parse_unit_deps reads them (the
+// node reads the nodedns unit's Before= through it). TestUnitsUnderSystemd checks the same rules
+// against systemd as PID 1.
+func TestUnitDependencies(t *testing.T) {
+	const p = "/etc/systemd/system/nodedns.service"
+	deps := func(units ...string) ([]string, *Warning) {
+		var files []UnitFile
+		for i, u := range units {
+			path := p
+			if i > 0 {
+				path = p + ".d/" + strconv.Itoa(i) + ".conf"
+			}
+			files = append(files, UnitFile{Path: path, Data: []byte(u)})
+		}
+		return UnitDependencies("nodedns.service", "Before", files)
+	}
+	unit := "[Unit]\nBefore=a.service\n# Before=commented.service\nBefore=kubelet.service b.service\n[Service]\nBefore=not-unit.service\n[Unit]\nAfter=x\n"
+	got, fatal := deps(unit)
+	if diff := cmp.Diff([]string{"a.service", "kubelet.service", "b.service"}, got); diff != "" || fatal != nil {
+		t.Errorf("fatal %v, (-want +got):\n%s", fatal, diff)
+	}
+	// An empty assignment does not reset a dependency list, in a file or across drop-ins.
+	if got, _ := deps("[Unit]\nBefore=a\nBefore=\nBefore=b\n", "[Unit]\nBefore=\nBefore=c\n"); !cmp.Equal(got, []string{"a", "b", "c"}) {
+		t.Errorf("an empty Before=: %v", got)
+	}
+	// Continuations join lines (a comment inside is skipped); quotes and backslashes stay in the
+	// word; specifiers of the unit's name are resolved, a word with an unknown one is skipped.
+	got, _ = deps("[Unit]\nBefore=a.service \\\n# b.service\n  c.service\t\"d.service\" e\\x2d.service %p-f.service %Z.service 100%%.service\n")
+	if diff := cmp.Diff([]string{"a.service", "c.service", `"d.service"`, `e\x2d.service`, "nodedns-f.service", "100%.service"}, got); diff != "" {
+		t.Errorf("words (-want +got):\n%s", diff)
+	}
+	// A file systemd refuses stops the unit from loading: what was read before it is kept.
+	got, fatal = deps("[Unit]\nBefore=a.service\n", "[Unit]\nBefore=b.service\n[Unit\nBefore=c.service\n")
+	if !cmp.Equal(got, []string{"a.service", "b.service"}) || fatal == nil || fatal.String() != p+`.d/1.conf:3: invalid section header "[Unit": systemd refuses to load the unit` {
+		t.Errorf("a bad header: %v, %v", got, fatal)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nodedns/nodedns/resolvconf"
 )
 
 // Netplan modes (docs/contract.md: `netplan.mode`).
@@ -163,7 +165,7 @@ var coreKeys = []key{
 	{"clusterDNS", []string{}, func(c *Config, v any) (err error) { c.ClusterDNS, err = addrList(v); return }},
 	{"clusterDomain", "", func(c *Config, v any) (err error) {
 		s, err := str(v)
-		if err == nil && s != "" && !validDomain(s) {
+		if err == nil && s != "" && !resolvconf.ValidDomain(s) {
 			err = fmt.Errorf("%q is not a domain name", s)
 		}
 		c.ClusterDomain = strings.TrimSuffix(s, ".")
@@ -258,7 +260,7 @@ var coreKeys = []key{
 	}},
 	{"probes.externalName", "", func(c *Config, v any) (err error) {
 		s, err := str(v)
-		if err == nil && s != "" && !validDomain(s) {
+		if err == nil && s != "" && !resolvconf.ValidDomain(s) {
 			err = fmt.Errorf("%q is not a domain name", s)
 		}
 		c.Probes.ExternalName = s
@@ -492,24 +494,4 @@ func duration(v any) (time.Duration, error) {
 		return 0, fmt.Errorf("%v is not a positive duration", d)
 	}
 	return d, nil
-}
-
-// validDomain is a loose check: labels of letters, digits, '-' and '_' (seen in real search lists),
-// at most 253 characters.
-func validDomain(s string) bool {
-	s = strings.TrimSuffix(s, ".")
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(s, ".") {
-		if label == "" || len(label) > 63 {
-			return false
-		}
-		for _, r := range label {
-			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-				return false
-			}
-		}
-	}
-	return true
 }

@@ -158,6 +158,12 @@ func TestFromSettings(t *testing.T) {
 		{name: "relative path", settings: map[string]any{"kubelet.resolvConf": "resolv.conf"}, wantErr: "not an absolute path"},
 		{name: "bad bool", settings: map[string]any{"netplan.apply": "sometimes"}, wantErr: `"sometimes" is not true or false`},
 		{name: "bad domain", settings: map[string]any{"clusterDomain": "cluster..local"}, wantErr: "not a domain name"},
+		// The rule of resolvconf.ValidDomain (dhclient's): a label neither starts nor ends with '-' or
+		// '_', which the dhclient hook would refuse to write.
+		{name: "domain label starting with '-'", settings: map[string]any{"clusterDomain": "-cluster.local"}, wantErr: `config key clusterDomain: value "-cluster.local": "-cluster.local" is not a domain name`},
+		{name: "domain label ending with '_'", settings: map[string]any{"clusterDomain": "cluster_.local"}, wantErr: "not a domain name"},
+		{name: "probe name label starting with '_'", settings: map[string]any{"probes.externalName": "_probe.example.org"}, wantErr: `config key probes.externalName: value "_probe.example.org": "_probe.example.org" is not a domain name`},
+		{name: "probe name with a blank", settings: map[string]any{"probes.externalName": "example.org $(x)"}, wantErr: "not a domain name"},
 		{name: "zero backoff", settings: map[string]any{"writers.backoffAfter": 0}, wantErr: "not a positive number"},
 		{name: "bad cache mode", settings: map[string]any{"nodeLocalDNS.mode": "bpf"}, wantErr: `config key nodeLocalDNS.mode: value "bpf": "bpf" is not a mode (auto, interface, lrp, none)`},
 		{name: "negative maxPods", settings: map[string]any{"probes.maxPods": -1}, wantErr: "config key probes.maxPods: value -1: -1 is negative"},

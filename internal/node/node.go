@@ -8,8 +8,6 @@
 package node
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -322,15 +320,19 @@ func (s *Snapshot) readUnit(r nodefs.Reader) Unit {
 	for _, err := range errs {
 		s.problem(SourceUnit, "", 0, err.Error())
 	}
-	sources := append([]string{u.Path}, dropIns...)
-	for _, src := range sources {
+	var files []systemd.UnitFile
+	for _, src := range append([]string{u.Path}, dropIns...) {
 		data, err := r.ReadFile(src, nodefs.Config)
 		if err != nil {
 			u.ReadError = err
 			s.problem(SourceUnit, src, 0, err.Error())
 			continue
 		}
-		u.Before = append(u.Before, unitValues(data, "Unit", "Before")...)
+		files = append(files, systemd.UnitFile{Path: src, Data: data})
+	}
+	var fatal *systemd.Warning
+	if u.Before, fatal = systemd.UnitDependencies(UnitName, "Before", files); fatal != nil {
+		s.problem(SourceUnit, fatal.Path, fatal.Line, fatal.Msg)
 	}
 	const etcUnits = "/etc/systemd/system"
 	es, _ := r.ReadDir(etcUnits)
@@ -350,35 +352,6 @@ func (s *Snapshot) readUnit(r nodefs.Reader) Unit {
 	}
 	sort.Strings(u.WantedBy)
 	return u
-}
-
-// unitValues returns the space-separated values of key in section, as systemd accumulates list
-// settings such as Before= (an empty assignment resets the list).
-func unitValues(data []byte, section, key string) []string {
-	var out []string
-	cur := ""
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' || line[0] == ';' {
-			continue
-		}
-		if line[0] == '[' && strings.HasSuffix(line, "]") {
-			cur = line[1 : len(line)-1]
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok || cur != section || strings.TrimSpace(k) != key {
-			continue
-		}
-		v = strings.TrimSpace(v)
-		if v == "" {
-			out = nil
-			continue
-		}
-		out = append(out, strings.Fields(v)...)
-	}
-	return out
 }
 
 // ResolvedInUse reports whether systemd-resolved is the node's resolver: /etc/resolv.conf points into

@@ -12,29 +12,6 @@ import (
 	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
-func TestUnitValues(t *testing.T) {
-	unit := "[Unit]\nBefore=a.service\n# Before=commented.service\nBefore=kubelet.service b.service\n[Service]\nBefore=not-unit.service\n[Unit]\nAfter=x\n"
-	if diff := cmp.Diff([]string{"a.service", "kubelet.service", "b.service"}, unitValues([]byte(unit), "Unit", "Before")); diff != "" {
-		t.Error(diff)
-	}
-	// An empty assignment resets the list, as in systemd.
-	if got := unitValues([]byte("[Unit]\nBefore=a\nBefore=\nBefore=b\n"), "Unit", "Before"); !cmp.Equal(got, []string{"b"}) {
-		t.Errorf("reset: %v", got)
-	}
-}
-
-func FuzzUnitValues(f *testing.F) {
-	f.Add([]byte("[Unit]\nBefore=kubelet.service\n"))
-	f.Add([]byte("[Unit\nBefore\n=\n[]"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, v := range unitValues(data, "Unit", "Before") {
-			if v == "" {
-				t.Fatal("empty value")
-			}
-		}
-	})
-}
-
 // TestObserveUnitInsideRoot: the enable symlink is absolute, as systemctl makes it, and must be
 // followed inside the root, not on the host.
 func TestObserveUnitInsideRoot(t *testing.T) {
@@ -49,11 +26,38 @@ func TestObserveUnitInsideRoot(t *testing.T) {
 	must(os.MkdirAll(filepath.Join(root, "etc/systemd/system/multi-user.target.wants"), 0o755))
 	must(os.MkdirAll(filepath.Join(root, "etc/systemd/system/nodedns.service.d"), 0o755))
 	must(os.WriteFile(filepath.Join(root, "lib/systemd/system/nodedns.service"), []byte("[Unit]\nBefore=kubelet.service\n"), 0o644))
-	must(os.WriteFile(filepath.Join(root, "etc/systemd/system/nodedns.service.d/10-local.conf"), []byte("[Unit]\nBefore=containerd.service\n"), 0o644))
+	// A continued line with a comment inside, as systemd reads it (the lexer of package systemd).
+	must(os.WriteFile(filepath.Join(root, "etc/systemd/system/nodedns.service.d/10-local.conf"), []byte("[Unit]\nBefore=containerd.service \\\n# crio.service\n  docker.service\n"), 0o644))
 	must(os.Symlink("/lib/systemd/system/nodedns.service", filepath.Join(root, "etc/systemd/system/multi-user.target.wants/nodedns.service")))
 	s := Observe(nodefs.NewReader(root), config.Default(), time.Now())
-	want := Unit{Path: "/lib/systemd/system/nodedns.service", Enabled: true, WantedBy: []string{"multi-user.target"}, Before: []string{"kubelet.service", "containerd.service"}}
+	want := Unit{Path: "/lib/systemd/system/nodedns.service", Enabled: true, WantedBy: []string{"multi-user.target"}, Before: []string{"kubelet.service", "containerd.service", "docker.service"}}
 	if diff := cmp.Diff(want, s.Unit); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestObserveUnitSystemdRefuses: a unit file systemd refuses to load (here a drop-in's bad section
+// header) is a problem of the unit source, and Before= holds what was read before it.
+func TestObserveUnitSystemdRefuses(t *testing.T) {
+	root := t.TempDir()
+	for p, data := range map[string]string{
+		"lib/systemd/system/nodedns.service":               "[Unit]\nBefore=kubelet.service\n",
+		"etc/systemd/system/nodedns.service.d/broken.conf": "[Unit\nBefore=containerd.service\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := Observe(nodefs.NewReader(root), config.Default(), time.Now())
+	if diff := cmp.Diff([]string{"kubelet.service"}, s.Unit.Before); diff != "" {
+		t.Errorf("Before (-want +got):\n%s", diff)
+	}
+	want := []Problem{{Path: "/etc/systemd/system/nodedns.service.d/broken.conf", Line: 1, Source: SourceUnit,
+		Msg: `invalid section header "[Unit": systemd refuses to load the unit`}}
+	if diff := cmp.Diff(want, s.ProblemsFrom(SourceUnit)); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
 	}
 }

@@ -54,7 +54,7 @@ func DhclientHook(f Facts) []byte {
 		ups = append(ups, a.WithZone("").String())
 	}
 	cluster := ""
-	if ValidDomain(f.ClusterDomain) {
+	if resolvconf.ValidDomain(f.ClusterDomain) {
 		cluster = strings.TrimSuffix(f.ClusterDomain, ".")
 	}
 	keep := ""
@@ -85,37 +85,6 @@ var hookTemplate = template.Must(template.New("dhclienthook.sh").Option("missing
 // a single quote itself ends the quotes, is escaped, and opens them again.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// ValidDomain reports whether d is a domain name as dhclient itself accepts one before it hands it
-// to dhclient-script (isc-dhcp 4.4 check_domain_name, RFC 1035 with the widely used underscore):
-// labels of 1 to 63 letters, digits, '-' and '_', neither of the last two at a label's start or end,
-// separated by dots, at most one trailing dot, 255 characters at most. A DHCP value that fails is a
-// hostile offer (Facts.HostileDHCP): glibc would search it as any other word, and a shell that
-// evaluated it would run it.
-func ValidDomain(d string) bool {
-	d = strings.TrimSuffix(d, ".")
-	if d == "" || len(d) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(d, ".") {
-		if label == "" || len(label) > 63 {
-			return false
-		}
-		for i := 0; i < len(label); i++ {
-			c := label[i]
-			switch {
-			case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-			case c == '-' || c == '_':
-				if i == 0 || i == len(label)-1 {
-					return false
-				}
-			default:
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // dropClusterSearch takes the cluster search domains (<ns>.svc.<domain>, svc.<domain>, <domain>,

@@ -36,7 +36,7 @@ func networkdLeaseDomains(s *node.Snapshot) map[string]node.DHCPDomainsRecord {
 		for _, v := range append([]string{l.DomainName}, l.SearchDomains...) {
 			for _, w := range strings.Fields(v) {
 				d := resolvconf.CanonicalDomain(w)
-				if d != "" && ValidDomain(d) && !slices.Contains(rec.Domains, d) {
+				if d != "" && resolvconf.ValidDomain(d) && !slices.Contains(rec.Domains, d) {
 					rec.Domains = append(rec.Domains, d)
 				}
 			}
@@ -56,7 +56,7 @@ func (f *Facts) recordedDHCPDomains(s *node.Snapshot) {
 		}
 		rec := s.DHCPDomains[iface]
 		for _, d := range rec.Domains {
-			if ValidDomain(d) {
+			if resolvconf.ValidDomain(d) {
 				f.addDomain(d, fmt.Sprintf("%s (%s, from %s)", node.DHCPDomainsStatePath, iface, rec.From))
 			}
 		}

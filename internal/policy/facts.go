@@ -40,9 +40,9 @@ type Facts struct {
 	// may stay on the host's search list (docs/contract.md "Cluster search domains on the host").
 	RouteClusterDomainToCache bool
 	// HostileDHCP are the domain values some DHCP source handed out that are no domain name
-	// (ValidDomain): shell code, quotes, spaces. They are kept out of DHCPDomains (and so out of every
-	// message that lists those) and named by check as hostile offers; IsDHCPDomain still matches
-	// them, so nodedns drops them from every search list it edits.
+	// (resolvconf.ValidDomain): shell code, quotes, spaces. They are kept out of DHCPDomains (and so
+	// out of every message that lists those) and named by check as hostile offers; IsDHCPDomain
+	// still matches them, so nodedns drops them from every search list it edits.
 	HostileDHCP []HostileOffer
 	// DHCPOffers are the dhclient interfaces whose dhclient.conf changes the servers DHCP offers,
 	// with what DHCP really offered there (offered.go).
@@ -142,7 +142,7 @@ type HostileOffer struct {
 // A value with any word that is no domain name is a hostile offer, kept whole.
 func (f *Facts) addDHCPDomain(v, source string) {
 	words := strings.FieldsFunc(v, func(r rune) bool { return r == ' ' }) // a tab or a newline is hostile
-	if slices.ContainsFunc(words, func(w string) bool { return !ValidDomain(w) }) {
+	if slices.ContainsFunc(words, func(w string) bool { return !resolvconf.ValidDomain(w) }) {
 		for i, w := range words {
 			words[i] = resolvconf.CanonicalDomain(w)
 		}
