@@ -15,7 +15,17 @@ type kubeletResolvConf struct{}
 
 func (kubeletResolvConf) ID() string { return "kubelet.resolvconf" }
 
-func (kubeletResolvConf) Run(_ context.Context, env *Env) Result {
+func (c kubeletResolvConf) Run(_ context.Context, env *Env) Result {
+	r := c.run(env)
+	if ig := env.Snapshot.KubeletIgnored; len(ig) > 0 {
+		// docs/contract.md "Kubelet's config": a process that only calls itself kubelet decided
+		// nothing; say so, so that whoever reads the verdict knows it was there.
+		r.Message += "; " + strings.Join(ig, "; ")
+	}
+	return r
+}
+
+func (kubeletResolvConf) run(env *Env) Result {
 	s := env.Snapshot
 	k := s.Kubelet
 	rf := s.KubeletResolv

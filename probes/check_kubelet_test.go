@@ -2,6 +2,7 @@ package probes
 
 import (
 	"context"
+	"io/fs"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/kubelet"
 	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/resolvconf"
 )
@@ -22,22 +24,30 @@ func TestKubeletResolvConfNamesTheConfig(t *testing.T) {
 	}
 	file := node.ResolvFile{Path: "/var/lib/nodedns/resolv.conf", Target: "/var/lib/nodedns/resolv.conf", Exists: true, File: rf, Data: []byte("nameserver 10.66.0.53\n")}
 	how := "--config in $KUBELET_ARGS (/etc/kubernetes/kubelet.env:6) of /etc/systemd/system/kubelet.service"
+	ignored := []string{"pid 47 (uid 65534) calls itself kubelet: ignored (not root's)"}
 	tests := []struct {
 		name    string
 		k       kubelet.Config
+		ignored []string
 		want    Status
 		message []string
 	}{
-		{"found through kubelet.env", kubelet.Config{Path: kubelet.KubesprayConfig, Exists: true, ResolvConf: "/var/lib/nodedns/resolv.conf", How: how},
+		{"found through kubelet.env", kubelet.Config{Path: kubelet.KubesprayConfig, Exists: true, ResolvConf: "/var/lib/nodedns/resolv.conf", How: how}, nil,
 			OK, []string{"kubelet's config /etc/kubernetes/kubelet-config.yaml (" + how + ")"}},
+		// docs/contract.md "Kubelet's config": a process that only calls itself kubelet is named.
+		{"beside nobody's process named kubelet", kubelet.Config{Path: kubelet.KubesprayConfig, Exists: true, ResolvConf: "/var/lib/nodedns/resolv.conf", How: "--config of the running kubelet, pid 49"}, ignored,
+			OK, []string{"(--config of the running kubelet, pid 49); " + ignored[0]}},
+		{"an untrusted --config", kubelet.Config{Path: "/var/tmp/x/config.yaml", Exists: true, ResolvConf: "/etc/resolv.conf", How: "--config of the running kubelet, pid 49",
+			Err: &nodefs.UntrustedReadError{Path: "/var/tmp/x/config.yaml", At: "/var/tmp", Dir: true, Mode: fs.ModeDir | fs.ModeSticky | 0o777}}, nil,
+			Unknown, []string{"kubelet's config /var/tmp/x/config.yaml (--config of the running kubelet, pid 49) cannot be used: refusing to read /var/tmp/x/config.yaml: the directory /var/tmp on the way to it is writable by others"}},
 		{"malformed", kubelet.Config{Path: kubelet.KubesprayConfig, Exists: true, ResolvConf: "/etc/resolv.conf", How: how,
-			Err: &kubelet.Error{Path: kubelet.KubesprayConfig, Line: 4, Msg: "YAML: mapping values are not allowed in this context"}},
+			Err: &kubelet.Error{Path: kubelet.KubesprayConfig, Line: 4, Msg: "YAML: mapping values are not allowed in this context"}}, nil,
 			Unknown, []string{"/etc/kubernetes/kubelet-config.yaml:4: YAML: mapping values", "cannot be used"}},
-		{"none", kubelet.Config{ResolvConf: "/var/lib/nodedns/resolv.conf", How: "kubelet's defaults"}, OK, []string{"no kubelet config (kubelet's defaults)"}},
+		{"none", kubelet.Config{ResolvConf: "/var/lib/nodedns/resolv.conf", How: "kubelet's defaults"}, nil, OK, []string{"no kubelet config (kubelet's defaults)"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &node.Snapshot{Kubelet: tc.k, KubeletResolv: file, NodednsResolv: file}
+			s := &node.Snapshot{Kubelet: tc.k, KubeletResolv: file, NodednsResolv: file, KubeletIgnored: tc.ignored}
 			env := &Env{Snapshot: s, Config: config.Default(), Plan: policy.Compute(s, config.Default())}
 			r := kubeletResolvConf{}.Run(context.Background(), env)
 			if r.Status != tc.want {

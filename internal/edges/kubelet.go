@@ -17,33 +17,51 @@ import (
 )
 
 // kubeletProcess is step 1 of docs/contract.md "Kubelet's config": the running kubelet's own
-// --config, from /proc/PID/cmdline (kubelet.FindProcess). It beats whatever the unit files say (a unit edited without a
-// restart, a kubelet started by hand or by another supervisor) and is used only on the live node.
+// --config, from /proc/PID/cmdline (kubelet.FindProcess), of a process the kernel says is root's
+// kubelet. It beats whatever the unit files say (a unit edited without a restart, a kubelet started
+// by hand or by another supervisor) and is used only on the live node. Where several of root's
+// run, the main process of the unit that starts kubelet wins, asked of systemd over D-Bus.
 type kubeletProcess struct {
 	cfg   config.Config
 	proc  string        // "/proc"; a fake tree in tests
 	files nodefs.Reader // the node's files, to read the config found
+	// mainPIDs answers systemd's MainPID of each of kubelet.Units (bus.MainPIDs); nil: no bus.
+	mainPIDs func(ctx context.Context) (map[int]string, error)
 }
 
 func (kubeletProcess) Name() string { return "kubelet process" }
 
-func (k kubeletProcess) Observe(_ context.Context, s *node.Snapshot) error {
+func (k kubeletProcess) Observe(ctx context.Context, s *node.Snapshot) error {
 	if k.cfg.Kubelet.Config != "" && k.cfg.Kubelet.Config != config.KubeletConfigAuto {
 		return nil // a path in the config names the file directly
 	}
-	found, ok, err := kubelet.FindProcess(k.proc)
+	var units kubelet.MainPIDs
+	if k.mainPIDs != nil {
+		// Asked only when several of root's kubelets run: the answer is a D-Bus round trip per unit.
+		units = func() map[int]string {
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			m, err := k.mainPIDs(ctx)
+			if err != nil {
+				return nil // no systemd to ask: FindProcess takes the newest
+			}
+			return m
+		}
+	}
+	scan, err := kubelet.FindProcess(k.proc, units)
 	if err != nil {
 		return err
 	}
-	if ok {
-		s.UseKubeletConfig(k.files, kubelet.Complete(k.files, found))
-		if k.cfg.Kubelet.Manage && found.PID > 0 {
-			// docs/contract.md "kubelet.manage": a kubelet started after nodedns changed its config
-			// reads the new one.
-			if t, err := kubelet.StartTime(k.proc, found.PID); err == nil {
-				s.KubeletStarted = t
-			}
-		}
+	s.KubeletIgnored, s.KubeletUnverified = scan.Ignored, scan.Unverified
+	if !scan.OK {
+		return nil
+	}
+	s.UseKubeletConfig(k.files, kubelet.Complete(k.files, scan.Found))
+	if k.cfg.Kubelet.Manage && !scan.Started.IsZero() {
+		// docs/contract.md "kubelet.manage": a kubelet started after nodedns changed its config
+		// reads the new one. Only the chosen process's start time counts: another process named
+		// kubelet that started later is no restart of it.
+		s.KubeletStarted = scan.Started
 	}
 	return nil
 }

@@ -22,16 +22,8 @@ import (
 // time), and a unit whose restart fails is an error naming the job's result and the unit.
 func TestKubeletRestartLive(t *testing.T) {
 	nstest.Require(t)
-	work := t.TempDir()
-	units := filepath.Join(work, "units")
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(os.MkdirAll(units, 0o755))
-	write := func(name, data string) { must(os.WriteFile(filepath.Join(units, name), []byte(data), 0o644)) }
+	work, put := systemdWork(t)
+	write := func(name, data string) { put("units/"+name, []byte(data), 0o644) }
 	write("kubelet.service", `[Unit]
 Description=stand-in kubelet: counts its starts
 DefaultDependencies=no
@@ -45,15 +37,8 @@ Type=oneshot
 ExecStart=/bin/false
 `)
 	write("nds-test.target", "[Unit]\nDefaultDependencies=no\nWants=kubelet.service\n")
-	write("system.slice", "[Unit]\nDefaultDependencies=no\n")
-	// systemd serves its private socket only to peers it can see (SO_PEERCRED's PID in its PID
-	// namespace), as on a node: the restart runs in the namespace, from a copy of this test binary
-	// (TestKubeletRestartInNamespace), with the default dial of PID 1's /run/systemd/private.
-	self, err := os.Executable()
-	must(err)
-	data, err := os.ReadFile(self)
-	must(err)
-	must(os.WriteFile(filepath.Join(work, "edges.test"), data, 0o755))
+	// The restart runs in systemd's namespace (TestKubeletRestartInNamespace), with the default dial
+	// of PID 1's /run/systemd/private.
 	sd := nstest.BootSystemd(t, nstest.SystemdOptions{Work: work, Target: "nds-test.target"})
 	sd.WaitFor("kubelet.service active", "kubelet.service", 20*time.Second, func() bool { return sd.Show("kubelet.service", "ActiveState") == "active" })
 	oldPID := sd.Show("kubelet.service", "MainPID")
@@ -101,6 +86,36 @@ ExecStart=/bin/false
 		t.Errorf("restart of a unit that does not exist: %v, want an error naming it:\n%s", err, out)
 	}
 	sd.Poweroff()
+}
+
+// systemdWork makes the Work directory of a test of a real systemd (nstest.BootSystemd): units/ with
+// system.slice, and a copy of this test binary as edges.test, since systemd serves its private
+// socket only to peers it can see (SO_PEERCRED's PID in its PID namespace), as on a node: the part
+// of the test that talks to it runs in the namespace, from that copy. put writes a file under it.
+func systemdWork(t *testing.T) (work string, put func(name string, data []byte, mode os.FileMode)) {
+	t.Helper()
+	work = t.TempDir()
+	put = func(name string, data []byte, mode os.FileMode) {
+		t.Helper()
+		p := filepath.Join(work, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("units/system.slice", []byte("[Unit]\nDefaultDependencies=no\n"), 0o644)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put("edges.test", data, 0o755)
+	return work, put
 }
 
 // restartHelperEnv names the unit TestKubeletRestartInNamespace restarts.

@@ -192,7 +192,9 @@ func yamlError(path string, err error) *Error {
 // Load reads the config found and its --config-dir drop-ins through r, then a --resolv-conf flag
 // over them (kubelet's flag precedence). A config that cannot be read or parsed leaves kubelet's
 // defaults with Err set (an *Error when it has a file and line): the first such error stops the
-// reading.
+// reading. The paths a running process named (found.PID set: its --config, --config-dir and every
+// drop-in there, its --resolv-conf) are read only when nodefs.CheckTrusted says root's; else Err is
+// its *nodefs.UntrustedReadError and nothing of them is used (docs/contract.md "Kubelet's config").
 func Load(r nodefs.Reader, found Found) Config {
 	k := load(r, found)
 	k.Unit, k.Shape, k.RancherConfig, k.Kubeadm = found.Unit, found.Shape, found.RancherConfig, found.Kubeadm
@@ -200,16 +202,34 @@ func Load(r nodefs.Reader, found Found) Config {
 		k.Shape = ShapeKubelet
 	}
 	if found.HasResolvConf && k.Err == nil {
-		k.ResolvConf, k.ResolvConfSet, k.ResolvConfFrom = found.ResolvConf, true, found.ResolvConfHow
-		k.ResolvOrigin = found.ResolvOrigin
+		if err := found.trusted(r, found.ResolvConf); err != nil {
+			k.Err = fmt.Errorf("%s: %w", found.ResolvConfHow, err)
+		} else {
+			k.ResolvConf, k.ResolvConfSet, k.ResolvConfFrom = found.ResolvConf, true, found.ResolvConfHow
+			k.ResolvOrigin = found.ResolvOrigin
+		}
 	}
 	k.PID = found.PID
 	return k
 }
 
+// trusted: a path a running process named is read only when it is root's (nodefs.CheckTrusted);
+// the paths of the node's files (unit files, environment files, the known places) are root's choice
+// already.
+func (f Found) trusted(r nodefs.Reader, p string) error {
+	if f.PID == 0 {
+		return nil
+	}
+	return nodefs.CheckTrusted(r, p)
+}
+
 func load(r nodefs.Reader, found Found) Config {
 	k := Config{Path: found.Path, ResolvConf: DefaultResolvConf, How: found.How, ConfigDir: found.ConfigDir}
 	if found.Path != "" {
+		if err := found.trusted(r, found.Path); err != nil {
+			k.Exists, k.Err = true, err
+			return k
+		}
 		data, err := r.ReadFile(found.Path, nodefs.Config)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -229,6 +249,10 @@ func load(r nodefs.Reader, found Found) Config {
 	if found.ConfigDir == "" {
 		return k
 	}
+	if err := found.trusted(r, found.ConfigDir); err != nil {
+		k.Err = err
+		return k
+	}
 	// kubelet 1.28+ merges every *.conf under --config-dir over the config (kubelet's
 	// mergeKubeletConfigurations): each can set resolvConf, clusterDNS, clusterDomain.
 	names, subdirs, err := dropIns(r, found.ConfigDir)
@@ -241,6 +265,10 @@ func load(r nodefs.Reader, found Found) Config {
 		return k
 	}
 	for _, p := range names {
+		if err := found.trusted(r, p); err != nil {
+			k.Err = err
+			return k
+		}
 		data, err := r.ReadFile(p, nodefs.Config)
 		if err != nil {
 			k.Err = err

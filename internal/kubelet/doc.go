@@ -3,7 +3,9 @@
 //
 // What lives here, one file per way kubelet is found:
 //   - process.go: the running kubelet's own --config and --config-dir, from /proc/PID/cmdline
-//     (step 1; the live node's edges call FindProcess);
+//     (step 1; the live node's edges call FindProcess), of a process trust.go verifies as root's
+//     kubelet from what the kernel says of it (the paths it names are read only when root's too:
+//     Load);
 //   - unit.go: kubelet's systemd unit, its drop-ins and the EnvironmentFile= files they name, as
 //     systemd would start kubelet (step 2), on top of the unit-file and env-file parsers of
 //     package systemd, which stay generic;

@@ -1,6 +1,7 @@
 package kubelet
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,19 +20,19 @@ import (
 // The live test's stand-ins for kubelet, rke2 and k3s are copies of this test binary: started with
 // NODEDNS_FAKE_PROCESS set, it sleeps under whatever argv it was given (kubelet's real flags), and as
 // the rke2 stand-in starts its kubelet child first, as rke2 does. As PID 1 of a new PID namespace it
-// mounts that namespace's /proc, which the test reads through /proc/PID/root/proc.
+// mounts that namespace's /proc, which the test reads through /proc/PID/root/proc. Root's kubelet
+// runs from root's directories (docs/contract.md "Kubelet's config"), and the test's temporary
+// directory is under one anyone can write: so PID 1 first mounts a tmpfs of root's over its
+// namespace's own /run, copies itself (and its child) there and runs from there. With
+// NODEDNS_FAKE_IMPOSTOR set it also starts nobody's impostor: a shell script named kubelet, owned
+// by nobody, run as uid and gid 65534 (SysProcAttr.Credential) with the flags given there.
 func init() {
 	role := os.Getenv("NODEDNS_FAKE_PROCESS")
 	if role == "" {
 		return
 	}
-	if os.Getpid() == 1 {
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-			os.Exit(3)
-		}
-		if err := unix.Mount("proc", "/proc", "proc", 0, ""); err != nil {
-			os.Exit(4)
-		}
+	if os.Getpid() == 1 && os.Getenv("NODEDNS_FAKE_AT") == "" {
+		os.Exit(relocate(role))
 	}
 	if role == "rke2" {
 		args := strings.Split(os.Getenv("NODEDNS_FAKE_CHILD_ARGS"), "\n")
@@ -40,13 +41,82 @@ func init() {
 			os.Exit(5)
 		}
 	}
+	if args := os.Getenv("NODEDNS_FAKE_IMPOSTOR"); args != "" {
+		imp := &exec.Cmd{Path: "/run/x/kubelet", Args: append([]string{"/run/x/kubelet"}, strings.Split(args, "\n")...),
+			SysProcAttr: &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}}
+		if err := imp.Start(); err != nil {
+			os.Exit(6)
+		}
+	}
 	time.Sleep(2 * time.Minute)
 	os.Exit(0)
 }
 
-// startInPIDNamespace starts the stand-in named name (argv as given) as PID 1 of a new PID and mount
-// namespace and returns that namespace's /proc as this process sees it.
-func startInPIDNamespace(t *testing.T, name string, argv []string, env []string, childArgv []string) string {
+// relocate is PID 1's setup: /proc, a tmpfs of root's over /run with the stand-ins in it (and
+// nobody's script in /run/x), then itself again from there. It returns only on failure.
+func relocate(role string) int {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return 3
+	}
+	if err := unix.Mount("proc", "/proc", "proc", 0, ""); err != nil {
+		return 4
+	}
+	if err := unix.Mount("tmpfs", "/run", "tmpfs", 0, "mode=0755"); err != nil {
+		return 7
+	}
+	copyTo := func(from, to string) error {
+		data, err := os.ReadFile(from)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, data, 0o755)
+	}
+	if err := copyTo("/proc/self/exe", "/run/"+role); err != nil {
+		return 8
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "NODEDNS_FAKE_CHILD=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "NODEDNS_FAKE_AT=/run")
+	if child := os.Getenv("NODEDNS_FAKE_CHILD"); child != "" {
+		// The child is a copy of this binary too, named kubelet.
+		if err := copyTo("/proc/self/exe", "/run/kubelet"); err != nil {
+			return 8
+		}
+		env = append(env, "NODEDNS_FAKE_CHILD=/run/kubelet")
+	}
+	if os.Getenv("NODEDNS_FAKE_IMPOSTOR") != "" {
+		if err := os.Mkdir("/run/x", 0o755); err != nil {
+			return 9
+		}
+		if err := os.WriteFile("/run/x/kubelet", []byte("#!/bin/sh\nwhile :; do sleep 3600; done\n"), 0o755); err != nil {
+			return 9
+		}
+		for _, p := range []string{"/run/x", "/run/x/kubelet"} {
+			if err := os.Chown(p, 65534, 65534); err != nil {
+				return 9
+			}
+		}
+	}
+	_ = syscall.Exec("/run/"+role, os.Args, env)
+	return 10
+}
+
+// standIn is a process startInPIDNamespace starts: name (its comm), argv and environment; child,
+// RKE2's kubelet's argv; impostor, the flags of nobody's script named kubelet.
+type standIn struct {
+	name                 string
+	argv, env            []string
+	child, impostorFlags []string
+}
+
+// startInPIDNamespace starts the stand-in as PID 1 of a new PID and mount namespace and returns
+// that namespace's /proc as this process sees it, once PID 1 runs from its /run and its child or
+// impostor runs too.
+func startInPIDNamespace(t *testing.T, s standIn) string {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -57,46 +127,76 @@ func startInPIDNamespace(t *testing.T, name string, argv []string, env []string,
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, name)
+	bin := filepath.Join(dir, s.name)
 	if err := os.WriteFile(bin, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	role := name
-	if len(childArgv) > 0 {
-		kb := filepath.Join(dir, "kubelet")
-		if err := os.WriteFile(kb, data, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		env = append(env, "NODEDNS_FAKE_CHILD="+kb, "NODEDNS_FAKE_CHILD_ARGS="+strings.Join(childArgv, "\n"))
+	env := s.env
+	if len(s.child) > 0 {
+		env = append(env, "NODEDNS_FAKE_CHILD=kubelet", "NODEDNS_FAKE_CHILD_ARGS="+strings.Join(s.child, "\n"))
 	}
-	cmd := &exec.Cmd{Path: bin, Args: argv, Env: append(env, "NODEDNS_FAKE_PROCESS="+role),
+	if len(s.impostorFlags) > 0 {
+		env = append(env, "NODEDNS_FAKE_IMPOSTOR="+strings.Join(s.impostorFlags, "\n"))
+	}
+	cmd := &exec.Cmd{Path: bin, Args: s.argv, Env: append(env, "NODEDNS_FAKE_PROCESS="+s.name),
 		SysProcAttr: &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
 	proc := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/root/proc"
-	comm := name
-	if len(childArgv) > 0 {
-		comm = "kubelet" // the child (its PID is not 2: PID 1's threads take PIDs too)
+	// The other process to wait for: the child (its PID is not 2: PID 1's threads take PIDs too),
+	// or the impostor once it runs its script as nobody (until its exec it is a fork of PID 1,
+	// root's, with PID 1's command line).
+	other, otherHas := "", ""
+	switch {
+	case len(s.child) > 0:
+		other, otherHas = "kubelet", s.child[0]
+	case len(s.impostorFlags) > 0:
+		other, otherHas = "kubelet", "/run/x/kubelet"
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		// Until PID 1 has mounted its /proc, the path shows this machine's.
-		if c, err := os.ReadFile(filepath.Join(proc, "1", "comm")); err == nil && strings.TrimSpace(string(c)) == name {
-			if comm == name {
+		// Until PID 1 has mounted its /proc, the path shows this machine's; until it runs from
+		// /run, it is still the copy in the temporary directory.
+		cmdline, _ := os.ReadFile(filepath.Join(proc, "1", "cmdline"))
+		if exe, err := os.Readlink(filepath.Join(proc, "1", "exe")); err == nil && exe == "/run/"+s.name && len(cmdline) > 0 {
+			if other == "" {
 				return proc
 			}
 			if ents, err := os.ReadDir(proc); err == nil {
 				for _, e := range ents {
-					if c, err := os.ReadFile(filepath.Join(proc, e.Name(), "comm")); err == nil && strings.TrimSpace(string(c)) == comm {
+					c, _ := os.ReadFile(filepath.Join(proc, e.Name(), "comm"))
+					cmdline, _ := os.ReadFile(filepath.Join(proc, e.Name(), "cmdline"))
+					status, _ := os.ReadFile(filepath.Join(proc, e.Name(), "status"))
+					if e.Name() != "1" && strings.TrimSpace(string(c)) == other && strings.Contains(string(cmdline), otherHas) &&
+						(len(s.impostorFlags) == 0 || strings.Contains(string(status), "\nUid:\t65534\t65534\t65534\t65534\n")) {
 						return proc
 					}
 				}
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the %s stand-in did not come up in its PID namespace", name)
+			var ps []string
+			ents, _ := os.ReadDir(proc)
+			for _, e := range ents {
+				c, _ := os.ReadFile(filepath.Join(proc, e.Name(), "comm"))
+				cl, _ := os.ReadFile(filepath.Join(proc, e.Name(), "cmdline"))
+				exe, _ := os.Readlink(filepath.Join(proc, e.Name(), "exe"))
+				if len(c) > 0 {
+					ps = append(ps, fmt.Sprintf("%s %s %s %q", e.Name(), strings.TrimSpace(string(c)), exe, cl))
+				}
+			}
+			state := "still running"
+			select {
+			case err := <-exited:
+				state = fmt.Sprintf("exited: %v", err)
+				exited <- err
+			default:
+			}
+			t.Fatalf("the %s stand-in did not come up in its PID namespace (%s); its processes:\n%s", s.name, state, strings.Join(ps, "\n"))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -111,15 +211,12 @@ func TestProcessLiveShapes(t *testing.T) {
 	nstest.Require(t)
 	trees := "../../cmd/nodedns/testdata/kubelet/"
 	t.Run("kubeadm", func(t *testing.T) {
-		proc := startInPIDNamespace(t, "kubelet", []string{"/usr/bin/kubelet",
+		proc := startInPIDNamespace(t, standIn{name: "kubelet", argv: []string{"/usr/bin/kubelet",
 			"--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf", "--kubeconfig=/etc/kubernetes/kubelet.conf",
 			"--config=/var/lib/kubelet/config.yaml",
 			"--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock", "--pod-infra-container-image=registry.k8s.io/pause:3.10",
-			"--resolv-conf=/etc/resolv.conf"}, nil, nil)
-		found, ok, err := FindProcess(proc)
-		if err != nil || !ok {
-			t.Fatalf("no kubelet in the namespace's /proc: %v", err)
-		}
+			"--resolv-conf=/etc/resolv.conf"}})
+		found := findLive(t, proc)
 		k := Load(nodefs.NewReader(trees+"kubeadm-healthy"), Complete(nodefs.NewReader(trees+"kubeadm-healthy"), found))
 		if k.Path != KubeadmConfig || k.ResolvConf != "/etc/resolv.conf" || k.ResolvConfFrom != "--resolv-conf of the running kubelet, pid 1" || k.Shape != ShapeKubelet {
 			t.Errorf("read as %+v", k)
@@ -127,7 +224,7 @@ func TestProcessLiveShapes(t *testing.T) {
 	})
 	t.Run("rke2", func(t *testing.T) {
 		// The flags rke2 builds (k3s's agent argsMap, sorted) and a kubelet-arg after them.
-		proc := startInPIDNamespace(t, "rke2", []string{"/usr/local/bin/rke2", "agent"}, nil, []string{
+		proc := startInPIDNamespace(t, standIn{name: "rke2", argv: []string{"/usr/local/bin/rke2", "agent"}, child: []string{
 			"/var/lib/rancher/rke2/bin/kubelet", "--address=0.0.0.0", "--anonymous-auth=false", "--authentication-token-webhook=true",
 			"--cgroup-driver=systemd", "--client-ca-file=/var/lib/rancher/rke2/agent/client-ca.crt", "--cloud-provider=external",
 			"--cluster-dns=10.43.0.10", "--cluster-domain=cluster.local", "--config-dir=/var/lib/rancher/rke2/agent/etc/kubelet.conf.d",
@@ -135,11 +232,8 @@ func TestProcessLiveShapes(t *testing.T) {
 			"--kubeconfig=/var/lib/rancher/rke2/agent/kubelet.kubeconfig", "--node-labels=", "--pod-manifest-path=/var/lib/rancher/rke2/agent/pod-manifests",
 			"--read-only-port=0", "--resolv-conf=/run/systemd/resolve/resolv.conf", "--serialize-image-pulls=false",
 			"--tls-cert-file=/var/lib/rancher/rke2/agent/serving-kubelet.crt", "--tls-private-key-file=/var/lib/rancher/rke2/agent/serving-kubelet.key",
-			"--resolv-conf=/etc/resolv.conf"})
-		found, ok, err := FindProcess(proc)
-		if err != nil || !ok {
-			t.Fatalf("no kubelet in the namespace's /proc: %v", err)
-		}
+			"--resolv-conf=/etc/resolv.conf"}})
+		found := findLive(t, proc)
 		r := nodefs.NewReader(trees + "rke2-healthy")
 		k := Load(r, Complete(r, found))
 		if k.Shape != ShapeRKE2 || k.ResolvConf != "/etc/resolv.conf" || !strings.HasPrefix(k.ResolvConfFrom, "--resolv-conf of the running kubelet, pid ") ||
@@ -148,11 +242,8 @@ func TestProcessLiveShapes(t *testing.T) {
 		}
 	})
 	t.Run("k3s", func(t *testing.T) {
-		proc := startInPIDNamespace(t, "k3s", []string{"/usr/local/bin/k3s", "server"}, []string{"K3S_RESOLV_CONF=/etc/resolv.conf", "K3S_TOKEN=x"}, nil)
-		found, ok, err := FindProcess(proc)
-		if err != nil || !ok {
-			t.Fatalf("the k3s process was not taken for kubelet's: %v", err)
-		}
+		proc := startInPIDNamespace(t, standIn{name: "k3s", argv: []string{"/usr/local/bin/k3s", "server"}, env: []string{"K3S_RESOLV_CONF=/etc/resolv.conf", "K3S_TOKEN=x"}})
+		found := findLive(t, proc)
 		r := nodefs.NewReader(trees + "k3s-healthy")
 		k := Load(r, Complete(r, found))
 		if k.Shape != ShapeK3s || k.Unit != "k3s.service" || k.ResolvConf != "/etc/resolv.conf" ||
@@ -165,4 +256,35 @@ func TestProcessLiveShapes(t *testing.T) {
 			t.Errorf("without K3S_RESOLV_CONF: %+v", k)
 		}
 	})
+}
+
+// findLive is FindProcess of a namespace's /proc, which must find root's kubelet and ignore nothing.
+func findLive(t *testing.T, proc string) Found {
+	t.Helper()
+	scan, err := FindProcess(proc, nil)
+	if err != nil || !scan.OK || len(scan.Ignored) > 0 {
+		t.Fatalf("root's kubelet not found in the namespace's /proc (%v): ignored %q", err, scan.Ignored)
+	}
+	return scan.Found
+}
+
+// TestProcessLiveImpostor (docs/contract.md "Kubelet's config"): in a PID namespace of its own,
+// root's kubelet (PID 1, run from a tmpfs of root's) and nobody's shell script named kubelet, run as
+// uid and gid 65534 with a --config of its own: the kernel's word (its status, namespaces,
+// executable) makes root's the one read and names nobody's as ignored.
+func TestProcessLiveImpostor(t *testing.T) {
+	nstest.Require(t)
+	proc := startInPIDNamespace(t, standIn{name: "kubelet", argv: []string{"/usr/bin/kubelet", "--config=/var/lib/kubelet/config.yaml"},
+		impostorFlags: []string{"--config=/run/x/config.yaml"}})
+	scan, err := FindProcess(proc, nil)
+	if err != nil || !scan.OK {
+		t.Fatalf("root's kubelet not found (%v): ignored %q", err, scan.Ignored)
+	}
+	if scan.Found.PID != 1 || scan.Found.Path != "/var/lib/kubelet/config.yaml" || scan.Found.How != "--config of the running kubelet, pid 1" {
+		t.Errorf("found %+v; want root's kubelet, pid 1", scan.Found)
+	}
+	if len(scan.Ignored) != 1 || !strings.HasSuffix(scan.Ignored[0], " (uid 65534) calls itself kubelet: ignored (not root's)") {
+		t.Errorf("ignored %q; want nobody's kubelet, not root's", scan.Ignored)
+	}
+	t.Logf("%s; ignored: %s", scan.Found.How, scan.Ignored)
 }

@@ -18,14 +18,41 @@ import (
 // kernel caps what it serves of one far below this.
 var procKind = nodefs.Proc.WithMax(1 << 20)
 
+// Scan is what FindProcess saw in /proc.
+type Scan struct {
+	// Found is the chosen process's (OK): its --config, --config-dir and --resolv-conf, or the k3s
+	// process's own flags (Complete adds its config files).
+	Found Found
+	OK    bool
+	// Started is when the chosen process started (/proc/PID/stat, read with the process's
+	// checks): what settles kubelet.manage's owed restart (docs/contract.md "kubelet.manage").
+	Started time.Time
+	// Ignored names each process that calls itself kubelet (or k3s, with a kubelet inside) but is
+	// not root's, or could not be verified, with the rule it failed (trust.go), for `check`.
+	Ignored []string
+	// Unverified: one of them could not be verified at all (the kernel shows another process's
+	// executable and namespaces only to a reader with ptrace access to it): whether kubelet runs,
+	// and since when, is unknown rather than "no kubelet".
+	Unverified bool
+}
+
+// MainPIDs answers which processes are the main processes of the units that start kubelet (Units),
+// as PID -> unit: systemd's MainPID over D-Bus on the live node. nil, or an empty answer: none known.
+type MainPIDs func() map[int]string
+
 // FindProcess is step 1 of docs/contract.md "Kubelet's config": it finds the process whose name is
 // kubelet (its comm, else the base name of its executable: a comm is cut at 15 bytes and can be
-// changed by the process) in proc ("/proc"; a fake tree in tests) and reads its --config and
-// --config-dir. When several run (a restart caught half-way), the oldest (lowest PID) wins.
-func FindProcess(proc string) (Found, bool, error) {
+// changed by the process), or a `k3s server`/`k3s agent`, in proc ("/proc"; a fake tree in tests)
+// and reads its --config and --config-dir. Only a process the kernel says is root's counts
+// (verifyProcess: uid and gid 0, PID 1's PID and mount namespaces, a root-owned executable in
+// root's directories); every other is in Scan.Ignored with the rule it failed. When several
+// qualify, the main process of a unit that starts kubelet (or its child: RKE2's kubelet) wins, as
+// mainPIDs says (asked only then; nil: no bus), else the newest: the one that read kubelet's
+// files last. The others are named in Found.How.
+func FindProcess(proc string, mainPIDs MainPIDs) (Scan, error) {
 	ents, err := os.ReadDir(proc)
 	if err != nil {
-		return Found{}, false, fmt.Errorf("list %s: %w", proc, err)
+		return Scan{}, fmt.Errorf("list %s: %w", proc, err)
 	}
 	var pids []int
 	for _, e := range ents {
@@ -34,47 +61,188 @@ func FindProcess(proc string) (Found, bool, error) {
 		}
 	}
 	sort.Ints(pids)
+	var scan Scan
+	var trusted []candidate
 	for _, pid := range pids {
-		found, ok, err := readProcess(proc, pid)
-		if err != nil || ok {
-			return found, ok, err
+		c, ok, err := readProcess(proc, pid)
+		if err != nil {
+			return Scan{}, err
+		}
+		switch {
+		case !ok:
+		case c.why != "":
+			scan.Ignored = append(scan.Ignored, c.ignored())
+			scan.Unverified = scan.Unverified || c.unverified
+		default:
+			trusted = append(trusted, c)
 		}
 	}
-	return Found{}, false, nil
+	if len(trusted) == 0 {
+		return scan, nil
+	}
+	c, note := choose(proc, trusted, mainPIDs)
+	scan.Found, scan.OK = c.found, true
+	scan.Found.How += note
+	if boot, err := bootTime(proc); err == nil {
+		scan.Started = boot.Add(time.Duration(c.ticks) * time.Second / userHZ)
+	}
+	return scan, nil
 }
 
-// readProcess reads one process; ok is false when it is not a (live) kubelet.
-func readProcess(proc string, pid int) (Found, bool, error) {
+// candidate is one process that calls itself kubelet (or k3s).
+type candidate struct {
+	found Found
+	pid   int
+	name  string // what it calls itself: its comm, else its executable's base name
+	uid   int    // its real uid, -1 when unknown
+	why   string // why it is not root's kubelet ("" when it is: verifyProcess)
+	// unverified: why says it could not be verified
+	unverified bool
+	ticks      uint64 // its start time, clock ticks since boot
+	ppid       int
+}
+
+func (c candidate) ignored() string {
+	uid := "uid unknown"
+	if c.uid >= 0 {
+		uid = fmt.Sprintf("uid %d", c.uid)
+	}
+	return fmt.Sprintf("pid %d (%s) calls itself %s: ignored (%s)", c.pid, uid, c.name, c.why)
+}
+
+// choose picks among root's processes: a unit's main process (or its descendant) when mainPIDs
+// names one, else the newest (ties: the higher PID); note says why and names the others.
+func choose(proc string, trusted []candidate, mainPIDs MainPIDs) (candidate, string) {
+	if len(trusted) == 1 {
+		return trusted[0], ""
+	}
+	pool, rule := trusted, ""
+	if mainPIDs != nil {
+		if units := mainPIDs(); len(units) > 0 {
+			var started []candidate
+			for _, c := range trusted {
+				if r := unitOf(proc, c, units); r != "" {
+					started = append(started, c)
+					rule = r
+				}
+			}
+			if len(started) > 0 {
+				pool = started
+			}
+			if len(started) > 1 {
+				rule = fmt.Sprintf("the newest of %d processes the units that start kubelet run (systemd's MainPID)", len(started))
+			}
+		}
+	}
+	best := pool[0]
+	for _, c := range pool[1:] {
+		if c.ticks > best.ticks || (c.ticks == best.ticks && c.pid > best.pid) {
+			best = c
+		}
+	}
+	var others []string
+	for _, c := range trusted {
+		if c.pid != best.pid {
+			others = append(others, strconv.Itoa(c.pid))
+		}
+	}
+	also := fmt.Sprintf("pid %s also runs, root's", strings.Join(others, ", "))
+	if len(others) > 1 {
+		also = fmt.Sprintf("pids %s also run, root's", strings.Join(others, ", "))
+	}
+	if rule == "" {
+		return best, fmt.Sprintf("; the newest of %d kubelet processes of root's, %s", len(trusted), also)
+	}
+	return best, fmt.Sprintf("; %s, %s", rule, also)
+}
+
+// unitOf says which unit started c, "" when none of units: c is a unit's main process, or a
+// descendant of one (RKE2 runs kubelet as its child).
+func unitOf(proc string, c candidate, units map[int]string) string {
+	pid, ppid := c.pid, c.ppid
+	for depth := 0; depth < 16 && pid > 1; depth++ {
+		if u, ok := units[pid]; ok {
+			if depth == 0 {
+				return fmt.Sprintf("the main process of %s (systemd's MainPID)", u)
+			}
+			return fmt.Sprintf("a child of %s's main process, pid %d (systemd's MainPID)", u, pid)
+		}
+		pid = ppid
+		stat, err := nodefs.ReadKernel(filepath.Join(proc, strconv.Itoa(pid), "stat"), procKind)
+		if err != nil {
+			return ""
+		}
+		if _, ppid, err = statFields(stat); err != nil {
+			return ""
+		}
+	}
+	return ""
+}
+
+// readProcess reads one process; ok is false when it is not a (live) kubelet or k3s. A process
+// that is one but not root's comes back with why set (verifyProcess).
+func readProcess(proc string, pid int) (candidate, bool, error) {
 	dir := filepath.Join(proc, strconv.Itoa(pid))
+	// Its start time before and after the reads: the same process throughout, not a PID reused.
+	stat, err := nodefs.ReadKernel(filepath.Join(dir, "stat"), procKind)
+	if err != nil {
+		return candidate{}, false, nil // gone, or not ours to read
+	}
+	ticks, ppid, err := statFields(stat)
+	if err != nil {
+		return candidate{}, false, nil
+	}
 	comm, err := nodefs.ReadKernel(filepath.Join(dir, "comm"), procKind)
 	if err != nil {
-		return Found{}, false, nil // gone, or not ours to read
+		return candidate{}, false, nil
 	}
 	name := strings.TrimSpace(string(comm))
 	exe, _ := os.Readlink(filepath.Join(dir, "exe"))
 	exe = strings.TrimSuffix(exe, " (deleted)")
 	k3s := false
 	switch {
-	case name == "kubelet", path.Base(exe) == "kubelet":
-	case name == "k3s" || name == "k3s-server" || name == "k3s-agent" || path.Base(exe) == "k3s":
+	case name == "kubelet":
+	case path.Base(exe) == "kubelet":
+		name = "kubelet"
+	case name == "k3s" || name == "k3s-server" || name == "k3s-agent":
 		k3s = true // checked below: `k3s server` or `k3s agent`, which run kubelet in-process
+	case path.Base(exe) == "k3s":
+		name, k3s = "k3s", true
 	default:
-		return Found{}, false, nil
+		return candidate{}, false, nil
 	}
 	data, err := nodefs.ReadKernel(filepath.Join(dir, "cmdline"), procKind)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return Found{}, false, nil // it exited between the two reads
+			return candidate{}, false, nil // it exited between the two reads
 		}
-		return Found{}, false, fmt.Errorf("read kubelet's command line: %w", err)
+		return candidate{}, false, fmt.Errorf("read kubelet's command line: %w", err)
 	}
 	args := ParseCmdline(data)
 	if len(args) == 0 {
-		return Found{}, false, nil // a zombie: its command line is gone
+		return candidate{}, false, nil // a zombie: its command line is gone
 	}
+	var found Found
 	if k3s {
-		return readK3s(dir, pid, args)
+		var ok bool
+		if found, ok = readK3s(dir, pid, args); !ok {
+			return candidate{}, false, nil
+		}
+	} else {
+		found = readKubelet(proc, dir, pid, exe, args)
 	}
+	c := candidate{found: found, pid: pid, name: name, ticks: ticks, ppid: ppid}
+	c.uid, c.why, c.unverified = verifyProcess(proc, pid)
+	if again, err := nodefs.ReadKernel(filepath.Join(dir, "stat"), procKind); err != nil {
+		return candidate{}, false, nil
+	} else if t, _, err := statFields(again); err != nil || t != ticks {
+		return candidate{}, false, nil // exited, and its PID taken by another process meanwhile
+	}
+	return c, true, nil
+}
+
+// readKubelet reads a kubelet process's flags.
+func readKubelet(proc, dir string, pid int, exe string, args []string) Found {
 	fl := FlagsFromArgs(args[1:])
 	found := Found{How: fmt.Sprintf("--config of the running kubelet, pid %d", pid), Shape: ShapeKubelet, PID: pid}
 	// RKE2 runs kubelet as its child, from its data directory's bin.
@@ -100,13 +268,14 @@ func readProcess(proc string, pid int) (Found, bool, error) {
 	}
 	if fl.HasConfigDir {
 		found.ConfigDir = abs(fl.ConfigDir)
+		found.How += ", with the drop-ins of its --config-dir " + found.ConfigDir
 	}
 	if fl.HasResolvConf {
 		found.ResolvConf, found.HasResolvConf = abs(fl.ResolvConf), true
 		found.ResolvConfHow = fmt.Sprintf("--resolv-conf of the running kubelet, pid %d", pid)
 		found.ResolvOrigin = Origin{Kind: OriginProcess}
 	}
-	return found, true, nil
+	return found
 }
 
 // parentComm is the comm of the process's parent ("" when unknown).
@@ -115,16 +284,11 @@ func parentComm(proc, dir string) string {
 	if err != nil {
 		return ""
 	}
-	// pid (comm) state ppid ...: comm may hold spaces and parentheses, so cut at the last ')'.
-	i := strings.LastIndexByte(string(stat), ')')
-	if i < 0 {
+	_, ppid, err := statFields(stat)
+	if err != nil {
 		return ""
 	}
-	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 2 {
-		return ""
-	}
-	comm, err := nodefs.ReadKernel(filepath.Join(proc, f[1], "comm"), procKind)
+	comm, err := nodefs.ReadKernel(filepath.Join(proc, strconv.Itoa(ppid), "comm"), procKind)
 	if err != nil {
 		return ""
 	}
@@ -134,7 +298,7 @@ func parentComm(proc, dir string) string {
 // readK3s reads a k3s process: `k3s server` and `k3s agent` run kubelet inside themselves, so /proc
 // has no kubelet. Its own flags (--resolv-conf, --kubelet-arg, --data-dir) and K3S_RESOLV_CONF in
 // its environment are kept for Complete, which adds what its config files say.
-func readK3s(dir string, pid int, args []string) (Found, bool, error) {
+func readK3s(dir string, pid int, args []string) (Found, bool) {
 	sub := ""
 	for _, a := range args[1:] {
 		if !strings.HasPrefix(a, "-") {
@@ -143,7 +307,7 @@ func readK3s(dir string, pid int, args []string) (Found, bool, error) {
 		}
 	}
 	if sub != "server" && sub != "agent" {
-		return Found{}, false, nil // `k3s kubectl`, `k3s crictl`, ...: no kubelet in there
+		return Found{}, false // `k3s kubectl`, `k3s crictl`, ...: no kubelet in there
 	}
 	found := Found{Shape: ShapeK3s, RancherConfig: RancherConfig(ShapeK3s), PID: pid,
 		How: fmt.Sprintf("the running k3s %s (pid %d) runs kubelet inside itself", sub, pid)}
@@ -174,7 +338,7 @@ func readK3s(dir string, pid int, args []string) (Found, bool, error) {
 		}
 	}
 	found.process = p
-	return found, true, nil
+	return found, true
 }
 
 // userHZ is the unit of /proc/PID/stat's starttime (USER_HZ, 100 on every Linux architecture).
@@ -182,16 +346,25 @@ const userHZ = 100
 
 // StartTime is when process pid started: /proc/PID/stat's starttime (field 22, clock ticks since
 // boot) after /proc/stat's btime. kubelet.manage compares it with when nodedns changed kubelet's
-// config (docs/contract.md "kubelet.manage"). Good to the second.
+// config (docs/contract.md "kubelet.manage"). Good to the clock tick.
 func StartTime(proc string, pid int) (time.Time, error) {
 	stat, err := nodefs.ReadKernel(filepath.Join(proc, strconv.Itoa(pid), "stat"), procKind)
 	if err != nil {
 		return time.Time{}, err
 	}
-	ticks, err := statStartTicks(stat)
+	ticks, _, err := statFields(stat)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("%s/%d/stat: %w", proc, pid, err)
 	}
+	boot, err := bootTime(proc)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return boot.Add(time.Duration(ticks) * time.Second / userHZ), nil
+}
+
+// bootTime is /proc/stat's btime.
+func bootTime(proc string) (time.Time, error) {
 	all, err := nodefs.ReadKernel(filepath.Join(proc, "stat"), procKind)
 	if err != nil {
 		return time.Time{}, err
@@ -202,23 +375,28 @@ func StartTime(proc string, pid int) (time.Time, error) {
 			if err != nil {
 				return time.Time{}, fmt.Errorf("%s/stat: btime %q", proc, v)
 			}
-			return time.Unix(bt, 0).Add(time.Duration(ticks) * time.Second / userHZ), nil
+			return time.Unix(bt, 0), nil
 		}
 	}
 	return time.Time{}, fmt.Errorf("%s/stat: no btime", proc)
 }
 
-// statStartTicks reads starttime from /proc/PID/stat: "pid (comm) state ..." with comm cut at the
-// last ')', then field 22 counting from pid.
-func statStartTicks(stat []byte) (uint64, error) {
+// statFields reads starttime and the parent's PID from /proc/PID/stat: "pid (comm) state ppid ..."
+// with comm (which may hold spaces and parentheses) cut at the last ')', starttime field 22
+// counting from pid.
+func statFields(stat []byte) (ticks uint64, ppid int, err error) {
 	i := strings.LastIndexByte(string(stat), ')')
 	if i < 0 {
-		return 0, errors.New("no command name")
+		return 0, 0, errors.New("no command name")
 	}
 	f := strings.Fields(string(stat[i+1:]))
-	// f[0] is field 3 (state): starttime, field 22, is f[19].
+	// f[0] is field 3 (state), f[1] field 4 (ppid): starttime, field 22, is f[19].
 	if len(f) < 20 {
-		return 0, errors.New("too few fields")
+		return 0, 0, errors.New("too few fields")
 	}
-	return strconv.ParseUint(f[19], 10, 64)
+	if ppid, err = strconv.Atoi(f[1]); err != nil {
+		return 0, 0, fmt.Errorf("ppid %q", f[1])
+	}
+	ticks, err = strconv.ParseUint(f[19], 10, 64)
+	return ticks, ppid, err
 }

@@ -1,6 +1,7 @@
 package kubelet
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,92 +12,205 @@ import (
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/testutil/fakeproc"
 )
 
-// fakeProc writes a /proc-shaped tree: for each pid its comm, cmdline (NUL-separated) and cwd link.
-func fakeProc(t *testing.T, procs map[int][3]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for pid, p := range procs {
-		d := filepath.Join(dir, strconv.Itoa(pid))
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(d, "comm"), []byte(p[0]+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(d, "cmdline"), []byte(p[1]), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if p[2] != "" {
-			if err := os.Symlink(p[2], filepath.Join(d, "cwd")); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return dir
-}
-
 func TestFindProcess(t *testing.T) {
+	root := fakeproc.Proc{Comm: "kubelet", Cwd: "/"}
+	with := func(p fakeproc.Proc, argv ...string) fakeproc.Proc { p.Argv = argv; return p }
+	at := func(p fakeproc.Proc, start uint64, ppid int) fakeproc.Proc { p.Start, p.PPID = start, ppid; return p }
+	nobody := fakeproc.Proc{Comm: "kubelet", UID: 65534, Cwd: "/var/tmp/x"}
 	tests := []struct {
-		name  string
-		procs map[int][3]string
-		ok    bool
-		path  string
-		dir   string
-		how   string
+		name    string
+		procs   map[int]fakeproc.Proc
+		units   map[int]string // systemd's MainPIDs
+		ok      bool
+		path    string
+		dir     string
+		how     string
+		ignored []string
 	}{
 		{
 			name: "kubespray's kubelet",
-			procs: map[int][3]string{
-				1:   {"systemd", "/sbin/init\x00", "/"},
-				812: {"kubelet", "/usr/local/bin/kubelet\x00--v=2\x00--node-ip=10.66.0.100\x00--config=/etc/kubernetes/kubelet-config.yaml\x00--kubeconfig=/etc/kubernetes/kubelet.conf\x00", "/"},
+			procs: map[int]fakeproc.Proc{
+				812: with(root, "/usr/local/bin/kubelet", "--v=2", "--node-ip=10.66.0.100", "--config=/etc/kubernetes/kubelet-config.yaml", "--kubeconfig=/etc/kubernetes/kubelet.conf"),
 			},
 			ok: true, path: "/etc/kubernetes/kubelet-config.yaml", how: "--config of the running kubelet, pid 812",
 		},
 		{
 			name: "relative --config and --config-dir, from its working directory",
-			procs: map[int][3]string{
-				900: {"kubelet", "kubelet\x00--config\x00config.yaml\x00--config-dir=conf.d\x00", "/var/lib/kubelet"},
+			procs: map[int]fakeproc.Proc{
+				900: {Comm: "kubelet", Argv: []string{"kubelet", "--config", "config.yaml", "--config-dir=conf.d"}, Cwd: "/var/lib/kubelet"},
 			},
 			ok: true, path: "/var/lib/kubelet/config.yaml", dir: "/var/lib/kubelet/conf.d",
+			how: "--config of the running kubelet, pid 900, with the drop-ins of its --config-dir /var/lib/kubelet/conf.d",
 		},
 		{
 			name:  "no --config: kubelet's defaults",
-			procs: map[int][3]string{77: {"kubelet", "kubelet\x00--v=2\x00", "/"}},
-			ok:    true, path: "", how: "has no --config",
+			procs: map[int]fakeproc.Proc{77: with(root, "kubelet", "--v=2")},
+			ok:    true, path: "", how: "the running kubelet (pid 77) has no --config: kubelet's defaults",
 		},
 		{
-			name: "the oldest of two",
-			procs: map[int][3]string{
-				5000: {"kubelet", "kubelet\x00--config=/new.yaml\x00", "/"},
-				4000: {"kubelet", "kubelet\x00--config=/old.yaml\x00", "/"},
+			name: "two of root's: the newest, whatever their PIDs",
+			procs: map[int]fakeproc.Proc{
+				4000: at(with(root, "kubelet", "--config=/restarted.yaml"), 900, 1),
+				5000: at(with(root, "kubelet", "--config=/stopping.yaml"), 100, 1),
 			},
-			ok: true, path: "/old.yaml",
+			ok: true, path: "/restarted.yaml", how: "--config of the running kubelet, pid 4000; the newest of 2 kubelet processes of root's, pid 5000 also runs, root's",
+		},
+		{
+			name: "two of root's: the main process of kubelet.service, as systemd says",
+			procs: map[int]fakeproc.Proc{
+				700: at(with(root, "kubelet", "--config=/unit.yaml"), 100, 1),
+				900: at(with(root, "kubelet", "--config=/by-hand.yaml"), 900, 1),
+			},
+			units: map[int]string{700: "kubelet.service", 50: "rke2-server.service"},
+			ok:    true, path: "/unit.yaml", how: "--config of the running kubelet, pid 700; the main process of kubelet.service (systemd's MainPID), pid 900 also runs, root's",
+		},
+		{
+			name: "RKE2's kubelet is a child of its unit's main process",
+			procs: map[int]fakeproc.Proc{
+				50: at(fakeproc.Proc{Comm: "rke2", Argv: []string{"/usr/local/bin/rke2", "server"}}, 10, 1),
+				60: at(with(root, "/var/lib/rancher/rke2/bin/kubelet", "--config-dir=/var/lib/rancher/rke2/agent/etc/kubelet.conf.d"), 20, 50),
+				90: at(with(root, "kubelet", "--config=/by-hand.yaml"), 90, 1),
+			},
+			units: map[int]string{50: "rke2-server.service"},
+			ok:    true, dir: "/var/lib/rancher/rke2/agent/etc/kubelet.conf.d", how: "a child of rke2-server.service's main process, pid 50 (systemd's MainPID), pid 90 also runs, root's",
+		},
+		{
+			name: "the units run two: the newer of those",
+			procs: map[int]fakeproc.Proc{
+				50:  at(fakeproc.Proc{Comm: "rke2", Argv: []string{"/usr/local/bin/rke2", "server"}}, 10, 1),
+				60:  at(with(root, "/var/lib/rancher/rke2/bin/kubelet", "--config=/rke2.yaml"), 200, 50),
+				90:  at(with(root, "kubelet", "--config=/by-hand.yaml"), 900, 1),
+				700: at(with(root, "kubelet", "--config=/unit.yaml"), 100, 1),
+			},
+			units: map[int]string{700: "kubelet.service", 50: "rke2-server.service"},
+			ok:    true, path: "/rke2.yaml", how: "pid 60; the newest of 2 processes the units that start kubelet run (systemd's MainPID), pids 90, 700 also run, root's",
+		},
+		{
+			name: "systemd names none of them: the newest",
+			procs: map[int]fakeproc.Proc{
+				700: at(with(root, "kubelet", "--config=/a.yaml"), 100, 1),
+				900: at(with(root, "kubelet", "--config=/b.yaml"), 900, 1),
+			},
+			units: map[int]string{12: "kubelet.service"},
+			ok:    true, path: "/b.yaml", how: "the newest of 2",
 		},
 		{
 			name:  "a zombie and another program",
-			procs: map[int][3]string{10: {"kubelet", "", "/"}, 11: {"kubectl", "kubectl\x00--config=/x\x00", "/"}},
+			procs: map[int]fakeproc.Proc{10: {Comm: "kubelet", Cwd: "/"}, 11: with(fakeproc.Proc{Comm: "kubectl"}, "kubectl", "--config=/x")},
 			ok:    false,
+		},
+		{
+			name: "nobody's kubelet, with the lower PID, is ignored",
+			procs: map[int]fakeproc.Proc{
+				10:  with(nobody, "/bin/sh", "/var/tmp/x/kubelet", "--config=/var/tmp/x/config.yaml"),
+				812: with(root, "kubelet", "--config=/etc/kubernetes/kubelet-config.yaml"),
+			},
+			ok: true, path: "/etc/kubernetes/kubelet-config.yaml", how: "--config of the running kubelet, pid 812",
+			ignored: []string{"pid 10 (uid 65534) calls itself kubelet: ignored (not root's)"},
+		},
+		{
+			name: "a set-user-ID root program a user started",
+			procs: map[int]fakeproc.Proc{
+				10: {Comm: "kubelet", Argv: []string{"kubelet", "--config=/x.yaml"}, Status: "Uid:\t1000\t0\t0\t0\nGid:\t1000\t1000\t1000\t1000\n"},
+			},
+			ignored: []string{"pid 10 (uid 1000) calls itself kubelet: ignored (not root's: its real, effective, saved and filesystem uids are 1000 0 0 0)"},
+		},
+		{
+			name:    "root's group only",
+			procs:   map[int]fakeproc.Proc{10: {Comm: "kubelet", Argv: []string{"kubelet"}, Status: "Uid:\t0\t0\t0\t0\nGid:\t50\t50\t50\t50\n"}},
+			ignored: []string{"pid 10 (uid 0) calls itself kubelet: ignored (not root's: its gid is 50)"},
+		},
+		{
+			name:    "a container's kubelet (another PID namespace)",
+			procs:   map[int]fakeproc.Proc{10: {Comm: "kubelet", Argv: []string{"kubelet", "--config=/x.yaml"}, NS: "4026532201"}},
+			ignored: []string{"pid 10 (uid 0) calls itself kubelet: ignored (in another PID namespace than PID 1 (pid:[4026532201], PID 1's is pid:[4026531836]): a container's)"},
+		},
+		{
+			name: "nobody's k3s agent; nobody's `k3s kubectl` is not even a kubelet",
+			procs: map[int]fakeproc.Proc{
+				10: with(fakeproc.Proc{Comm: "k3s-agent", UID: 65534}, "./k3s-agent", "agent", "--resolv-conf=/var/tmp/x/resolv.conf"),
+				11: with(fakeproc.Proc{Comm: "k3s", UID: 65534}, "k3s", "kubectl", "get", "nodes"),
+			},
+			ignored: []string{"pid 10 (uid 65534) calls itself k3s-agent: ignored (not root's)"},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			proc := fakeProc(t, tc.procs)
-			got, ok, err := FindProcess(proc)
+			proc := fakeproc.Write(t, tc.procs)
+			asked := false
+			var units MainPIDs
+			if tc.units != nil {
+				units = func() map[int]string { asked = true; return tc.units }
+			}
+			got, err := FindProcess(proc, units)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ok != tc.ok || got.Path != tc.path || got.ConfigDir != tc.dir || !strings.Contains(got.How, tc.how) {
-				t.Errorf("found %+v, %v; want %q (config-dir %q, how %q), %v", got, ok, tc.path, tc.dir, tc.how, tc.ok)
+			f := got.Found
+			if got.OK != tc.ok || f.Path != tc.path || f.ConfigDir != tc.dir || !strings.Contains(f.How, tc.how) {
+				t.Errorf("found %+v, %v; want %q (config-dir %q, how %q), %v", f, got.OK, tc.path, tc.dir, tc.how, tc.ok)
+			}
+			if strings.Join(got.Ignored, "\n") != strings.Join(tc.ignored, "\n") {
+				t.Errorf("ignored %q, want %q", got.Ignored, tc.ignored)
+			}
+			if tc.units != nil && !asked {
+				t.Error("systemd was not asked for its main processes although several of root's kubelets run")
+			}
+			if got.OK && (got.Started.IsZero() || got.Started.Before(time.Unix(fakeproc.Btime, 0))) {
+				t.Errorf("the chosen process started at %v", got.Started)
 			}
 		})
 	}
 }
 
+// TestFindProcessExecutable: the executable a process of root's runs must be root's and writable by
+// nobody else, in directories likewise (as the process's root shows them): a program anyone can
+// swap is anyone's. The program here is a file this test makes, so which rule it fails depends on
+// who runs the test.
+func TestFindProcessExecutable(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "kubelet")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	chmod := func(p string, m os.FileMode) {
+		if err := os.Chmod(p, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ignored := func(want string) {
+		t.Helper()
+		proc := fakeproc.Write(t, map[int]fakeproc.Proc{10: {Comm: "kubelet", Argv: []string{"kubelet"}, Exe: exe}})
+		got, err := FindProcess(proc, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.OK || len(got.Ignored) != 1 || !strings.Contains(got.Ignored[0], "pid 10 (uid 0) calls itself kubelet: ignored ("+want) {
+			t.Errorf("found %v, ignored %q; want it ignored: %s", got.OK, got.Ignored, want)
+		}
+	}
+	if os.Geteuid() != 0 {
+		ignored(fmt.Sprintf("its executable %s is owned by uid %d", exe, os.Geteuid()))
+	} else {
+		chmod(dir, 0o777)
+		ignored(fmt.Sprintf("its executable's directory %s is writable by others", dir))
+		chmod(dir, 0o700)
+		chmod(exe, 0o775)
+		ignored(fmt.Sprintf("its executable %s is writable by its group", exe))
+	}
+	chmod(exe, 0o777)
+	ignored("its executable " + exe + " is ")
+}
+
 // TestProcessLive: a real process named kubelet (a copy of sh, so its comm and argv[0] are
-// kubelet's) is found in this machine's /proc with its --config, and that file is read instead of
-// the one the node's files name.
+// kubelet's), started by this test from its temporary directory, is read from this machine's /proc
+// with its --config, and that file is read instead of the one the node's files name; but it is not
+// root's kubelet (docs/contract.md "Kubelet's config"): FindProcess names it as ignored, for the
+// rule it fails as whoever runs the test (a user: not root's; root: its directory, the temporary
+// one, is anyone's, or this machine's PID 1 cannot be read).
 func TestProcessLive(t *testing.T) {
 	sh, err := exec.LookPath("sh")
 	if err != nil {
@@ -144,52 +258,65 @@ func TestProcessLive(t *testing.T) {
 	if fromFiles, _, _ := Find(r, config.Default()); fromFiles.Path != "/var/lib/kubelet/config.yaml" {
 		t.Fatalf("files alone found %q", fromFiles.Path)
 	}
-	var found Found
+	var c candidate
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		// Once sh has started, its comm is the binary's name and its cmdline the flags.
-		f, ok, err := readProcess("/proc", cmd.Process.Pid)
+		got, ok, err := readProcess("/proc", cmd.Process.Pid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok && f.Path != "" {
-			found = f
+		if ok && got.found.Path != "" {
+			c = got
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the kubelet process (pid %d) was not read: last answer %+v, %v", cmd.Process.Pid, f, ok)
+			t.Fatalf("the kubelet process (pid %d) was not read: last answer %+v, %v", cmd.Process.Pid, got, ok)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, ok, err := FindProcess("/proc"); !ok || err != nil {
-		t.Errorf("no kubelet found in /proc (%v) while pid %d runs", err, cmd.Process.Pid)
+	if c.found.Path != "/etc/kubernetes/kubelet-config.yaml" {
+		t.Errorf("found %+v", c.found)
 	}
-	if found.Path != "/etc/kubernetes/kubelet-config.yaml" {
-		t.Errorf("found %+v", found)
-	}
-	if k := Load(r, found); k.Err != nil || k.Path != "/etc/kubernetes/kubelet-config.yaml" || k.ResolvConf != "/var/lib/nodedns/resolv.conf" {
+	if k := Load(r, c.found); k.Err != nil || k.Path != "/etc/kubernetes/kubelet-config.yaml" || k.ResolvConf != "/var/lib/nodedns/resolv.conf" {
 		t.Errorf("the running kubelet's config read as %+v", k)
 	}
+	scan, err := FindProcess("/proc", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("pid %d (uid %d) calls itself kubelet: ignored (", cmd.Process.Pid, os.Getuid())
+	if os.Geteuid() != 0 {
+		want += "not root's)"
+	}
+	var ig string
+	for _, s := range scan.Ignored {
+		if strings.HasPrefix(s, fmt.Sprintf("pid %d ", cmd.Process.Pid)) {
+			ig = s
+		}
+	}
+	if !strings.HasPrefix(ig, want) || (scan.OK && scan.Found.PID == cmd.Process.Pid) {
+		t.Errorf("this test's kubelet (pid %d) taken for root's: found %v (pid %d), ignored %q; want %q", cmd.Process.Pid, scan.OK, scan.Found.PID, scan.Ignored, want)
+	}
+	t.Logf("%s", ig)
 }
 
 // TestStartTime: /proc/PID/stat's starttime (clock ticks since boot, field 22, after a comm with
-// spaces and parentheses) over /proc/stat's btime; and against this test's own process in the real
-// /proc, which started before now and after boot.
+// spaces and parentheses) over /proc/stat's btime; FindProcess reports the same for the process it
+// chose; and against this test's own process in the real /proc, which started before now and after
+// boot.
 func TestStartTime(t *testing.T) {
-	proc := fakeProc(t, map[int][3]string{812: {"kubelet", "kubelet\x00", "/"}})
-	stat := "812 (kube (let) x) S 1 812 812 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 12 0 12345 1000 100"
-	if err := os.WriteFile(filepath.Join(proc, "812", "stat"), []byte(stat+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(proc, "stat"), []byte("cpu  1 2 3\nbtime 1700000000\nprocesses 9\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	proc := fakeproc.Write(t, map[int]fakeproc.Proc{812: {Comm: "kube (let) x", Argv: []string{"kubelet"}, Start: 12345}})
 	got, err := StartTime(proc, 812)
-	if want := time.Unix(1700000000, 0).Add(123450 * time.Millisecond); err != nil || !got.Equal(want) {
+	if want := time.Unix(fakeproc.Btime, 0).Add(123450 * time.Millisecond); err != nil || !got.Equal(want) {
 		t.Errorf("StartTime = %v, %v; want %v", got, err, want)
 	}
 	if _, err := StartTime(proc, 813); err == nil {
 		t.Error("a process that is not there has a start time")
+	}
+	proc = fakeproc.Write(t, map[int]fakeproc.Proc{812: {Comm: "kubelet", Argv: []string{"kubelet"}, Start: 12345}})
+	if scan, err := FindProcess(proc, nil); err != nil || !scan.OK || !scan.Started.Equal(time.Unix(fakeproc.Btime, 0).Add(123450*time.Millisecond)) {
+		t.Errorf("FindProcess: started %v (%v, %v)", scan.Started, scan.OK, err)
 	}
 	self, err := StartTime("/proc", os.Getpid())
 	if err != nil {
@@ -198,4 +325,27 @@ func TestStartTime(t *testing.T) {
 	if self.After(time.Now()) || time.Since(self) > 24*time.Hour {
 		t.Errorf("this test's process started at %v", self)
 	}
+}
+
+// FuzzProcStatus: the /proc readers of the running kubelet (its stat's start time and parent, its
+// status's ids) take any bytes without panicking, and what they accept is what was written.
+func FuzzProcStatus(f *testing.F) {
+	f.Add([]byte("812 (kube (let) x) S 1 812 812 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 12 0 12345 1000 100"), []byte("Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\n"))
+	f.Add([]byte("1 (a) S"), []byte("Uid:\t1000\t0\t0\nGid:"))
+	f.Fuzz(func(t *testing.T, stat, status []byte) {
+		if ticks, ppid, err := statFields(stat); err == nil {
+			f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+			if n, _ := strconv.ParseUint(f[19], 10, 64); n != ticks {
+				t.Errorf("stat %q: starttime %d, field 22 says %q", stat, ticks, f[19])
+			}
+			if n, _ := strconv.Atoi(f[1]); n != ppid {
+				t.Errorf("stat %q: ppid %d, field 4 says %q", stat, ppid, f[1])
+			}
+		}
+		for _, key := range []string{"Uid:", "Gid:"} {
+			if ids := statusIDs(status, key); ids != nil && len(ids) != 4 {
+				t.Errorf("status %q: %s %v", status, key, ids)
+			}
+		}
+	})
 }

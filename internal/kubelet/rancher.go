@@ -57,7 +57,7 @@ func Complete(r nodefs.Reader, f Found) Found {
 	}
 	var in Inputs
 	out := in.rancher(r, func(string, int, string) {}, ShapeK3s, unit, nil, f.process)
-	out.How = f.How
+	out.How, out.PID = f.How, f.PID
 	if out.ConfigDir != "" {
 		out.How += " with --config-dir " + out.ConfigDir
 	}

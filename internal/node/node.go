@@ -158,8 +158,15 @@ type Snapshot struct {
 	KubeletManage  *kubelet.Edit
 	KubeletRestart *KubeletRestart
 	// KubeletStarted is when the running kubelet (or k3s, RKE2's kubelet) started, zero when no
-	// process was read (--root).
+	// process was read (--root) or none is root's (docs/contract.md "Kubelet's config").
 	KubeletStarted time.Time
+	// KubeletIgnored names each running process that calls itself kubelet (or k3s) but is not
+	// root's kubelet, with the rule it failed (live node only; kubelet.FindProcess), for `check`;
+	// KubeletUnverified that one of them could not be verified at all (nodedns lacks the ptrace
+	// access the kernel asks to show its executable and namespaces): if it is root's kubelet,
+	// nodedns cannot see it restart.
+	KubeletIgnored    []string
+	KubeletUnverified bool
 
 	Leases []leases.Lease
 	// LiveLeases is set when the live node's lease sources were asked too (networkd's leases over

@@ -64,7 +64,12 @@ func (p *Plan) kubeletManage(s *node.Snapshot, cfg config.Config) {
 	if !s.KubeletStarted.IsZero() {
 		why = fmt.Sprintf("the running kubelet started at %s, before nodedns changed %s (%s): it still reads its old resolv.conf", s.KubeletStarted.UTC().Format("2006-01-02T15:04:05Z"), orKubelet(rec.File), rec.Changed.UTC().Format("2006-01-02T15:04:05Z"))
 	}
-	if cfg.Kubelet.Restart {
+	if s.KubeletStarted.IsZero() && s.KubeletUnverified {
+		// A process calls itself kubelet but nodedns cannot tell whether it is root's (it lacks
+		// ptrace access to it): it could not see a restart either, and would restart kubelet on
+		// every pass. The restart is left to the operator.
+		why += "; nodedns cannot verify the running kubelet (see kubelet.resolvconf: it needs CAP_SYS_PTRACE, which /usr/share/nodedns/systemd/kubelet-manage.conf grants the packaged unit), so it cannot see kubelet restart and does not restart it itself"
+	} else if cfg.Kubelet.Restart {
 		p.Actions = append(p.Actions, RestartKubelet{Unit: unit, Reason: why})
 		return
 	}

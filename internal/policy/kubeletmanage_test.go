@@ -14,12 +14,15 @@ import (
 
 // TestKubeletRestartOwed (docs/contract.md "kubelet.manage"): once kubelet.manage changed kubelet's
 // config, the restart is owed until a kubelet that started after the change runs: a pending step
-// (an action with kubelet.restart); a later kubelet clears nodedns's record.
+// (an action with kubelet.restart); a later kubelet clears nodedns's record. While a process that
+// calls itself kubelet cannot be verified (nodedns without ptrace access to it), nodedns would not
+// see a restart either: the restart stays a pending step, kubelet.restart or not, or the daemon
+// would restart kubelet on every pass.
 func TestKubeletRestartOwed(t *testing.T) {
 	cfg := config.Default()
 	cfg.Kubelet.Manage = true
 	changed := time.Date(2026, 11, 27, 4, 0, 0, 0, time.UTC)
-	observe := func(started time.Time) *node.Snapshot {
+	observe := func(started time.Time, unverified bool) *node.Snapshot {
 		s := node.Observe(nodefs.NewReader("../../cmd/nodedns/testdata/kubelet/kubeadm-healthy"), cfg, changed)
 		if s.KubeletManage == nil || s.KubeletManage.Path != kubelet.KubeadmConfig {
 			t.Fatalf("kubelet.manage would not edit %s: %+v", kubelet.KubeadmConfig, s.KubeletManage)
@@ -27,7 +30,7 @@ func TestKubeletRestartOwed(t *testing.T) {
 		// As after apply: kubelet's config points at nodedns's file, the record is there.
 		s.KubeletManage = nil
 		s.KubeletRestart = &node.KubeletRestart{Unit: kubelet.Unit, File: kubelet.KubeadmConfig, Changed: changed}
-		s.KubeletStarted = started
+		s.KubeletStarted, s.KubeletUnverified = started, unverified
 		return s
 	}
 	restartChanges := func(p policy.Plan) []policy.Change {
@@ -40,21 +43,25 @@ func TestKubeletRestartOwed(t *testing.T) {
 		return out
 	}
 	for _, tc := range []struct {
-		name    string
-		started time.Time
-		restart bool
-		want    string // pending, action, cleared
+		name       string
+		started    time.Time
+		restart    bool
+		unverified bool
+		want       string // pending, action, cleared
 	}{
-		{"under --root: no process", time.Time{}, false, "pending"},
-		{"kubelet started before the change", changed.Add(-time.Hour), false, "pending"},
-		{"kubelet started before the change, kubelet.restart", changed.Add(-time.Hour), true, "action"},
-		{"kubelet started after the change", changed.Add(time.Minute), false, "cleared"},
-		{"kubelet started after the change, kubelet.restart", changed.Add(time.Minute), true, "cleared"},
+		{"under --root: no process", time.Time{}, false, false, "pending"},
+		{"kubelet started before the change", changed.Add(-time.Hour), false, false, "pending"},
+		{"kubelet started before the change, kubelet.restart", changed.Add(-time.Hour), true, false, "action"},
+		{"kubelet started after the change", changed.Add(time.Minute), false, false, "cleared"},
+		{"kubelet started after the change, kubelet.restart", changed.Add(time.Minute), true, false, "cleared"},
+		{"no kubelet running, kubelet.restart", time.Time{}, true, false, "action"},
+		{"a kubelet nodedns cannot verify, kubelet.restart", time.Time{}, true, true, "pending"},
+		{"root's kubelet seen beside one it cannot verify, kubelet.restart", changed.Add(-time.Hour), true, true, "action"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := cfg
 			c.Kubelet.Restart = tc.restart
-			p := policy.Compute(observe(tc.started), c)
+			p := policy.Compute(observe(tc.started, tc.unverified), c)
 			pend := p.PendingFor(policy.PendingKubelet, kubelet.Unit)
 			var acts []policy.Action
 			for _, a := range p.Actions {
@@ -70,6 +77,9 @@ func TestKubeletRestartOwed(t *testing.T) {
 				}
 				if !tc.started.IsZero() && !strings.Contains(pend[0].Why, "started at 2026-11-27T03:00:00Z, before nodedns changed") {
 					t.Errorf("the pending step does not say why: %q", pend[0].Why)
+				}
+				if tc.unverified && !strings.Contains(pend[0].Why, "nodedns cannot verify the running kubelet") {
+					t.Errorf("the pending step does not say nodedns cannot see the restart: %q", pend[0].Why)
 				}
 			case "action":
 				if len(acts) != 1 || acts[0].Target() != kubelet.Unit || len(pend) != 0 {

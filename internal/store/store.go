@@ -121,6 +121,11 @@ func (s *Store) Lstat(p string) (fs.FileInfo, error) { return s.tree().Lstat(p) 
 // Readlink implements nodefs.Reader.
 func (s *Store) Readlink(p string) (string, error) { return s.tree().Readlink(p) }
 
+// ResolveVisitInfo implements nodefs.Walker (nodefs.CheckTrusted of a path a process names).
+func (s *Store) ResolveVisitInfo(p string, followLast bool, visit func(dir string, fi fs.FileInfo) error) (string, fs.FileInfo, error) {
+	return s.tree().ResolveVisitInfo(p, followLast, visit)
+}
+
 // ResolveLink implements nodefs.Reader.
 func (s *Store) ResolveLink(p string) (string, error) { return s.tree().ResolveLink(p) }
 

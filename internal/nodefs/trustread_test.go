@@ -1,0 +1,64 @@
+package nodefs
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestCheckTrusted (docs/contract.md "Kubelet's config"): a path a process names is read only when
+// it and every directory on the way to it (symlinks followed, their targets' directories included)
+// are root's or the running user's and writable by nobody else; the error says which one is not,
+// and why.
+func TestCheckTrusted(t *testing.T) {
+	s := newTree(t)
+	mkfile(t, s, "/etc/kubernetes/kubelet-config.yaml", "kind: KubeletConfiguration\n", 0o644)
+	mkfile(t, s, "/srv/open/config.yaml", "x\n", 0o644)
+	mkfile(t, s, "/srv/any.yaml", "x\n", 0o666)
+	mkfile(t, s, "/srv/group.yaml", "x\n", 0o664)
+	if err := os.Chmod(s.Host("/srv/open"), 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	mklink(t, s, "/etc/kubernetes/via-open.yaml", "/srv/open/config.yaml")
+	mklink(t, s, "/etc/kubernetes/to-any.yaml", "../../srv/any.yaml")
+	for _, tc := range []struct {
+		p, want string
+	}{
+		{"/etc/kubernetes/kubelet-config.yaml", ""},
+		{"/etc/kubernetes/missing.yaml", ""},
+		{"/etc/kubernetes", ""},
+		{"/srv/any.yaml", "refusing to read /srv/any.yaml: it is writable by others"},
+		{"/srv/group.yaml", "refusing to read /srv/group.yaml: it is writable by its group"},
+		{"/srv/open/config.yaml", "refusing to read /srv/open/config.yaml: the directory /srv/open on the way to it is writable by others (owner uid"},
+		{"/srv/open", "refusing to read /srv/open: it is writable by others"},
+		{"/etc/kubernetes/via-open.yaml", "refusing to read /etc/kubernetes/via-open.yaml: the directory /srv/open on the way to it is writable by others"},
+		{"/etc/kubernetes/to-any.yaml", "refusing to read /etc/kubernetes/to-any.yaml: its target /srv/any.yaml is writable by others"},
+	} {
+		err := CheckTrusted(s, tc.p)
+		var ue *UntrustedReadError
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.p, err)
+		case tc.want != "" && (!errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v; want %q", tc.p, err, tc.want)
+		}
+	}
+	if os.Geteuid() == 0 {
+		// Another user's file (nobody's), in root's directory.
+		mkfile(t, s, "/srv/nobody.yaml", "x\n", 0o644)
+		if err := os.Chown(s.Host("/srv/nobody.yaml"), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckTrusted(s, "/srv/nobody.yaml"); err == nil || !strings.Contains(err.Error(), "it is owned by uid 65534") {
+			t.Errorf("nobody's file: %v", err)
+		}
+	}
+	// A reader that cannot say who owns a path reads nothing a process names.
+	if err := CheckTrusted(readerOnly{s}, "/etc/kubernetes/kubelet-config.yaml"); err == nil {
+		t.Error("a reader without the walk was trusted")
+	}
+}
+
+// readerOnly hides every method of a Tree but the Reader's.
+type readerOnly struct{ Reader }
