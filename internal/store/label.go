@@ -51,9 +51,21 @@ func fileLabel(f nodefs.File) ([]byte, error) {
 	return label, nil
 }
 
-// labelOf returns the SELinux label of the file at a host path (opened without following a final
-// symlink, confined under --root): nil when nothing is there, it is a symlink, or it has no label.
+// labelOf returns the SELinux label of the regular file at a host path (opened without following
+// a final symlink, confined under --root): nil when nothing is there, it has no label, or it is no
+// regular file (a symlink, or a FIFO or device restore is to replace, which is never opened: its
+// driver would see the open).
 func (s *Store) labelOf(hp string) ([]byte, error) {
+	fi, err := s.fsys().Lstat(hp)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, nil
+	}
 	f, err := s.tree().OpenHost(hp, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) {
 		return nil, nil
@@ -62,6 +74,9 @@ func (s *Store) labelOf(hp string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, err // swapped since the lstat
+	}
 	return fileLabel(f)
 }
 
