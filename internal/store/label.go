@@ -17,8 +17,9 @@ import (
 // enforcing, and a file written through a temp file and rename(2) carries the temp file's label,
 // which the kernel gave it from the directory's policy: /etc/resolv.conf replaced that way lost
 // net_conf_t for etc_t, and NetworkManager was denied when it next wrote the file (tailscale met
-// the same in net/dns/direct.go and runs restorecon after its rename since PR #20167; cockpit #4980
-// and CentOS atomic #195 too). So every file nodedns writes in place of an existing one gets that
+// the same in net/dns/direct.go and runs restorecon after its rename since tailscale/tailscale
+// PR #20167; NetworkManager's denials on an etc_t resolv.conf: cockpit-project/cockpit #4980,
+// CentOS/sig-atomic-buildscripts #195). So every file nodedns writes in place of an existing one gets that
 // file's label on its temp file (fsetxattr) before the rename: no moment with the wrong label, no
 // restorecon to run, and a label an administrator chose (semanage fcontext, chcon) stays. The
 // backup records the label, and restore sets the recorded one. A file nodedns creates is left to the
