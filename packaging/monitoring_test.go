@@ -43,6 +43,70 @@ func TestAlertRules(t *testing.T) {
 	}
 }
 
+// TestEveryAlertHasATestCase: every alert of the shipped rules has a case in nodedns.rules_test.yml
+// (promtool test rules, TestAlertRules) where it fires, with the labels and annotations it fires
+// with; an alert only ever expected to stay quiet is untested. A case for an alert the rules do
+// not have (a renamed one) fails too.
+func TestEveryAlertHasATestCase(t *testing.T) {
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	var cases struct {
+		Tests []struct {
+			Name          string `yaml:"name"`
+			AlertRuleTest []struct {
+				Alertname string `yaml:"alertname"`
+				ExpAlerts []struct {
+					ExpLabels map[string]string `yaml:"exp_labels"`
+				} `yaml:"exp_alerts"`
+			} `yaml:"alert_rule_test"`
+		} `yaml:"tests"`
+	}
+	for f, v := range map[string]any{"prometheus/nodedns.rules.yml": &rules, "prometheus/nodedns.rules_test.yml": &cases} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(data, v); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	fires := map[string]bool{}
+	tested := map[string]bool{}
+	for _, tc := range cases.Tests {
+		for _, a := range tc.AlertRuleTest {
+			tested[a.Alertname] = true
+			if len(a.ExpAlerts) > 0 {
+				fires[a.Alertname] = true
+			}
+		}
+	}
+	alerts := map[string]bool{}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			alerts[r.Alert] = true
+			if !fires[r.Alert] {
+				t.Errorf("alert %s has no case in nodedns.rules_test.yml where it fires", r.Alert)
+			}
+		}
+	}
+	if len(alerts) == 0 {
+		t.Fatal("no alert found in nodedns.rules.yml")
+	}
+	for a := range tested {
+		if !alerts[a] {
+			t.Errorf("nodedns.rules_test.yml tests alert %s, which nodedns.rules.yml does not have", a)
+		}
+	}
+}
+
 // exported is every metric family nodedns exports: a daemon's Recorder that has seen everything.
 func exported(t *testing.T) []string {
 	t.Helper()

@@ -59,10 +59,15 @@ func TestCLIConventions(t *testing.T) {
 				t.Errorf("%v as uid 1000: code %d, stderr:\n%s", args, r.code, r.stderr)
 			}
 		}
-		// Under --root the directory's permissions decide; check and plan never write.
+		// Under --root a user works on a copy of their own: a DIR root owns is refused at once
+		// (TestNonRootSaysRootIsNeeded runs the real binary as another user); check, plan and
+		// netplan pin --dry-run never write.
 		root := t.TempDir()
 		copyDir(t, "../../examples/kubespray-host-resolvconf", root)
-		for _, args := range [][]string{{"--root", root, "apply"}, {"--root", root, "plan"}} {
+		if r := nodedns(t, "--root", root, "apply"); r.code != 1 || !strings.Contains(r.stderr, "which uid 0 owns: it must run as root (sudo nodedns apply)") {
+			t.Errorf("apply under a --root DIR root owns, as uid 1000: code %d, stderr:\n%s", r.code, r.stderr)
+		}
+		for _, args := range [][]string{{"--root", root, "plan"}, {"--root", root, "check"}, {"--root", root, "netplan", "pin", "--dry-run"}} {
 			if r := nodedns(t, args...); strings.Contains(r.stderr, "must run as root") {
 				t.Errorf("%v: %s", args, r.stderr)
 			}

@@ -214,7 +214,8 @@ func newApplyCmd(g *globals) *cobra.Command {
 		Use:   "apply",
 		Short: "Make one reconcile pass, then exit (for Ansible)",
 		Long: `Carries out the plan: every file is written atomically (temp file, fsync, rename, fsync of the
-directory), a symlinked /etc/resolv.conf stays a symlink, and each file is backed up once under
+directory) and keeps the mode, owner and SELinux label of the file it replaces, a symlinked
+/etc/resolv.conf stays a symlink, and each file is backed up once under
 /var/lib/nodedns/backup before its first change. A target that cannot be fixed safely is left alone
 and reported; apply then exits 1 after making every other safe change.`,
 		Example: `  nodedns apply
@@ -274,7 +275,7 @@ func newRestoreCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "restore",
 		Short: "Undo every change nodedns made, from its backups",
-		Long: `Puts back the exact original bytes, mode, owner and symlink of every file nodedns changed, and
+		Long: `Puts back the exact original bytes, mode, owner, SELinux label and symlink of every file nodedns changed, and
 removes the files it created and the directories it created for them. The kubelet resolv.conf is kept
 while kubelet's config still points at it (removing it would stop kubelet): restore says so and exits
 0. With nothing to restore it does nothing.

@@ -40,6 +40,8 @@ every upstream list, so the cache never forwards to itself; strips DHCP-provided
 writes a loop-free resolv.conf for kubelet (/var/lib/nodedns/resolv.conf).
 
 Every change is backed up once under /var/lib/nodedns/backup; ` + "`nodedns restore`" + ` undoes them all.
+apply, restore, netplan pin and run change the node: they run as root (under --root, as the user
+who owns DIR).
 
 Configuration: /etc/nodedns/config.yaml (keys below), NODEDNS_* environment variables
 (NODEDNS_UPSTREAMS="10.0.0.2 10.0.0.3", NODEDNS_NETPLAN_MODE=off, NODEDNS_LOG_LEVEL=debug, ...)
@@ -64,6 +66,9 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := requireRoot(g, cmd); err != nil {
+				return err
+			}
 			err := g.load(cmd)
 			var ee *exitError
 			if errors.As(err, &ee) && (cmd.Name() == "check" || checkOpts.topLevel) {

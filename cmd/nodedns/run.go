@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
@@ -62,6 +64,17 @@ func runDaemon(cmd *cobra.Command, g *globals) error {
 			g.log.Warn("closing a live connection failed", "err", err)
 		}
 	}()
+	if euid() != 0 {
+		// A user other than root under --root (requireRoot): a state directory this user cannot
+		// write would postpone every pass, waiting for a lock it can never take. Say so at once
+		// (rootNeeded); a lock another nodedns holds is the daemon's to wait for.
+		release, err := n.Hold(time.Second)
+		if err == nil {
+			release()
+		} else if errors.Is(err, fs.ErrPermission) {
+			return &exitError{1, err}
+		}
+	}
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)

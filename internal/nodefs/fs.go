@@ -57,7 +57,7 @@ type FS interface {
 	Lock(name string, wait time.Duration) (unlock func() error, prev int, err error)
 }
 
-// File is an open file as FS returns it; *os.File implements it.
+// File is an open file as FS returns it.
 type File interface {
 	io.Reader
 	io.Writer
@@ -72,6 +72,11 @@ type File interface {
 	// symlink swapped in could redirect.
 	Chmod(mode fs.FileMode) error
 	Chown(uid, gid int) error
+	// Getxattr returns the value of the open file's extended attribute name (fgetxattr, asked again
+	// with a larger buffer while the value outgrows it); a missing attribute is ENODATA, a
+	// filesystem that keeps none ENOTSUP. Setxattr sets it (fsetxattr). Never by path, as Chmod.
+	Getxattr(name string) ([]byte, error)
+	Setxattr(name string, value []byte) error
 	// Sync flushes the file's data and metadata to stable storage (fsync).
 	Sync() error
 	// Close closes the file.
@@ -101,7 +106,7 @@ func (osFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
 		// Never return a typed nil *os.File inside a non-nil interface.
 		return nil, err
 	}
-	return f, nil
+	return osFile{f}, nil
 }
 
 func (osFS) CreateTemp(dir, pattern string) (File, error) {
@@ -109,7 +114,7 @@ func (osFS) CreateTemp(dir, pattern string) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f, nil
+	return osFile{f}, nil
 }
 
 func (osFS) SyncDir(name string) error {

@@ -80,7 +80,7 @@ func ReadConfigFile(p string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := ReadOpen(f, Config, func(fi fs.FileInfo) error { return CheckConfigFile(p, fi) })
+	data, err := ReadOpen(osFile{f}, Config, func(fi fs.FileInfo) error { return CheckConfigFile(p, fi) })
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
 	}

@@ -212,7 +212,7 @@ func (s *Store) backupLocked(dir string, dirs []string, paths ...string) error {
 			return fmt.Errorf("back up %s: %w", p, s.nodeErr(err))
 		}
 		if e.Kind == KindFile {
-			if err := s.replace(filepath.Join(dir, e.SHA256), data, 0o600, -1, -1); err != nil {
+			if err := s.replace(filepath.Join(dir, e.SHA256), data, 0o600, -1, -1, nil); err != nil {
 				return fmt.Errorf("back up %s: %w", p, s.nodeErr(err))
 			}
 		}
@@ -225,7 +225,7 @@ func (s *Store) backupLocked(dir string, dirs []string, paths ...string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.replace(filepath.Join(dir, ManifestName), data, 0o600, -1, -1); err != nil {
+	if err := s.replace(filepath.Join(dir, ManifestName), data, 0o600, -1, -1, nil); err != nil {
 		return fmt.Errorf("write the backup manifest: %w", s.nodeErr(err))
 	}
 	return nil
@@ -260,8 +260,12 @@ func (s *Store) capture(p string) (Entry, []byte, error) {
 		if err != nil {
 			return Entry{}, nil, err
 		}
+		label, err := s.captureLabel(hp)
+		if err != nil {
+			return Entry{}, nil, fmt.Errorf("read the SELinux label: %w", err)
+		}
 		sum := sha256.Sum256(data)
-		e.Kind, e.Mode, e.SHA256 = KindFile, fi.Mode()&keepModeBits, hex.EncodeToString(sum[:])
+		e.Kind, e.Mode, e.SHA256, e.Label = KindFile, fi.Mode()&keepModeBits, hex.EncodeToString(sum[:]), label
 		e.UID, e.GID = nodefs.Owner(fi)
 		return e, data, nil
 	default:
@@ -348,7 +352,7 @@ func (s *Store) Restore(keep func(path string) (kept bool, reason string)) ([]Re
 	} else {
 		data, err := manifest.Marshal(remaining)
 		if err == nil {
-			err = s.replace(mp, data, 0o600, -1, -1)
+			err = s.replace(mp, data, 0o600, -1, -1, nil)
 		}
 		if err != nil {
 			// The copies must stay: the old manifest still names them.
@@ -441,7 +445,7 @@ func (s *Store) restoreEntry(dir string, e Entry) (RestoreResult, error) {
 			return r, fmt.Errorf("backup copy %s is corrupt (sha256 mismatch), not restoring it", name)
 		}
 		if fi != nil && fi.Mode().IsRegular() && fi.Mode()&keepModeBits == e.Mode && fi.Size() == int64(len(data)) {
-			if u, g := nodefs.Owner(fi); u == e.UID && g == e.GID {
+			if u, g := nodefs.Owner(fi); u == e.UID && g == e.GID && s.sameLabel(hp, e.Label) {
 				if cur, err := s.tree().ReadHostNoFollow(hp, backupKind); err == nil && bytes.Equal(cur, data) {
 					return r, nil
 				}
@@ -452,13 +456,14 @@ func (s *Store) restoreEntry(dir string, e Entry) (RestoreResult, error) {
 				return r, err
 			}
 		}
-		err = s.replace(hp, data, e.Mode, e.UID, e.GID)
+		// The recorded label, whatever the file has now; a backup without one keeps the file's.
+		err = s.replace(hp, data, e.Mode, e.UID, e.GID, recorded(e.Label))
 		if isBindMount(err) && fi != nil && fi.Mode().IsRegular() {
 			if err := s.writeInPlace(hp, data); err != nil {
 				return r, fmt.Errorf("in place (rename impossible, a bind mount?): %w", err)
 			}
-			// Mode before owner, as in replace; on the open file, never by path.
-			return r, s.chmodChown(hp, e.Mode&^specialBits, e.UID, e.GID)
+			// Label, mode, then owner, as in replace; on the open file, never by path.
+			return r, s.chmodChown(hp, recorded(e.Label), e.Mode&^specialBits, e.UID, e.GID)
 		}
 		return r, err
 	}

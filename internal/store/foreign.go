@@ -36,8 +36,14 @@ func (e *ForeignDirError) Error() string {
 	case e.Mode&0o020 != 0 && e.Mode&0o002 == 0:
 		why = "is writable by its group"
 	}
-	return fmt.Sprintf("refusing to change %s: the directory %s on the way to it %s (owner %d:%d, mode %s), so another user could plant a symlink there and turn nodedns's write against any file of the node; make it root's and writable by root only (chown root:root %s && chmod go-w %s), or point nodedns elsewhere",
-		e.Path, e.Dir, why, e.UID, e.GID, nodefs.ModeString(e.Mode), e.Dir, e.Dir)
+	fix := fmt.Sprintf("make it root's and writable by root only (chown root:root %s && chmod go-w %s), or point nodedns elsewhere", e.Dir, e.Dir)
+	if euid := nodefs.Euid(); euid != 0 {
+		// Only root can give a directory to root: a user working on a copy of the node's files
+		// (--root) makes the copy theirs and writable by them only, or runs nodedns as root.
+		fix = fmt.Sprintf("nodedns must run as root on a node; on a copy of the node's files (--root), make it uid %d's and writable by it only (chmod go-w %s)", euid, e.Dir)
+	}
+	return fmt.Sprintf("refusing to change %s: the directory %s on the way to it %s (owner %d:%d, mode %s), so another user could plant a symlink there and turn nodedns's write against any file of the node; %s",
+		e.Path, e.Dir, why, e.UID, e.GID, nodefs.ModeString(e.Mode), fix)
 }
 
 // trustDir is the visit of a checked resolution: nil for a directory nodedns may change things in.

@@ -45,7 +45,7 @@ func (s *Store) Forget(p string, data []byte) error {
 		return s.nodeErr(syncDir(fsys, filepath.Dir(hp)))
 	}
 	uid, gid := nodefs.Owner(fi)
-	if err := s.replace(hp, data, fi.Mode().Perm(), uid, gid); err != nil {
+	if err := s.replace(hp, data, fi.Mode().Perm(), uid, gid, nil); err != nil {
 		return fmt.Errorf("forget %s: %w", p, s.nodeErr(err))
 	}
 	return nil

@@ -227,7 +227,7 @@ func (s *Store) Write(p string, data []byte, mode fs.FileMode) (WriteResult, err
 	if err := s.mkdirs(newDirs, 0o755); err != nil {
 		return WriteResult{}, fmt.Errorf("write %s: %w", name, err)
 	}
-	err = s.replace(hp, data, mode, uid, gid)
+	err = s.replace(hp, data, mode, uid, gid, nil)
 	if isBindMount(err) && !res.Created {
 		if err := s.writeInPlace(hp, data); err != nil {
 			return WriteResult{}, fmt.Errorf("write %s in place (rename impossible, a bind mount?): %w", name, s.nodeErr(err))
@@ -290,12 +290,18 @@ func isBindMount(err error) bool {
 	return errors.As(err, &re) && (errors.Is(re.err, syscall.EBUSY) || errors.Is(re.err, syscall.EXDEV))
 }
 
-// replace writes data to a temp file next to hostPath, sets mode and (uid, gid >= 0) owner, fsyncs
-// it, renames it over hostPath and fsyncs the directory. Until the rename the target is untouched,
-// and any failure before it removes the temp file.
-func (s *Store) replace(hostPath string, data []byte, mode fs.FileMode, uid, gid int) (err error) {
+// replace writes data to a temp file next to hostPath, sets its SELinux label, mode and (uid, gid
+// >= 0) owner, fsyncs it, renames it over hostPath and fsyncs the directory. Until the rename the
+// target is untouched, and any failure before it removes the temp file. The label is label, or with
+// nil the label of the file replaced (none for a new file: the kernel's, from policy); see label.go.
+func (s *Store) replace(hostPath string, data []byte, mode fs.FileMode, uid, gid int, label []byte) (err error) {
 	dir, base := filepath.Split(hostPath)
 	dir = filepath.Clean(dir)
+	if label == nil {
+		if label, err = s.labelOf(hostPath); err != nil {
+			return fmt.Errorf("read the SELinux label: %w", err)
+		}
+	}
 	// A leading dot and a .tmp suffix keep a temp file left by a crash out of every directory
 	// scan that matters: netplan reads *.yaml, resolved *.conf, dhclient-script runs
 	// `run-parts --list` (names with dots are skipped) on its hook directories.
@@ -313,6 +319,13 @@ func (s *Store) replace(hostPath string, data []byte, mode fs.FileMode, uid, gid
 			s.remove(tmp)
 		}
 	}()
+	// The label first: once the file belongs to another user, SELinux asks CAP_FOWNER for a relabel
+	// too (selinux_inode_setxattr: inode_owner_or_capable).
+	if label != nil {
+		if err := setLabel(f, label); err != nil {
+			return err
+		}
+	}
 	if _, err := f.Write(data); err != nil {
 		return err
 	}
@@ -459,14 +472,19 @@ func (s *Store) rename(oldpath, newpath string) error {
 	return nil
 }
 
-// chmodChown sets the mode, then the owner, of the regular file at a host path, on an fd opened
-// without following a symlink (fchmod, fchown).
-func (s *Store) chmodChown(hp string, mode fs.FileMode, uid, gid int) error {
+// chmodChown sets the SELinux label (unless nil), the mode, then the owner, of the regular file at
+// a host path, on an fd opened without following a symlink (fsetxattr, fchmod, fchown).
+func (s *Store) chmodChown(hp string, label []byte, mode fs.FileMode, uid, gid int) error {
 	f, err := s.tree().OpenHost(hp, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	if label != nil {
+		if err := setLabel(f, label); err != nil {
+			return err
+		}
+	}
 	if err := f.Chmod(mode); err != nil {
 		return err
 	}

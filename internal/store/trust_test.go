@@ -578,3 +578,23 @@ func must(t *testing.T, err error) {
 func nodeTargets() *Targets {
 	return DefaultTargets(DefaultStateDir).Add(node.Writes()...).AddLinked(node.LinkedWrites()...)
 }
+
+// TestForeignDirMessage: the refusal says how to fix it for who runs nodedns: root makes the
+// directory root's; a user (on a copy of the node's files under --root) cannot give it to root, and
+// is told that nodedns runs as root on a node and how to make the copy theirs.
+func TestForeignDirMessage(t *testing.T) {
+	e := &ForeignDirError{Path: "/etc/resolv.conf", Dir: "/etc", UID: 0, GID: 0, Mode: fs.ModeDir | 0o775}
+	defer func(f func() int) { nodefs.Euid = f }(nodefs.Euid)
+	for _, tt := range []struct {
+		euid int
+		want string
+	}{
+		{0, "refusing to change /etc/resolv.conf: the directory /etc on the way to it is writable by its group (owner 0:0, mode drwxrwxr-x (0775)), so another user could plant a symlink there and turn nodedns's write against any file of the node; make it root's and writable by root only (chown root:root /etc && chmod go-w /etc), or point nodedns elsewhere"},
+		{1000, "refusing to change /etc/resolv.conf: the directory /etc on the way to it is writable by its group (owner 0:0, mode drwxrwxr-x (0775)), so another user could plant a symlink there and turn nodedns's write against any file of the node; nodedns must run as root on a node; on a copy of the node's files (--root), make it uid 1000's and writable by it only (chmod go-w /etc)"},
+	} {
+		nodefs.Euid = func() int { return tt.euid }
+		if got := e.Error(); got != tt.want {
+			t.Errorf("as uid %d:\n got %s\nwant %s", tt.euid, got, tt.want)
+		}
+	}
+}

@@ -53,6 +53,11 @@ type Entry struct {
 	// SHA256 is the hex digest of the file's bytes, also the name of the copy in StateDir/backup
 	// (KindFile only).
 	SHA256 string
+	// Label is the file's SELinux label, its security.selinux extended attribute exactly as the
+	// kernel gave it ("system_u:object_r:net_conf_t:s0" and the NUL SELinux ends it with), "" when
+	// it had none or none was recorded (KindFile only; manifests before labels were kept have none).
+	// Restore sets it on the file it puts back (docs/contract.md, invariant 4).
+	Label string
 	// Time is when the backup was taken.
 	Time time.Time
 }
@@ -71,6 +76,7 @@ type entryJSON struct {
 	GID    int       `json:"gid"`
 	Target string    `json:"target,omitempty"`
 	SHA256 string    `json:"sha256,omitempty"`
+	Label  string    `json:"label,omitempty"`
 	Time   time.Time `json:"time"`
 }
 
@@ -141,6 +147,12 @@ func (j entryJSON) entry() (Entry, error) {
 		}
 		e.Mode = fileMode(uint32(u))
 		e.SHA256 = j.SHA256
+		if j.Label != "" {
+			if err := CheckLabel(j.Label); err != nil {
+				return Entry{}, err
+			}
+			e.Label = j.Label
+		}
 	case KindSymlink:
 		if j.Target == "" || strings.IndexByte(j.Target, 0) >= 0 {
 			return Entry{}, fmt.Errorf("symlink target %q is empty or has a NUL byte", j.Target)
@@ -166,6 +178,7 @@ func Marshal(entries []Entry) ([]byte, error) {
 		j := entryJSON{Path: e.Path, Kind: e.Kind, UID: e.UID, GID: e.GID, Target: e.Target, SHA256: e.SHA256, Time: e.Time.UTC()}
 		if e.Kind == KindFile {
 			j.Mode = fmt.Sprintf("%04o", nodefs.UnixMode(e.Mode))
+			j.Label = e.Label
 		}
 		m.Entries = append(m.Entries, j)
 	}
@@ -175,6 +188,27 @@ func Marshal(entries []Entry) ([]byte, error) {
 		return nil, fmt.Errorf("marshal manifest: %w", err)
 	}
 	return append(data, '\n'), nil
+}
+
+// MaxLabel bounds a recorded SELinux label: real ones are a few dozen bytes (user:role:type:level,
+// the level with its categories), and the manifest must stay small.
+const MaxLabel = 4096
+
+// CheckLabel reports why label (a security.selinux value) cannot be recorded, nil when it can: an
+// SELinux context is printable ASCII without spaces (selinux_file_context(5)), and the kernel hands
+// it out with one NUL at the end. Anything else in the attribute is not a label this format keeps
+// (JSON would not carry other bytes back exactly).
+func CheckLabel(label string) error {
+	ctx := strings.TrimSuffix(label, "\x00")
+	if ctx == "" || len(label) > MaxLabel {
+		return fmt.Errorf("SELinux label %q is empty or longer than %d bytes", label, MaxLabel)
+	}
+	for i := 0; i < len(ctx); i++ {
+		if ctx[i] <= ' ' || ctx[i] > '~' {
+			return fmt.Errorf("SELinux label %q is not a context (printable ASCII without spaces, then at most one NUL)", label)
+		}
+	}
+	return nil
 }
 
 // lineCol turns a byte offset as encoding/json reports it (bytes read up to and including the

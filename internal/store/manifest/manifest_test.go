@@ -59,6 +59,18 @@ func TestParse(t *testing.T) {
 			in:   `{"version": 2, "entries": [{"path": "/etc/systemd/resolved.conf.d", "kind": "absent-dir", "uid": 7, "time": "2025-03-01T12:00:00Z"}]}`,
 			want: []Entry{{Path: "/etc/systemd/resolved.conf.d", Kind: KindAbsentDir, Time: testTime}},
 		},
+		{
+			name: "a file with its SELinux label, as the kernel gives it (a NUL at the end) or as set by hand",
+			in:   entry(`{"path": "/etc/resolv.conf", "kind": "file", "mode": "0644", "sha256": "` + sum("x") + `", "label": "system_u:object_r:net_conf_t:s0\u0000"}, {"path": "/etc/hosts", "kind": "file", "mode": "0644", "sha256": "` + sum("y") + `", "label": "unconfined_u:object_r:etc_t:s0-s0:c0.c1023"}`),
+			want: []Entry{
+				{Path: "/etc/resolv.conf", Kind: KindFile, Mode: 0o644, SHA256: sum("x"), Label: "system_u:object_r:net_conf_t:s0\x00"},
+				{Path: "/etc/hosts", Kind: KindFile, Mode: 0o644, SHA256: sum("y"), Label: "unconfined_u:object_r:etc_t:s0-s0:c0.c1023"},
+			},
+		},
+		{name: "a label with a space", in: entry(`{"path": "/etc/x", "kind": "file", "mode": "0644", "sha256": "` + sum("x") + `", "label": "system_u:object_r:etc_t:s0 x"}`), wantErr: `m.json: entry 0 ("/etc/x"): SELinux label "system_u:object_r:etc_t:s0 x" is not a context (printable ASCII without spaces, then at most one NUL)`},
+		{name: "a label that is only a NUL", in: entry(`{"path": "/etc/x", "kind": "file", "mode": "0644", "sha256": "` + sum("x") + `", "label": "\u0000"}`), wantErr: `m.json: entry 0 ("/etc/x"): SELinux label "\x00" is empty or longer than 4096 bytes`},
+		{name: "a label with two NULs", in: entry(`{"path": "/etc/x", "kind": "file", "mode": "0644", "sha256": "` + sum("x") + `", "label": "a\u0000\u0000"}`), wantErr: `m.json: entry 0 ("/etc/x"): SELinux label "a\x00\x00" is not a context (printable ASCII without spaces, then at most one NUL)`},
+		{name: "a label too long", in: entry(`{"path": "/etc/x", "kind": "file", "mode": "0644", "sha256": "` + sum("x") + `", "label": "` + strings.Repeat("a", MaxLabel+1) + `"}`), wantErr: `m.json: entry 0 ("/etc/x"): SELinux label "` + strings.Repeat("a", MaxLabel+1) + `" is empty or longer than 4096 bytes`},
 		{name: "a directory entry needs version 2", in: entry(`{"path": "/etc/x", "kind": "absent-dir"}`), wantErr: `m.json: entry 0 ("/etc/x"): kind absent-dir needs manifest version 2`},
 		{name: "relative path", in: entry(`{"path": "etc/x", "kind": "absent"}`), wantErr: `m.json: entry 0 ("etc/x"): node path "etc/x" is not absolute`},
 		{name: "unclean path", in: entry(`{"path": "/etc//x", "kind": "absent"}`), wantErr: `m.json: entry 0 ("/etc//x"): path is not clean (want "/etc/x")`},
@@ -106,6 +118,7 @@ func FuzzParseManifest(f *testing.F) {
 	f.Add([]byte(`{"version": 1, "entries": [{"path": "/etc/resolv.conf", "kind": "symlink", "target": "/run/x", "time": "2025-03-01T12:00:00Z"}]}`))
 	f.Add([]byte(`{"version": 1, "entries": [{"path": "/run/x", "kind": "file", "mode": "0644", "uid": 5, "gid": 6, "sha256": "` + sum("x") + `"}]}`))
 	f.Add([]byte(`{"version": 1, "entries": [{"path": "/a", "kind": "absent"}]}`))
+	f.Add([]byte(`{"version": 1, "entries": [{"path": "/etc/resolv.conf", "kind": "file", "mode": "0644", "sha256": "` + sum("x") + `", "label": "system_u:object_r:net_conf_t:s0\u0000"}]}`))
 	f.Add([]byte("{\n\"version\": 1,\n\"entries\": [\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		entries, err := Parse("m.json", data)
@@ -121,6 +134,9 @@ func FuzzParseManifest(f *testing.F) {
 			}
 			if e.Kind == KindFile && (len(e.SHA256) != 64 || strings.ContainsAny(e.SHA256, "/.")) {
 				t.Errorf("accepted copy name %q", e.SHA256)
+			}
+			if e.Label != "" && (e.Kind != KindFile || CheckLabel(e.Label) != nil) {
+				t.Errorf("accepted label %q on a %s entry", e.Label, e.Kind)
 			}
 		}
 		out, err := Marshal(entries)

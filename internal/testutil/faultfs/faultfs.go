@@ -13,7 +13,7 @@ import (
 // FS wraps a nodefs.FS and fails chosen operations: Fail(op, name) returns the errno to fail
 // with, or 0 to let the call through (a nil Fail fails nothing). Ops: lstat, stat, readlink, open,
 // createtemp, rename (name is the new path), readdir, remove, symlink, chmod, lchown, mkdirall,
-// syncdir, lock, and on files opened through it write, writeat, truncate, sync.
+// syncdir, lock, and on files opened through it write, writeat, truncate, sync, getxattr, setxattr.
 type FS struct {
 	nodefs.FS
 	Fail func(op, name string) syscall.Errno
@@ -168,6 +168,20 @@ func (f faultFile) Chown(uid, gid int) error {
 		return err
 	}
 	return f.File.Chown(uid, gid)
+}
+
+func (f faultFile) Getxattr(name string) ([]byte, error) {
+	if err := f.fs.err("getxattr", f.Name()); err != nil {
+		return nil, err
+	}
+	return f.File.Getxattr(name)
+}
+
+func (f faultFile) Setxattr(name string, value []byte) error {
+	if err := f.fs.err("setxattr", f.Name()); err != nil {
+		return err
+	}
+	return f.File.Setxattr(name, value)
 }
 
 func (f faultFile) Sync() error {
