@@ -18,7 +18,6 @@ import (
 )
 
 // nobody is the unprivileged user the tests run nodedns as (nobody:nogroup on Debian).
-const nobody = 65534
 
 // TestNonRootSaysRootIsNeeded runs the real binary as uid 65534 (docs/contract.md "Command line"):
 // every command that changes the node, whatever fails first (the command itself on the live
