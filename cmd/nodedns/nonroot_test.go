@@ -17,8 +17,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// nobody is the unprivileged user the tests run nodedns as (nobody:nogroup on Debian).
-
 // TestNonRootSaysRootIsNeeded runs the real binary as uid 65534 (docs/contract.md "Command line"):
 // every command that changes the node, whatever fails first (the command itself on the live
 // node, a --root DIR someone else owns, the state lock, a write under /etc), exits 1 with one
