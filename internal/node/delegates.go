@@ -15,9 +15,7 @@ func (s *Snapshot) readDelegates(r nodefs.Reader) {
 		return
 	}
 	d := systemd.LoadDNSDelegates(r)
-	for _, w := range d.Warnings {
-		s.problem(SourceResolved, w.Path, w.Line, w.Msg)
-	}
+	problems(s, SourceResolved, d.Warnings)
 	s.DNSDelegates = d
 }
 

@@ -216,6 +216,19 @@ func (s *Snapshot) problem(src Source, path string, line int, msg string) {
 	s.Problems = append(s.Problems, Problem{Path: path, Line: line, Source: src, Msg: msg})
 }
 
+// problems records what a reader's Load reported (a nodefs.Problem, or a type of the same shape:
+// systemd.Warning, kubelet.Problem) as problems of source src, in order.
+func problems[P ~struct {
+	Path string
+	Line int
+	Msg  string
+}](s *Snapshot, src Source, ps []P) {
+	for _, p := range ps {
+		q := nodefs.Problem(p)
+		s.problem(src, q.Path, q.Line, q.Msg)
+	}
+}
+
 func (s *Snapshot) readResolv(r nodefs.Reader, p string) ResolvFile {
 	rf := ResolvFile{Path: p, Target: p}
 	fi, err := r.Lstat(p)
@@ -278,9 +291,7 @@ func (s *Snapshot) readManaged(r nodefs.Reader, p string) Managed {
 
 func (s *Snapshot) readResolved(r nodefs.Reader) {
 	all := systemd.LoadResolvedConfig(r)
-	for _, w := range all.Warnings {
-		s.problem(SourceResolved, w.Path, w.Line, w.Msg)
-	}
+	problems(s, SourceResolved, all.Warnings)
 	s.Resolved = all
 	s.ResolvedOthers = reparse(r, all.Files, func(p string) bool { return p == ResolvedDropIn })
 	s.ResolvedPersistent = reparse(r, all.Files, func(p string) bool { return strings.HasPrefix(p, "/run/") })

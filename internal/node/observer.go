@@ -69,9 +69,7 @@ var parts = []part{
 		s.readDelegates(r)
 		var warns []systemd.Warning
 		s.Links, warns = systemd.LoadLinkStates(r)
-		for _, w := range warns {
-			s.problem(SourceLinkState, w.Path, w.Line, w.Msg)
-		}
+		problems(s, SourceLinkState, warns)
 		s.ResolvedDropIn = s.readManaged(r, ResolvedDropIn)
 	}, take: func(d, s *Snapshot) {
 		d.Resolved, d.ResolvedOthers, d.ResolvedPersistent = s.Resolved, s.ResolvedOthers, s.ResolvedPersistent
