@@ -65,9 +65,7 @@ func Watches(cfg config.Config, s *Snapshot) []nodefs.Watch {
 	}
 	ws = append(ws, kubelet.Watches(cfg, kpaths, kdirs)...)
 	ws = append(ws, delegateWatches(s)...)
-	for _, d := range networkDirs {
-		ws = append(ws, nodefs.Watch{Dir: d, Match: nodefs.Suffix(".network"), Complete: nodefs.NewlineTerminated})
-	}
+	ws = append(ws, systemd.NetworkWatches()...)
 	if s == nil {
 		return ws
 	}

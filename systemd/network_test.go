@@ -1,4 +1,4 @@
-package node
+package systemd
 
 import (
 	"testing"
@@ -9,12 +9,12 @@ import (
 func TestParseNetworkFile(t *testing.T) {
 	tests := []struct {
 		name, data string
-		want       NetworkdNetwork
+		want       Network
 	}{
-		{"dhcp yes", "[Match]\nName=en* eth0\n\n[Network]\nDHCP=yes\n", NetworkdNetwork{MatchNames: []string{"en*", "eth0"}, DHCP4: true, DHCP6: true}},
-		{"ipv4, later wins", "[Network]\nDHCP=ipv6\nDHCP=ipv4\n", NetworkdNetwork{DHCP4: true}},
-		{"comments and other sections", "# DHCP=yes\n[DHCPv4]\nDHCP=yes\n;x\n[Network]\nAddress=10.0.0.1/24\n", NetworkdNetwork{}},
-		{"empty Name= resets, continuation", "[Match]\nName=a\nName=\nName=b \\\n c\n[Network]\nDHCP=true\n", NetworkdNetwork{MatchNames: []string{"b", "c"}, DHCP4: true, DHCP6: true}},
+		{"dhcp yes", "[Match]\nName=en* eth0\n\n[Network]\nDHCP=yes\n", Network{MatchNames: []string{"en*", "eth0"}, DHCP4: true, DHCP6: true}},
+		{"ipv4, later wins", "[Network]\nDHCP=ipv6\nDHCP=ipv4\n", Network{DHCP4: true}},
+		{"comments and other sections", "# DHCP=yes\n[DHCPv4]\nDHCP=yes\n;x\n[Network]\nAddress=10.0.0.1/24\n", Network{}},
+		{"empty Name= resets, continuation", "[Match]\nName=a\nName=\nName=b \\\n c\n[Network]\nDHCP=true\n", Network{MatchNames: []string{"b", "c"}, DHCP4: true, DHCP6: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
