@@ -6,9 +6,7 @@ package node
 // recorded of that offer before dhclient trimmed the history (docs/contract.md "Upstreams").
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"net/netip"
 	"slices"
 
@@ -98,23 +96,9 @@ func (o DhclientOffer) Superseded() bool {
 // readDhclient reads dhclient.conf's DNS rules, the offers behind them in every dhclient lease file,
 // and nodedns's record of earlier offers.
 func (s *Snapshot) readDhclient(r nodefs.Reader) {
-	for _, p := range leases.DhclientConfPaths {
-		data, err := r.ReadFile(p, nodefs.Config)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			s.problem(SourceDhclientConf, p, 0, err.Error())
-			break
-		}
-		c, err := leases.ParseDhclientConf(data, p)
-		if err != nil {
-			s.problem(SourceDhclientConf, p, 0, err.Error())
-			break
-		}
-		s.DhclientRules = &c
-		break // dhclient reads one file: the first that exists (kubespray writes there too)
-	}
+	var ps []nodefs.Problem
+	s.DhclientRules, ps = leases.LoadDhclientConf(r)
+	problems(s, SourceDhclientConf, ps)
 	s.OfferedState = s.readManagedKind(r, OfferedStatePath, statefile.Kind)
 	if s.OfferedState.Exists && s.OfferedState.Err == nil {
 		st, err := ParseOfferedState(OfferedStatePath, s.OfferedState.Data)

@@ -105,11 +105,9 @@ var parts = []part{
 	}, take: func(d, s *Snapshot) { d.NodednsResolv = s.NodednsResolv }},
 
 	partLeases: {name: "leases", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
-		ls, lp := leases.Read(r)
+		ls, lp := leases.Load(r)
 		s.Leases = ls
-		for _, p := range lp {
-			s.problem(SourceLease, p.Path, 0, p.Err.Error())
-		}
+		problems(s, SourceLease, lp)
 		s.readDHCPDomains(r)
 	}, take: func(d, s *Snapshot) {
 		d.Leases = s.Leases

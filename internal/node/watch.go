@@ -40,8 +40,6 @@ func Watches(cfg config.Config, s *Snapshot) []nodefs.Watch {
 		resolv(EtcResolvConf),
 		nodefs.Watch{Dir: ResolvedRunDir, Match: nodefs.Names(path.Base(ResolvedResolvConf), path.Base(ResolvedStubConf)), Complete: completeResolv},
 		resolv(cfg.Kubelet.ResolvConf),
-		nodefs.Watch{Dir: path.Dir(DhclientConf), Match: nodefs.Names(path.Base(DhclientConf))},
-		nodefs.Watch{Dir: "/etc", Match: nodefs.Names("dhclient.conf")}, // leases.DhclientConfPaths' older place
 		nodefs.Watch{Dir: path.Dir(OfferedStatePath), Match: nodefs.Names(path.Base(OfferedStatePath)), Complete: func(b []byte) error {
 			_, err := ParseOfferedState(OfferedStatePath, b)
 			return err
