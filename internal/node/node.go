@@ -142,7 +142,7 @@ type Snapshot struct {
 	// Links, so readers of Links see what resolved really uses.
 	ResolvedLive *systemd.ResolvedState
 	// DNSDelegates are resolved's DNS delegates (systemd 258+; nil on an older systemd), and
-	// SystemdVersion the installed systemd's major version (0: unknown). See delegates.go.
+	// SystemdVersion the installed systemd's major version (0: unknown): systemd.LoadDelegates.
 	DNSDelegates   *systemd.DNSDelegates
 	SystemdVersion int
 

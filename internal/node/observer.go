@@ -66,7 +66,10 @@ var parts = []part{
 
 	partResolved: {name: "resolved", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
 		s.readResolved(r)
-		s.readDelegates(r)
+		s.DNSDelegates, s.SystemdVersion = systemd.LoadDelegates(r)
+		if s.DNSDelegates != nil {
+			problems(s, SourceResolved, s.DNSDelegates.Warnings)
+		}
 		var warns []systemd.Warning
 		s.Links, warns = systemd.LoadLinkStates(r)
 		problems(s, SourceLinkState, warns)

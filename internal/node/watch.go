@@ -62,7 +62,11 @@ func Watches(cfg config.Config, s *Snapshot) []nodefs.Watch {
 		kpaths, kdirs = s.KubeletSources()
 	}
 	ws = append(ws, kubelet.Watches(cfg, kpaths, kdirs)...)
-	ws = append(ws, delegateWatches(s)...)
+	var delegates *systemd.DNSDelegates
+	if s != nil {
+		delegates = s.DNSDelegates
+	}
+	ws = append(ws, delegates.Watches()...)
 	ws = append(ws, systemd.NetworkWatches()...)
 	if s == nil {
 		return ws
