@@ -290,31 +290,8 @@ func (s *Snapshot) readManaged(r nodefs.Reader, p string) Managed {
 }
 
 func (s *Snapshot) readResolved(r nodefs.Reader) {
-	all := systemd.LoadResolvedConfig(r)
-	problems(s, SourceResolved, all.Warnings)
-	s.Resolved = all
-	s.ResolvedOthers = reparse(r, all.Files, func(p string) bool { return p == ResolvedDropIn })
-	s.ResolvedPersistent = reparse(r, all.Files, func(p string) bool { return strings.HasPrefix(p, "/run/") })
-}
-
-// reparse rebuilds a resolved configuration from the same files minus those skip selects, in the same
-// order, so "what would resolved use without X" needs no second directory walk.
-func reparse(r nodefs.Reader, paths []string, skip func(string) bool) *systemd.ResolvedConfig {
-	cfg := &systemd.ResolvedConfig{}
-	parser := systemd.NewParser(cfg) // one parser for all files: linear in their number
-	for _, p := range paths {
-		if skip(p) {
-			continue
-		}
-		data, err := r.ReadFile(p, nodefs.Config)
-		if err != nil {
-			continue // already reported by the first load
-		}
-		parser.Parse(p, data)
-		cfg.Files = append(cfg.Files, p)
-	}
-	cfg.Warnings = nil
-	return cfg
+	s.Resolved, s.ResolvedOthers, s.ResolvedPersistent = systemd.LoadResolvedViews(r, ResolvedDropIn)
+	problems(s, SourceResolved, s.Resolved.Warnings)
 }
 
 // readUnit finds the nodedns unit the way systemd would on the next boot: the first unit directory
