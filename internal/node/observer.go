@@ -205,6 +205,11 @@ func (o *Observer) Observe(r nodefs.Reader, cfg config.Config, now time.Time, ch
 		deps := p.deps
 		if p.depsOf != nil {
 			deps = append(slices.Clip(deps), p.depsOf(s, cfg)...)
+			if !full {
+				// And those it used when it was last read: a part that took a file another part
+				// read (readResolvOnce) must read it itself once that part no longer does.
+				deps = append(deps, p.depsOf(o.base, cfg)...)
+			}
 		}
 		for _, d := range deps {
 			again = again || reread[d]

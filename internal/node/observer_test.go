@@ -213,3 +213,38 @@ func TestObserverReadsOnlyWhatChanged(t *testing.T) {
 		t.Errorf("a change to %s did not re-read it: %v", node.EtcResolvConf, o.Read)
 	}
 }
+
+// TestObserverRereadsWhatItTookBefore: nodedns's kubelet resolv.conf is taken from the kubelet's
+// while the kubelet's config names the same file (read once, a bad line reported once); when the
+// kubelet's config stops naming it, nodedns's part reads the file itself and its problem stays.
+func TestObserverRereadsWhatItTookBefore(t *testing.T) {
+	root := t.TempDir()
+	if out, err := exec.Command("cp", "-a", "../../cmd/nodedns/testdata/seeds/003/.", root).CombinedOutput(); err != nil {
+		t.Fatalf("copy: %v: %s", err, out)
+	}
+	cfg := config.Default()
+	write := func(p, data string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(cfg.Kubelet.ResolvConf, "bogus\n") // seed 003's kubelet config names it
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := nodefs.NewReader(root)
+	var o node.Observer
+	if s := o.Observe(r, cfg, now, nil); s.Kubelet.ResolvConf != cfg.Kubelet.ResolvConf {
+		t.Fatalf("the kubelet reads %q, want %s", s.Kubelet.ResolvConf, cfg.Kubelet.ResolvConf)
+	}
+	write("/var/lib/kubelet/config.yaml", "kind: KubeletConfiguration\nresolvConf: /run/systemd/resolve/resolv.conf\n")
+	s := o.Observe(r, cfg, now, []string{"/var/lib/kubelet/config.yaml"})
+	if d := cmp.Diff(node.Observe(r, cfg, now), s, snapshotOpts); d != "" {
+		t.Errorf("re-read %v: incremental snapshot differs from a full read (-full +incremental):\n%s", o.Read, d)
+	}
+	if len(s.ProblemsFrom(node.SourceResolvConf)) != 1 {
+		t.Errorf("problems %v, want the bad line of %s once", s.Problems, cfg.Kubelet.ResolvConf)
+	}
+}
