@@ -181,15 +181,24 @@ func TestLoadProblems(t *testing.T) {
 		{
 			name: "garbage and binary files reported with file and line",
 			setup: func(t *testing.T, root string) {
-				writeFile(t, root, "/run/systemd/netif/leases/2", []byte("ADDRESS=10.0.0.5\ngarbage\n"))
+				writeFile(t, root, "/run/systemd/netif/leases/2", []byte("ADDRESS=10.0.0.5\nDNS=garbage\n"))
 				writeFile(t, root, "/run/systemd/netif/leases/3", good)
-				writeFile(t, root, "/var/lib/NetworkManager/internal-x-eth0.lease", []byte("\x00\x01\x02"))
+				writeFile(t, root, "/var/lib/NetworkManager/internal-x-eth0.lease", []byte("ADDRESS=\xff\x01\x02"))
 			},
 			wantPaths: []string{"/run/systemd/netif/leases/3"},
 			wantProbs: []problemView{
-				{"/run/systemd/netif/leases/2", `/run/systemd/netif/leases/2:2: not a KEY=VALUE line: "garbage"`},
-				{"/var/lib/NetworkManager/internal-x-eth0.lease", "/var/lib/NetworkManager/internal-x-eth0.lease:1: binary data (NUL byte)"},
+				{"/run/systemd/netif/leases/2", `/run/systemd/netif/leases/2:2: DNS: invalid address "garbage"`},
+				{"/var/lib/NetworkManager/internal-x-eth0.lease", "/var/lib/NetworkManager/internal-x-eth0.lease:1: binary data (not UTF-8)"},
 			},
+		},
+		{
+			// parse_env_file: a line without '=' is no assignment, and reading stops at a NUL.
+			name: "garbage networkd ignores is no problem",
+			setup: func(t *testing.T, root string) {
+				writeFile(t, root, "/run/systemd/netif/leases/2", []byte("ADDRESS=10.0.0.5\ngarbage\n"))
+				writeFile(t, root, "/var/lib/NetworkManager/internal-x-eth0.lease", []byte("\x00\x01\x02"))
+			},
+			wantPaths: []string{"/run/systemd/netif/leases/2", "/var/lib/NetworkManager/internal-x-eth0.lease"},
 		},
 		{
 			name: "a FIFO is refused without blocking",
