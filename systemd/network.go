@@ -78,6 +78,12 @@ func NetworkWatches() []nodefs.Watch {
 // [Network] DHCP=. systemd's unit-file syntax (systemd.syntax(7)): comments start with # or ;,
 // a line ending in a backslash continues, later assignments win, an empty Name= resets the list.
 // Anything it does not understand is ignored, as networkd ignores unknown keys with a warning.
+//
+// It still splits lines itself rather than through parseConf: reading it as config_parse does would
+// change which files count (networkd refuses a file with a bad section header or a line that is not
+// UTF-8; a comment inside a continuation is skipped), and so would reading the file's drop-ins
+// (NAME.network.d/*.conf), which networkd merges and this does not; both want checking against
+// networkd itself before they change what nodedns fixes.
 func ParseNetworkFile(p string, data []byte) Network {
 	n := Network{Path: p}
 	section := ""

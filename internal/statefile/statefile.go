@@ -1,11 +1,13 @@
-// Package statefile is the format of nodedns's own JSON state files (docs/contract.md "Where things
-// live"): the records under /var/lib/nodedns that a plan writes and the next observation reads back
-// (dhcp-offered.json, dhcp-domains.json, kubelet-restart.json) and the daemon's writers.json. Each
-// is read with one strict decoder and written with one renderer, so a file nodedns did not write
-// as it writes them (another version's fields, a second value, bytes after the value) is refused the
-// same way everywhere instead of each reader deciding how much to tolerate.
+// Package statefile is the format of nodedns's own JSON records (docs/contract.md "Where things
+// live"): those under /var/lib/nodedns that a plan writes and the next observation reads back
+// (dhcp-offered.json, dhcp-domains.json, kubelet-restart.json), the daemon's writers.json, and the
+// resolved-links.json the edges keep for restore. Each is read with one strict decoder and written
+// with one renderer, so a file nodedns did not write as it writes them (another version's fields, a
+// second value, bytes after the value) is refused the same way everywhere instead of each reader
+// deciding how much to tolerate.
 //
-// Pure: bytes in, bytes out. node reads the files through it; policy and reconcile render them.
+// Pure: bytes in, bytes out. node reads and renders the first four through it (policy and reconcile
+// write what node renders); the edges' resolved source reads and writes resolved-links.json.
 package statefile
 
 import (
