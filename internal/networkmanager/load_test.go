@@ -2,14 +2,13 @@ package networkmanager
 
 import (
 	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/testutil/fixture"
 )
 
 // TestLoadViews: the three views of the configuration (all files, without nodedns's own, without
@@ -51,7 +50,7 @@ func TestLoadViews(t *testing.T) {
 			for k, v := range tt.change {
 				tree[k] = v
 			}
-			nm, ps := Load(nodefs.NewReader(writeTree(t, tree)), nil)
+			nm, ps := Load(nodefs.NewReader(fixture.Tree(t, tree)), nil)
 			if got := []string{servers(nm.Config), servers(nm.Others), servers(nm.Persistent)}; !cmp.Equal(got, []string{tt.config, tt.others, tt.persistent}) {
 				t.Errorf("servers from (all, others, persistent) = %v, want %v", got, []string{tt.config, tt.others, tt.persistent})
 			}
@@ -70,7 +69,7 @@ func TestLoadViews(t *testing.T) {
 // the rest is read, and the intern file nodedns backed up stands in for the one on the node in the
 // configuration without nodedns's file.
 func TestLoadDevicesAndProfiles(t *testing.T) {
-	root := writeTree(t, map[string]string{
+	root := fixture.Tree(t, map[string]string{
 		"/run/NetworkManager/devices/2":                         "[device]\nconnection-uuid=5b4c9a46-6b8e-4f0c-9a55-1a2b3c4d5e6f\n\n[dhcp4]\ndhcp4.domain_name_servers=10.66.0.53\ndhcp4.domain_search=example.org\n",
 		"/run/NetworkManager/devices/3":                         "[dhcp4\n",
 		"/sys/class/net/enp1s0/ifindex":                         "2\n",
@@ -113,20 +112,4 @@ func TestLoadDevicesAndProfiles(t *testing.T) {
 	if f, _ := Load(nodefs.NewReader(root), nil); f.Others.GlobalDNS() != nil {
 		t.Errorf("no backups: %+v, want the intern file as it is", f.Others.GlobalDNS())
 	}
-}
-
-// writeTree writes files (node path: content) under a new root and returns it.
-func writeTree(t *testing.T, files map[string]string) string {
-	t.Helper()
-	root := t.TempDir()
-	for p, data := range files {
-		host := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(host, []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
 }

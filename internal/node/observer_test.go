@@ -19,6 +19,7 @@ import (
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/internal/testutil/fixture"
 )
 
 // snapshotOpts compare two snapshots field by field: unexported fields too (a parsed file keeps its
@@ -223,23 +224,14 @@ func TestObserverRereadsWhatItTookBefore(t *testing.T) {
 		t.Fatalf("copy: %v: %s", err, out)
 	}
 	cfg := config.Default()
-	write := func(p, data string) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, p), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(cfg.Kubelet.ResolvConf, "bogus\n") // seed 003's kubelet config names it
+	fixture.TreeAt(t, root, map[string]string{cfg.Kubelet.ResolvConf: "bogus\n"}) // seed 003's kubelet config names it
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	r := nodefs.NewReader(root)
 	var o node.Observer
 	if s := o.Observe(r, cfg, now, nil); s.Kubelet.ResolvConf != cfg.Kubelet.ResolvConf {
 		t.Fatalf("the kubelet reads %q, want %s", s.Kubelet.ResolvConf, cfg.Kubelet.ResolvConf)
 	}
-	write("/var/lib/kubelet/config.yaml", "kind: KubeletConfiguration\nresolvConf: /run/systemd/resolve/resolv.conf\n")
+	fixture.TreeAt(t, root, map[string]string{"/var/lib/kubelet/config.yaml": "kind: KubeletConfiguration\nresolvConf: /run/systemd/resolve/resolv.conf\n"})
 	s := o.Observe(r, cfg, now, []string{"/var/lib/kubelet/config.yaml"})
 	if d := cmp.Diff(node.Observe(r, cfg, now), s, snapshotOpts); d != "" {
 		t.Errorf("re-read %v: incremental snapshot differs from a full read (-full +incremental):\n%s", o.Read, d)
