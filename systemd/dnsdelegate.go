@@ -371,6 +371,32 @@ func VersionWatches() []nodefs.Watch {
 // DelegatesSince is the first systemd release whose resolved reads DNS delegates.
 const DelegatesSince = 258
 
+// LoadDelegates reads resolved's DNS delegates where resolved reads them (docs/contract.md
+// "systemd-resolved 258 and later: DNS delegates"): on systemd 258 and later, or when the version is
+// unknown (a dns-delegate.d directory only exists where someone wrote one for resolved 258+). On an
+// older systemd the files mean nothing to resolved: d is nil, and nodedns leaves them alone. version
+// is InstalledVersion's.
+func LoadDelegates(r nodefs.Reader) (d *DNSDelegates, version int) {
+	version = InstalledVersion(r)
+	if version != 0 && version < DelegatesSince {
+		return nil, version
+	}
+	return LoadDNSDelegates(r), version
+}
+
+// Watches declares what LoadDelegates read: the library that names systemd's version, the
+// delegate directories, and the drop-in directories of the delegates d found (d may be nil: before
+// the first read, or on an older systemd).
+func (d *DNSDelegates) Watches() []nodefs.Watch {
+	var ids []string
+	if d != nil {
+		for _, dl := range d.Delegates {
+			ids = append(ids, dl.ID)
+		}
+	}
+	return append(DelegateWatches(ids), VersionWatches()...)
+}
+
 // FileData returns the bytes read from p, one of d.Files.
 func (d DNSDelegate) FileData(p string) ([]byte, bool) {
 	for i, f := range d.Files {

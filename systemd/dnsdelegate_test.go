@@ -286,3 +286,37 @@ func FuzzParseDNSDelegate(f *testing.F) {
 		}
 	})
 }
+
+// TestLoadDelegates: delegates are read on systemd 258 and later and when the version is unknown,
+// never on an older systemd; their watches cover the drop-in directory of each delegate found, and
+// the library that names the version whatever was found.
+func TestLoadDelegates(t *testing.T) {
+	const delegate = "/etc/systemd/dns-delegate.d/k.dns-delegate"
+	for _, tt := range []struct {
+		lib     string
+		version int
+		read    bool
+	}{
+		{"/usr/lib/x86_64-linux-gnu/systemd/libsystemd-shared-257.so", 257, false},
+		{"/usr/lib/x86_64-linux-gnu/systemd/libsystemd-shared-258.so", 258, true},
+		{"", 0, true},
+	} {
+		files := map[string]string{delegate: "[Delegate]\nDNS=10.0.0.9\n"}
+		if tt.lib != "" {
+			files[tt.lib] = ""
+		}
+		d, v := LoadDelegates(nodefs.NewReader(writeDelegateTree(t, files)))
+		if v != tt.version || (d != nil) != tt.read {
+			t.Errorf("%q: version %d, delegates %+v; want %d, read %v", tt.lib, v, d, tt.version, tt.read)
+			continue
+		}
+		dropIns, lib := false, false
+		for _, w := range d.Watches() {
+			dropIns = dropIns || w.Dir == DNSDelegateDropInDir(etcDelegates, "k")
+			lib = lib || (w.Dir == "/usr/lib/x86_64-linux-gnu/systemd" && w.Match("libsystemd-shared-258.so"))
+		}
+		if dropIns != tt.read || !lib {
+			t.Errorf("%q: watches the delegate's drop-ins %v (want %v), the library %v", tt.lib, dropIns, tt.read, lib)
+		}
+	}
+}

@@ -178,7 +178,7 @@ func readLinkDir(r nodefs.Reader, dir string, warns *[]Warning) map[int]linkFile
 			*warns = append(*warns, Warning{Path: p, Msg: msg})
 			continue
 		}
-		vars, lines, bad := parseStateFile(data)
+		vars, lines, bad := ParseStateFile(data)
 		if bad > 0 {
 			// resolved then drops the file's settings (link_load_user fails; for networkd's file,
 			// link_is_managed fails and the link stays unmanaged), as if there were no file.
@@ -319,11 +319,12 @@ func serverAddrs(servers []Server) []netip.Addr {
 	return out
 }
 
-// parseStateFile reads a state file as parse_env_file does (env-file.c, 252), in the grammar of
+// ParseStateFile reads a state file as parse_env_file does (env-file.c, 252), in the grammar of
 // environment files (envAssignments): every key by name, a later assignment replacing an earlier
-// one; lines says where each was set. An assignment that is not UTF-8 clean makes the read fail, as
+// one; lines says where each was set. networkd's and resolved's link files are read with it here,
+// networkd's lease files in package leases (dhcp_lease_load reads them with parse_env_file too). An assignment that is not UTF-8 clean makes the read fail, as
 // it does for networkd's and resolved's own readers: badLine is its line, and the file says nothing.
-func parseStateFile(data []byte) (vars map[string]string, lines map[string]int, badLine int) {
+func ParseStateFile(data []byte) (vars map[string]string, lines map[string]int, badLine int) {
 	vars, lines = map[string]string{}, map[string]int{}
 	badLine = envAssignments(data, func(key, value string, line int) {
 		vars[key], lines[key] = value, line

@@ -294,17 +294,17 @@ func TestLoadLinkStates(t *testing.T) {
 }
 
 func TestParseEnvFile(t *testing.T) {
-	vars, lines, bad := parseStateFile([]byte("# c\n; c\n A = 1 \nB=\"x \\\" y\"\nC='a\\b'\nD=a\\ b\nE=\nnokey\n=v\nA=2\r\n"))
+	vars, lines, bad := ParseStateFile([]byte("# c\n; c\n A = 1 \nB=\"x \\\" y\"\nC='a\\b'\nD=a\\ b\nE=\nnokey\n=v\nA=2\r\n"))
 	if bad != 0 {
-		t.Errorf("parseStateFile: bad line %d", bad)
+		t.Errorf("ParseStateFile: bad line %d", bad)
 	}
 	wantVars := map[string]string{"A": "2", "B": `x " y`, "C": `a\b`, "D": "a b", "E": ""}
 	wantLines := map[string]int{"A": 10, "B": 4, "C": 5, "D": 6, "E": 7}
 	if diff := cmp.Diff(wantVars, vars); diff != "" {
-		t.Errorf("parseStateFile vars mismatch (-want +got):\n%s", diff)
+		t.Errorf("ParseStateFile vars mismatch (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(wantLines, lines); diff != "" {
-		t.Errorf("parseStateFile lines mismatch (-want +got):\n%s", diff)
+		t.Errorf("ParseStateFile lines mismatch (-want +got):\n%s", diff)
 	}
 }
 

@@ -233,16 +233,37 @@ func ParseResolvedConf(cfg *ResolvedConfig, path string, data []byte) {
 	newConfParser(cfg).file(path, data)
 }
 
-// Parser applies files, in order, to one ResolvedConfig, as ParseResolvedConf does one at a time,
-// but with its indexes over the config's lists built once: parsing N files stays linear in N
-// (ParseResolvedConf rebuilds them for each call). Nothing else may change the config meanwhile.
-type Parser struct{ p *confParser }
+// LoadResolvedViews reads resolved's configuration as LoadResolvedConfig does (all), and two views
+// of it: without the file own (others: what the rest of the node asks for), and without anything
+// under /run (persistent: what survives a reboot). The views are rebuilt from all's files in the
+// same order, so "what would resolved use without X" needs no second directory walk; their
+// Warnings are empty (all has every file's).
+func LoadResolvedViews(r nodefs.Reader, own string) (all, others, persistent *ResolvedConfig) {
+	all = LoadResolvedConfig(r)
+	others = reparse(r, all.Files, func(p string) bool { return p == own })
+	persistent = reparse(r, all.Files, func(p string) bool { return strings.HasPrefix(p, "/run/") })
+	return all, others, persistent
+}
 
-// NewParser returns a Parser that applies files on top of cfg.
-func NewParser(cfg *ResolvedConfig) *Parser { return &Parser{newConfParser(cfg)} }
-
-// Parse applies one file's bytes; path names it in Warnings and DNSSources.
-func (p *Parser) Parse(path string, data []byte) { p.p.file(path, data) }
+// reparse rebuilds a resolved configuration from the files paths, in order, minus those skip
+// selects, with one parser for all of them: linear in their number.
+func reparse(r nodefs.Reader, paths []string, skip func(string) bool) *ResolvedConfig {
+	cfg := &ResolvedConfig{}
+	p := newConfParser(cfg)
+	for _, path := range paths {
+		if skip(path) {
+			continue
+		}
+		data, err := r.ReadFile(path, confKind)
+		if err != nil {
+			continue // already reported by the first load
+		}
+		p.file(path, data)
+		cfg.Files = append(cfg.Files, path)
+	}
+	cfg.Warnings = nil
+	return cfg
+}
 
 // confParser applies files to one ResolvedConfig. Only the parser changes cfg's lists, so its
 // indexes over them, built once, stay true from one file to the next.

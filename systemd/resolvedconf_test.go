@@ -609,3 +609,43 @@ func TestIsStub(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadResolvedViews: the configuration without nodedns's drop-in and without /run are the same
+// files in the same order minus those, with a DNS= reset in a skipped file undone; only the full
+// view carries warnings.
+func TestLoadResolvedViews(t *testing.T) {
+	const own = "/etc/systemd/resolved.conf.d/zz-nodedns.conf"
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{
+		"etc/systemd/resolved.conf":                   "[Resolve]\nDNS=10.0.0.1 bogus\n",
+		"etc/systemd/resolved.conf.d/kubespray.conf":  "[Resolve]\nDNS=169.254.25.10\n",
+		"run/systemd/resolved.conf.d/50-run.conf":     "[Resolve]\nDNS=10.0.0.9\n",
+		"etc/systemd/resolved.conf.d/zz-nodedns.conf": "[Resolve]\nDNS=\nDNS=10.0.0.1\n",
+	})
+	all, others, persistent := LoadResolvedViews(nodefs.NewReader(root), own)
+	raw := func(c *ResolvedConfig) []string {
+		var out []string
+		for _, s := range c.DNS {
+			out = append(out, s.Raw)
+		}
+		return out
+	}
+	for _, v := range []struct {
+		name     string
+		cfg      *ResolvedConfig
+		dns      []string
+		files    int
+		warnings int
+	}{
+		{"all", all, []string{"10.0.0.1"}, 4, 1},
+		{"others", others, []string{"10.0.0.1", "10.0.0.9", "169.254.25.10"}, 3, 0},
+		{"persistent", persistent, []string{"10.0.0.1"}, 3, 0},
+	} {
+		if diff := cmp.Diff(v.dns, raw(v.cfg)); diff != "" {
+			t.Errorf("%s: DNS (-want +got):\n%s", v.name, diff)
+		}
+		if len(v.cfg.Files) != v.files || len(v.cfg.Warnings) != v.warnings {
+			t.Errorf("%s: files %v, warnings %v; want %d files, %d warnings", v.name, v.cfg.Files, v.cfg.Warnings, v.files, v.warnings)
+		}
+	}
+}

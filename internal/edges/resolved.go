@@ -2,7 +2,6 @@ package edges
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,8 +14,8 @@ import (
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/node"
-	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/internal/statefile"
 	"github.com/nodedns/nodedns/internal/store"
 	"github.com/nodedns/nodedns/resolvconf"
 	"github.com/nodedns/nodedns/systemd"
@@ -342,10 +341,11 @@ type linkRecordFile struct {
 
 const recordComment = "Managed by nodedns: per-link systemd-resolved settings it changed over D-Bus, with their original values; `nodedns restore` puts them back."
 
-// ParseLinkRecords decodes the link record file; name is used in errors only.
+// ParseLinkRecords decodes the link record file (strictly: statefile.Decode); name is used in errors
+// only.
 func ParseLinkRecords(name string, data []byte) ([]LinkRecord, error) {
 	var f linkRecordFile
-	if err := json.Unmarshal(data, &f); err != nil {
+	if err := statefile.Decode(data, &f); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	for i, l := range f.Links {
@@ -365,7 +365,7 @@ func ParseLinkRecords(name string, data []byte) ([]LinkRecord, error) {
 
 func (r *Resolved) loadRecords(st *store.Store) ([]LinkRecord, error) {
 	// Trusted state only: restore sets what this file says on every link.
-	data, err := st.ReadState(LinkRecordPath, nodefs.State)
+	data, err := st.ReadState(LinkRecordPath, statefile.Kind)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -435,11 +435,11 @@ func (r *Resolved) unrecord(idx int, dns bool) {
 }
 
 func (r *Resolved) saveRecords(st *store.Store, recs []LinkRecord) error {
-	data, err := json.MarshalIndent(linkRecordFile{Comment: recordComment, Links: recs}, "", "  ")
+	data, err := statefile.Encode(linkRecordFile{Comment: recordComment, Links: recs})
 	if err != nil {
 		return err
 	}
-	_, err = st.Write(LinkRecordPath, append(data, '\n'), 0o600)
+	_, err = st.Write(LinkRecordPath, data, 0o600)
 	return err
 }
 

@@ -216,7 +216,8 @@ func TestLinkRecordKeepsFirstOriginal(t *testing.T) {
 }
 
 func TestParseLinkRecordsRejects(t *testing.T) {
-	for _, bad := range []string{`{`, `{"links":[{"ifindex":0}]}`, `{"links":[{"ifindex":2,"dns":[{"addr":"nope"}]}]}`} {
+	for _, bad := range []string{`{`, `{"links":[{"ifindex":0}]}`, `{"links":[{"ifindex":2,"dns":[{"addr":"nope"}]}]}`,
+		`{"links":[{"ifindex":2,"mtu":1500}]}`, `{"links":[]} {"links":[]}`} {
 		if _, err := ParseLinkRecords("/var/lib/nodedns/resolved-links.json", []byte(bad)); err == nil || !strings.Contains(err.Error(), "resolved-links.json") {
 			t.Errorf("ParseLinkRecords(%s) = %v", bad, err)
 		}

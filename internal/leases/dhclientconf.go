@@ -1,9 +1,13 @@
 package leases
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"strings"
+
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 // DhclientConfPaths are where ISC dhclient reads its configuration: Debian
@@ -11,6 +15,27 @@ import (
 // place. kubespray (roles/kubernetes/preinstall/tasks/0020-set_facts.yml)
 // checks both and writes into /etc/dhcp/dhclient.conf when both exist.
 var DhclientConfPaths = []string{"/etc/dhcp/dhclient.conf", "/etc/dhclient.conf"}
+
+// LoadDhclientConf reads the dhclient.conf dhclient reads: the first of DhclientConfPaths that
+// exists (kubespray writes there too). It is nil when there is none, or when that one cannot be
+// read or parsed: a problem naming it.
+func LoadDhclientConf(r nodefs.Reader) (*DhclientConf, []nodefs.Problem) {
+	for _, p := range DhclientConfPaths {
+		data, err := r.ReadFile(p, nodefs.Config)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, []nodefs.Problem{{Path: p, Msg: err.Error()}}
+		}
+		c, err := ParseDhclientConf(data, p)
+		if err != nil {
+			return nil, []nodefs.Problem{{Path: p, Msg: err.Error()}}
+		}
+		return &c, nil
+	}
+	return nil, nil
+}
 
 // Policy is how a dhclient.conf statement changes an option the DHCP server
 // offers (dhclient.conf(5), "Lease requirements and requests").

@@ -1,6 +1,7 @@
 package leases
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 func TestParseDhclientConf(t *testing.T) {
@@ -279,6 +282,48 @@ func TestOfferedRules(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, addrStrings(got.Servers), cmp.FilterValues(func(a, b []string) bool { return len(a) == 0 && len(b) == 0 }, cmp.Ignore())); diff != "" {
 				t.Errorf("Servers (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestLoadDhclientConf: dhclient reads the first of its two places that exists, and only that one;
+// one it cannot read or parse is a problem naming it, and no rules.
+func TestLoadDhclientConf(t *testing.T) {
+	const supersede = "supersede domain-name-servers 169.254.25.10;\n"
+	tests := []struct {
+		name    string
+		files   map[string]string
+		servers string // the first domain-name-servers rule's values; "" when no rules
+		problem string // the path of the one problem
+	}{
+		{name: "none"},
+		{name: "/etc/dhcp first", files: map[string]string{"/etc/dhcp/dhclient.conf": supersede, "/etc/dhclient.conf": "bad {\n"}, servers: "[169.254.25.10]"},
+		{name: "the older place", files: map[string]string{"/etc/dhclient.conf": supersede}, servers: "[169.254.25.10]"},
+		{name: "unparsable, not the older place instead", files: map[string]string{"/etc/dhcp/dhclient.conf": "bad {\n", "/etc/dhclient.conf": supersede}, problem: "/etc/dhcp/dhclient.conf"},
+		{name: "unreadable", files: map[string]string{"/etc/dhcp/dhclient.conf/x": ""}, problem: "/etc/dhcp/dhclient.conf"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			for p, data := range tt.files {
+				writeFile(t, root, p, []byte(data))
+			}
+			c, ps := LoadDhclientConf(nodefs.NewReader(root))
+			servers := ""
+			if c != nil {
+				if rs := c.RulesFor(OptDomainNameServers, "eth0"); len(rs) > 0 {
+					servers = fmt.Sprint(rs[0].Servers)
+				}
+			}
+			if servers != tt.servers {
+				t.Errorf("servers %q, want %q (conf %+v)", servers, tt.servers, c)
+			}
+			switch {
+			case tt.problem == "" && len(ps) > 0:
+				t.Errorf("problems: %v", ps)
+			case tt.problem != "" && (len(ps) != 1 || ps[0].Path != tt.problem || c != nil):
+				t.Errorf("problems %v, conf %+v: want one about %s and no rules", ps, c, tt.problem)
 			}
 		})
 	}

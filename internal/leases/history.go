@@ -15,10 +15,10 @@ type LeaseFile struct {
 	Leases []Lease
 }
 
-// ReadDhclientHistory reads the same dhclient lease files as Read, keeping every block instead of
+// ReadDhclientHistory reads the same dhclient lease files as Load, keeping every block instead of
 // the last one per interface: the history OfferedDNS and OfferedSearch need to find what a DHCP
 // server offered behind a dhclient.conf supersede (older blocks written before the rule was in
-// force). Files Read would skip (unreadable, malformed) are skipped here too; Read reports them.
+// force). Files Load would skip (unreadable, malformed) are skipped here too; Load reports them.
 func ReadDhclientHistory(fsys nodefs.Reader) []LeaseFile {
 	var out []LeaseFile
 	(&reader{fs: fsys}).dhclientFiles(func(p string, ls []Lease, err error) {

@@ -9,8 +9,9 @@
 // current lease's addressing (address, prefix, router, MTU, expiry) to pin it
 // as static netplan configuration.
 //
-// The parsers are pure (bytes in, leases out); only Read touches the file
-// system, and it never writes.
+// The parsers are pure (bytes in, leases out); only Load, LoadDhclientConf
+// (dhclient.conf's rules for the DNS options) and ReadDhclientHistory touch
+// the file system, through a nodefs.Reader, and they never write.
 package leases
 
 import (
@@ -22,7 +23,7 @@ import (
 // Client names the DHCP client that wrote a lease file.
 type Client string
 
-// The DHCP clients whose lease files Read understands.
+// The DHCP clients whose lease files Load understands.
 const (
 	// Networkd is systemd-networkd: /run/systemd/netif/leases/IFINDEX, KEY=VALUE lines.
 	Networkd Client = "networkd"
@@ -45,7 +46,7 @@ type Lease struct {
 	// Client is the DHCP client that wrote the file.
 	Client Client
 	// Interface is the interface name: dhclient's `interface "eth0";`, the name
-	// of networkd's IfIndex (filled in by Read), or the name at the end of a
+	// of networkd's IfIndex (filled in by Load), or the name at the end of a
 	// NetworkManager file name. Empty when unknown.
 	Interface string
 	// IfIndex is the interface index of a networkd lease (its file name); 0 otherwise.

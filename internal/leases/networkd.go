@@ -1,76 +1,55 @@
 package leases
 
 import (
-	"bytes"
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/nodedns/nodedns/systemd"
 )
 
-// ParseNetworkd parses systemd-networkd's lease file format: KEY=VALUE lines
-// as written by sd-dhcp-lease.c dhcp_lease_save in systemd 252 (ADDRESS,
-// NETMASK, ROUTER, SERVER_ADDRESS, DNS, NTP, DOMAINNAME, DOMAIN_SEARCH_LIST,
-// HOSTNAME, MTU, LIFETIME, T1, T2, CLIENTID, ...). NetworkManager's internal
-// DHCP client writes the same format (NetworkManager before 1.22 saved leases
-// with systemd's own code; the nettools client since then writes only
-// ADDRESS), so it parses those files too.
+// ParseNetworkd parses systemd-networkd's lease file format: KEY=VALUE lines as written by
+// sd-dhcp-lease.c dhcp_lease_save in systemd 252 (ADDRESS, NETMASK, ROUTER, SERVER_ADDRESS, DNS,
+// NTP, DOMAINNAME, DOMAIN_SEARCH_LIST, HOSTNAME, MTU, LIFETIME, T1, T2, CLIENTID, ...), read as
+// dhcp_lease_load reads them: with parse_env_file (systemd.ParseStateFile, the env-file grammar of
+// systemd's lexer), so a line networkd ignores (no '=', a key it does not ask for) is ignored, a
+// later assignment replaces an earlier one, quotes and backslashes are undone, a value may go on
+// over an escaped newline, and reading stops at a NUL. NetworkManager's internal DHCP client writes
+// the same format (NetworkManager before 1.22 saved leases with systemd's own code; the nettools
+// client since then writes only ADDRESS), so it parses those files too.
 //
-// path is the node path, used in errors and in Lease.Path; when its base name
-// is a number (networkd names lease files by interface index) it becomes
-// IfIndex. A line that is not KEY=VALUE, a bad address or MTU, or binary data
-// is an error naming path:line.
+// path is the node path, used in errors and in Lease.Path; when its base name is a number (networkd
+// names lease files by interface index) it becomes IfIndex. An assignment that is not UTF-8 (which
+// makes parse_env_file refuse the whole file) or a bad address, netmask or MTU is an error naming
+// path:line.
 func ParseNetworkd(data []byte, path string) (Lease, error) {
 	l := Lease{Path: path, Client: Networkd}
 	if n, err := strconv.Atoi(filepath.Base(path)); err == nil && n > 0 {
 		l.IfIndex = n
 	}
+	vars, lines, badLine := systemd.ParseStateFile(data)
+	if badLine > 0 {
+		return Lease{}, fmt.Errorf("%s:%d: binary data (not UTF-8)", path, badLine)
+	}
+	// Keys not listed here (SERVER_ADDRESS, NTP, HOSTNAME, LIFETIME, T1, T2, CLIENTID, ROUTES,
+	// OPTION_224, ...) carry nothing nodedns uses. The ones it uses are checked in the order of
+	// their lines, so the first bad line is the one named.
+	keys := []string{"ADDRESS", "NETMASK", "ROUTER", "DNS", "DOMAINNAME", "DOMAIN_SEARCH_LIST", "MTU"}
+	keys = slices.DeleteFunc(keys, func(k string) bool { _, ok := vars[k]; return !ok })
+	slices.SortStableFunc(keys, func(a, b string) int { return lines[a] - lines[b] })
 	var (
 		addr netip.Addr
 		bits = -1
 	)
-	lineNo := 0
-	for rest := data; len(rest) > 0; {
-		lineNo++
-		var line []byte
-		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-			line, rest = rest[:i], rest[i+1:]
-		} else {
-			line, rest = rest, nil
-		}
+	for _, key := range keys {
+		val := vars[key]
 		bad := func(format string, args ...any) (Lease, error) {
-			return Lease{}, fmt.Errorf("%s:%d: %s", path, lineNo, fmt.Sprintf(format, args...))
+			return Lease{}, fmt.Errorf("%s:%d: %s", path, lines[key], fmt.Sprintf(format, args...))
 		}
-		if bytes.IndexByte(line, 0) >= 0 {
-			return bad("binary data (NUL byte)")
-		}
-		if !utf8.Valid(line) {
-			return bad("binary data (not UTF-8)")
-		}
-		s := strings.TrimSpace(string(line))
-		// systemd's env-file parser (env-file.c) treats lines starting with
-		// '#' or ';' as comments; dhcp_lease_save starts the file with
-		// "# This is private data. Do not parse.".
-		if s == "" || s[0] == '#' || s[0] == ';' {
-			continue
-		}
-		eq := strings.IndexByte(s, '=')
-		if eq < 0 {
-			return bad("not a KEY=VALUE line: %q", clip(s))
-		}
-		key := strings.TrimSpace(s[:eq])
-		if !validEnvKey(key) {
-			return bad("invalid key %q", clip(key))
-		}
-		val, err := envValue(strings.TrimSpace(s[eq+1:]))
-		if err != nil {
-			return bad("%s: %v", key, err)
-		}
-		// Keys not listed here (SERVER_ADDRESS, NTP, HOSTNAME, LIFETIME, T1,
-		// T2, CLIENTID, ROUTES, OPTION_224, ...) carry nothing nodedns uses.
-		// A repeated key overrides the earlier one, as in parse_env_file.
 		switch key {
 		case "ADDRESS":
 			a, ok := parseIPv4(val)
@@ -124,65 +103,6 @@ func ParseNetworkd(data []byte, path string) (Lease, error) {
 		l.Address = netip.PrefixFrom(addr, bits)
 	}
 	return l, nil
-}
-
-// validEnvKey reports whether k is a shell-style variable name, the only kind
-// of key dhcp_lease_save writes.
-func validEnvKey(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i, c := range k {
-		switch {
-		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
-		case c >= '0' && c <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// envValue undoes the quoting of systemd's env-file format (env-file.c
-// parse_env_file_internal): a value in single quotes is literal, in double
-// quotes a backslash escapes the next character, and unquoted a backslash
-// escapes the next character too. dhcp_lease_save writes values unquoted,
-// but an administrator's hand-edited file may quote them. Values spanning
-// lines are not supported: networkd never writes them.
-func envValue(s string) (string, error) {
-	var b strings.Builder
-	quote := byte(0)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote == '\'':
-			if c == '\'' {
-				quote = 0
-			} else {
-				b.WriteByte(c)
-			}
-		case c == '\\':
-			if i+1 >= len(s) {
-				return "", fmt.Errorf("trailing backslash")
-			}
-			i++
-			b.WriteByte(s[i])
-		case quote == '"':
-			if c == '"' {
-				quote = 0
-			} else {
-				b.WriteByte(c)
-			}
-		case c == '"' || c == '\'':
-			quote = c
-		default:
-			b.WriteByte(c)
-		}
-	}
-	if quote != 0 {
-		return "", fmt.Errorf("unterminated %c quote", quote)
-	}
-	return b.String(), nil
 }
 
 // addrList parses each word with parse, naming the first bad one.

@@ -114,6 +114,67 @@ func TestParseNetworkdFields(t *testing.T) {
 			in:   "SERVER_ADDRESS=10.0.0.1\r\nNTP=10.0.0.9\r\nSTATIC_ROUTES=10.1.0.0/16,10.0.0.1\r\nOPTION_224=0011\r\nT1=30min\r\nDOMAINNAME=crlf.example",
 			want: Lease{IfIndex: 3, DomainName: "crlf.example"},
 		},
+		// Read as dhcp_lease_load reads the file (parse_env_file): what it ignores is ignored.
+		{
+			name: "a line without '=' is ignored",
+			path: "/run/systemd/netif/leases/3",
+			in:   "# ok\nADDRESS=10.0.0.1\nthis is not a lease\n",
+			want: Lease{IfIndex: 3, Address: netip.MustParsePrefix("10.0.0.1/32")},
+		},
+		{
+			name: "a long line without '=' is ignored",
+			path: "/run/systemd/netif/leases/3",
+			in:   strings.Repeat("x", 200),
+			want: Lease{IfIndex: 3},
+		},
+		{
+			name: "a key networkd does not ask for is ignored",
+			path: "/run/systemd/netif/leases/3",
+			in:   "1KEY=x\n",
+			want: Lease{IfIndex: 3},
+		},
+		{
+			name: "a line starting with '=' is a key without '=', ignored",
+			path: "/run/systemd/netif/leases/3",
+			in:   "=x\n",
+			want: Lease{IfIndex: 3},
+		},
+		{
+			name: "a line that is not UTF-8 and has no '=' is ignored",
+			path: "/run/systemd/netif/leases/3",
+			in:   "\xff\xfe\nDNS=10.0.0.53\n",
+			want: Lease{IfIndex: 3, DNS: addrs("10.0.0.53")},
+		},
+		{
+			name: "an unterminated quote runs to the end of the file",
+			path: "/run/systemd/netif/leases/3",
+			in:   "DOMAINNAME=\"a\n",
+			want: Lease{IfIndex: 3, DomainName: "a\n"},
+		},
+		{
+			name: "a trailing backslash escapes the newline",
+			path: "/run/systemd/netif/leases/3",
+			in:   "DOMAINNAME=a\\\n",
+			want: Lease{IfIndex: 3, DomainName: "a"},
+		},
+		{
+			name: "an escaped newline continues the value",
+			path: "/run/systemd/netif/leases/3",
+			in:   "DNS=10.0.0.53 \\\n10.0.0.54\nMTU=1500\n",
+			want: Lease{IfIndex: 3, DNS: addrs("10.0.0.53", "10.0.0.54"), MTU: 1500},
+		},
+		{
+			name: "reading stops at a NUL",
+			path: "/run/systemd/netif/leases/3",
+			in:   "ADDRESS=10.0.0.1\nDNS=\x00\x01\nMTU=x\n",
+			want: Lease{IfIndex: 3, Address: netip.MustParsePrefix("10.0.0.1/32")},
+		},
+		{
+			name: "a bad value replaced by a later assignment is never read",
+			path: "/run/systemd/netif/leases/3",
+			in:   "ADDRESS=nope\nADDRESS=10.0.0.1\n",
+			want: Lease{IfIndex: 3, Address: netip.MustParsePrefix("10.0.0.1/32")},
+		},
 		{
 			name: "non-numeric file name has no IfIndex",
 			path: "/var/lib/NetworkManager/internal-x-eth0.lease",
@@ -142,9 +203,6 @@ func TestParseNetworkdErrors(t *testing.T) {
 		in   string
 		want string // the exact error
 	}{
-		{"garbage line", "# ok\nADDRESS=10.0.0.1\nthis is not a lease\n", path + `:3: not a KEY=VALUE line: "this is not a lease"`},
-		{"bad key", "1KEY=x\n", path + `:1: invalid key "1KEY"`},
-		{"empty key", "=x\n", path + `:1: invalid key ""`},
 		{"bad address", "ADDRESS=10.0.0.256\n", path + `:1: ADDRESS: invalid IPv4 address "10.0.0.256"`},
 		{"IPv6 address", "ADDRESS=2001:db8::1\n", path + `:1: ADDRESS: invalid IPv4 address "2001:db8::1"`},
 		{"non-contiguous netmask", "NETMASK=255.0.255.0\n", path + `:1: NETMASK: non-contiguous netmask 255.0.255.0`},
@@ -153,11 +211,11 @@ func TestParseNetworkdErrors(t *testing.T) {
 		{"bad DNS", "\n\nDNS=10.0.0.1,10.0.0.2\n", path + `:3: DNS: invalid address "10.0.0.1,10.0.0.2"`},
 		{"bad MTU", "MTU=jumbo\n", path + `:1: MTU: invalid MTU "jumbo" (want 68 to 65535)`},
 		{"MTU too small", "MTU=10\n", path + `:1: MTU: invalid MTU "10" (want 68 to 65535)`},
-		{"unterminated quote", "DOMAINNAME=\"a\n", path + `:1: DOMAINNAME: unterminated " quote`},
-		{"trailing backslash", "DOMAINNAME=a\\\n", path + `:1: DOMAINNAME: trailing backslash`},
-		{"NUL byte", "ADDRESS=10.0.0.1\nDNS=\x00\x01\n", path + `:2: binary data (NUL byte)`},
-		{"invalid UTF-8", "\xff\xfe\n", path + `:1: binary data (not UTF-8)`},
-		{"long garbage clipped", strings.Repeat("x", 200), path + `:1: not a KEY=VALUE line: "` + strings.Repeat("x", 64) + `..."`},
+		{"invalid UTF-8 value", "DOMAINNAME=\xff\n", path + `:1: binary data (not UTF-8)`},
+		{"invalid UTF-8 in a key networkd does not ask for", "# x\nADDRESS=10.0.0.1\nHOSTNAME=\xc3\n", path + `:3: binary data (not UTF-8)`},
+		{"long bad value clipped", "ADDRESS=" + strings.Repeat("x", 200), path + `:1: ADDRESS: invalid IPv4 address "` + strings.Repeat("x", 64) + `..."`},
+		{"the first bad line is named", "MTU=1\nADDRESS=x\n", path + `:1: MTU: invalid MTU "1" (want 68 to 65535)`},
+		{"the last assignment counts", "ADDRESS=10.0.0.1\nADDRESS=nope\n", path + `:2: ADDRESS: invalid IPv4 address "nope"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

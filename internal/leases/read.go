@@ -13,7 +13,7 @@ import (
 	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
-// MaxFileSize is the largest lease file Read accepts. Real lease files are a
+// MaxFileSize is the largest lease file Load accepts. Real lease files are a
 // few KiB (dhclient trims its file on restart); anything larger is not a
 // lease file, and reading it whole would let a stray file cost memory.
 const MaxFileSize = 1 << 20
@@ -33,12 +33,12 @@ const (
 // Ubuntu use /var/lib/dhcp, Red Hat and SUSE /var/lib/dhclient.
 var dhclientLeaseDirs = []string{"/var/lib/dhcp", "/var/lib/dhclient"}
 
-// Dirs returns the node paths of the directories Read looks in.
+// Dirs returns the node paths of the directories Load looks in.
 func Dirs() []string {
 	return append([]string{NetworkdLeaseDir}, append(append([]string(nil), dhclientLeaseDirs...), NetworkManagerLeaseDir)...)
 }
 
-// Watches declares what Read reads, for the daemon to re-read leases when a client renews. A lease
+// Watches declares what Load and LoadDhclientConf read, for the daemon to re-read leases when a client renews. A lease
 // is complete once it parses: dhclient appends a lease block by block.
 func Watches() []nodefs.Watch {
 	ws := []nodefs.Watch{{Dir: NetworkdLeaseDir, Match: nodefs.Numeric, Complete: func(b []byte) error {
@@ -51,26 +51,14 @@ func Watches() []nodefs.Watch {
 			return err
 		}})
 	}
-	return append(ws, nodefs.Watch{Dir: NetworkManagerLeaseDir, Match: nodefs.Suffix(".lease")})
+	ws = append(ws, nodefs.Watch{Dir: NetworkManagerLeaseDir, Match: nodefs.Suffix(".lease")})
+	for _, p := range DhclientConfPaths {
+		ws = append(ws, nodefs.Watch{Dir: path.Dir(p), Match: nodefs.Names(path.Base(p))})
+	}
+	return ws
 }
 
-// Problem is a lease file (or lease directory) that could not be used; Read
-// still returns the leases of every other file.
-type Problem struct {
-	// Path is the node path of the file or directory.
-	Path string
-	// Err says what is wrong; its message names the node path (and line).
-	Err error
-}
-
-// Error returns the problem's message, so a Problem can be logged or
-// returned as an error.
-func (p Problem) Error() string { return p.Err.Error() }
-
-// Unwrap returns the underlying error, for errors.Is and errors.As.
-func (p Problem) Unwrap() error { return p.Err }
-
-// Read finds and parses every lease file of the node r reads and never writes anything:
+// Load finds and parses every lease file of the node r reads and never writes anything:
 //
 //   - networkd leases, /run/systemd/netif/leases/IFINDEX; the interface name comes from
 //     /sys/class/net/NAME/ifindex (an index no NAME claims leaves Interface empty, and the lease
@@ -80,10 +68,10 @@ func (p Problem) Unwrap() error { return p.Err }
 //   - NetworkManager lease files, /var/lib/NetworkManager/*.lease, parsed as dhclient syntax or as
 //     KEY=VALUE by their content.
 //
-// A file with any error is skipped whole and reported as a Problem, as is a file over MaxFileSize
-// or a non-regular file. A missing directory is not a problem. Leases are sorted by Path then Line,
-// problems by Path.
-func Read(fsys nodefs.Reader) ([]Lease, []Problem) {
+// A file with any error is skipped whole and reported as a problem (its message names the node path
+// and line), as is a file over MaxFileSize or a non-regular file. A missing directory is not a
+// problem. Leases are sorted by Path then Line, problems by Path.
+func Load(fsys nodefs.Reader) ([]Lease, []nodefs.Problem) {
 	r := &reader{fs: fsys}
 	names := r.interfaceNames()
 
@@ -139,14 +127,14 @@ func Read(fsys nodefs.Reader) ([]Lease, []Problem) {
 type reader struct {
 	fs       nodefs.Reader
 	leases   []Lease
-	problems []Problem
+	problems []nodefs.Problem
 }
 
 // leaseKind bounds a lease file.
 var leaseKind = nodefs.Kind{Name: "lease file", Max: MaxFileSize}
 
 func (r *reader) problem(p string, err error) {
-	r.problems = append(r.problems, Problem{Path: p, Err: err})
+	r.problems = append(r.problems, nodefs.Problem{Path: p, Msg: err.Error()})
 }
 
 // list returns the node paths of the entries of dir whose names match keep,

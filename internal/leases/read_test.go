@@ -53,7 +53,7 @@ type problemView struct {
 
 func TestReadGolden(t *testing.T) {
 	root := copyRoot(t)
-	ls, probs := Read(nodefs.NewReader(root))
+	ls, probs := Load(nodefs.NewReader(root))
 
 	var view struct {
 		Leases   []leaseView
@@ -63,7 +63,7 @@ func TestReadGolden(t *testing.T) {
 		view.Leases = append(view.Leases, leaseView{l, l.Current(now), l.Domains()})
 	}
 	for _, p := range probs {
-		view.Problems = append(view.Problems, problemView{p.Path, p.Err.Error()})
+		view.Problems = append(view.Problems, problemView{p.Path, p.Msg})
 	}
 	got, err := json.MarshalIndent(view, "", "  ")
 	if err != nil {
@@ -73,11 +73,11 @@ func TestReadGolden(t *testing.T) {
 	golden.Check(t, "testdata/read.golden", got)
 }
 
-// TestRead checks, independently of the golden file, the rules Read
+// TestLoad checks, independently of the golden file, the rules Load
 // implements.
-func TestRead(t *testing.T) {
+func TestLoad(t *testing.T) {
 	root := copyRoot(t)
-	ls, probs := Read(nodefs.NewReader(root))
+	ls, probs := Load(nodefs.NewReader(root))
 
 	type summary struct {
 		Path      string
@@ -112,20 +112,20 @@ func TestRead(t *testing.T) {
 		{"/var/lib/dhcp/dhclient6.eth0.leases", 2, Dhclient, "eth0", 0, "2001:db8:50::123/128", true},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("Read leases mismatch (-want +got):\n%s", diff)
+		t.Errorf("Load leases mismatch (-want +got):\n%s", diff)
 	}
 
 	// The truncated dhclient file is skipped whole and reported.
 	var gotProbs []problemView
 	for _, p := range probs {
-		gotProbs = append(gotProbs, problemView{p.Path, p.Err.Error()})
+		gotProbs = append(gotProbs, problemView{p.Path, p.Msg})
 	}
 	wantProbs := []problemView{{
 		"/var/lib/dhclient/dhclient-ens5.leases",
 		"/var/lib/dhclient/dhclient-ens5.leases:1: unexpected end of file: lease block not closed",
 	}}
 	if diff := cmp.Diff(wantProbs, gotProbs); diff != "" {
-		t.Errorf("Read problems mismatch (-want +got):\n%s", diff)
+		t.Errorf("Load problems mismatch (-want +got):\n%s", diff)
 	}
 
 	// Every lease file counts for the DHCP search domains, the expired
@@ -144,7 +144,7 @@ func TestRead(t *testing.T) {
 	}
 }
 
-func TestReadProblems(t *testing.T) {
+func TestLoadProblems(t *testing.T) {
 	big := bytes.Repeat([]byte("#"), MaxFileSize+1)
 	exact := append([]byte("lease { interface \"eth0\"; }\n"), bytes.Repeat([]byte("#"), MaxFileSize-28)...)
 	if len(exact) != MaxFileSize {
@@ -155,7 +155,7 @@ func TestReadProblems(t *testing.T) {
 	tests := []struct {
 		name      string
 		setup     func(t *testing.T, root string)
-		wantPaths []string // Path of every lease Read returns
+		wantPaths []string // Path of every lease Load returns
 		wantProbs []problemView
 	}{
 		{
@@ -181,15 +181,24 @@ func TestReadProblems(t *testing.T) {
 		{
 			name: "garbage and binary files reported with file and line",
 			setup: func(t *testing.T, root string) {
-				writeFile(t, root, "/run/systemd/netif/leases/2", []byte("ADDRESS=10.0.0.5\ngarbage\n"))
+				writeFile(t, root, "/run/systemd/netif/leases/2", []byte("ADDRESS=10.0.0.5\nDNS=garbage\n"))
 				writeFile(t, root, "/run/systemd/netif/leases/3", good)
-				writeFile(t, root, "/var/lib/NetworkManager/internal-x-eth0.lease", []byte("\x00\x01\x02"))
+				writeFile(t, root, "/var/lib/NetworkManager/internal-x-eth0.lease", []byte("ADDRESS=\xff\x01\x02"))
 			},
 			wantPaths: []string{"/run/systemd/netif/leases/3"},
 			wantProbs: []problemView{
-				{"/run/systemd/netif/leases/2", `/run/systemd/netif/leases/2:2: not a KEY=VALUE line: "garbage"`},
-				{"/var/lib/NetworkManager/internal-x-eth0.lease", "/var/lib/NetworkManager/internal-x-eth0.lease:1: binary data (NUL byte)"},
+				{"/run/systemd/netif/leases/2", `/run/systemd/netif/leases/2:2: DNS: invalid address "garbage"`},
+				{"/var/lib/NetworkManager/internal-x-eth0.lease", "/var/lib/NetworkManager/internal-x-eth0.lease:1: binary data (not UTF-8)"},
 			},
+		},
+		{
+			// parse_env_file: a line without '=' is no assignment, and reading stops at a NUL.
+			name: "garbage networkd ignores is no problem",
+			setup: func(t *testing.T, root string) {
+				writeFile(t, root, "/run/systemd/netif/leases/2", []byte("ADDRESS=10.0.0.5\ngarbage\n"))
+				writeFile(t, root, "/var/lib/NetworkManager/internal-x-eth0.lease", []byte("\x00\x01\x02"))
+			},
+			wantPaths: []string{"/run/systemd/netif/leases/2", "/var/lib/NetworkManager/internal-x-eth0.lease"},
 		},
 		{
 			name: "a FIFO is refused without blocking",
@@ -238,7 +247,7 @@ func TestReadProblems(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
 			tt.setup(t, root)
-			ls, probs := Read(nodefs.NewReader(root))
+			ls, probs := Load(nodefs.NewReader(root))
 			var paths []string
 			for _, l := range ls {
 				paths = append(paths, l.Path)
@@ -248,9 +257,9 @@ func TestReadProblems(t *testing.T) {
 			}
 			var gotProbs []problemView
 			for _, p := range probs {
-				gotProbs = append(gotProbs, problemView{p.Path, p.Error()})
-				if strings.Contains(p.Error(), root) {
-					t.Errorf("problem %q names the root %s, not the node path", p.Error(), root)
+				gotProbs = append(gotProbs, problemView{p.Path, p.Msg})
+				if strings.Contains(p.Msg, root) {
+					t.Errorf("problem %q names the root %s, not the node path", p.Msg, root)
 				}
 			}
 			if diff := cmp.Diff(tt.wantProbs, gotProbs); diff != "" {
@@ -260,10 +269,10 @@ func TestReadProblems(t *testing.T) {
 	}
 }
 
-// TestReadLastLeasePerInterface: dhclient's last lease per interface wins,
+// TestLoadLastLeasePerInterface: dhclient's last lease per interface wins,
 // DHCPv4 and DHCPv6 separately, and leases without an interface count as one
 // more "interface".
-func TestReadLastLeasePerInterface(t *testing.T) {
+func TestLoadLastLeasePerInterface(t *testing.T) {
 	root := t.TempDir()
 	file := strings.Join([]string{
 		`lease { interface "eth0"; fixed-address 10.0.0.1; }`,                  // 1: replaced by line 3
@@ -274,7 +283,7 @@ func TestReadLastLeasePerInterface(t *testing.T) {
 		`lease { interface "eth1"; fixed-address 10.0.1.1; }`,                  // 6: kept
 	}, "\n")
 	writeFile(t, root, "/var/lib/dhcp/dhclient.leases", []byte(file))
-	ls, probs := Read(nodefs.NewReader(root))
+	ls, probs := Load(nodefs.NewReader(root))
 	if len(probs) != 0 {
 		t.Fatalf("problems: %v", probs)
 	}

@@ -8,6 +8,9 @@
 // and bad files is written down in FACTS.md beside this file, each fact with the test that proves
 // it (privileged_test.go).
 //
+//   - Load: everything below as one node has it (the three views of the configuration: all files,
+//     without zz-nodedns.conf, without /run; profiles; devices with their interface names), each
+//     file NM would refuse a nodefs.Problem naming it; Watches declares what it reads.
 //   - LoadConfig: NetworkManager.conf, the three conf.d directories in NM's order with NM's
 //     name shadowing, and NetworkManager-intern.conf, merged key by key with the file:line of each
 //     effective key; GlobalDNS, DNSMode, RCManager as typed views; a file NM refuses is a

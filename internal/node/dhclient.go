@@ -6,16 +6,13 @@ package node
 // recorded of that offer before dhclient trimmed the history (docs/contract.md "Upstreams").
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net/netip"
 	"slices"
 
 	"github.com/nodedns/nodedns/internal/leases"
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/statefile"
 )
 
 // SourceDhclientConf is a dhclient.conf nodedns could not read.
@@ -48,9 +45,7 @@ const OfferedStateComment = "Managed by nodedns: the DNS servers DHCP offered, w
 // ParseOfferedState parses OfferedStatePath's content; name is for the error.
 func ParseOfferedState(name string, data []byte) (OfferedState, error) {
 	var st OfferedState
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&st); err != nil {
+	if err := statefile.Decode(data, &st); err != nil {
 		return OfferedState{}, fmt.Errorf("parse %s: %w", name, err)
 	}
 	for iface, r := range st.Interfaces {
@@ -72,11 +67,11 @@ func MarshalOfferedState(st OfferedState) []byte {
 	if st.Interfaces == nil {
 		st.Interfaces = map[string]OfferedRecord{}
 	}
-	b, err := json.MarshalIndent(st, "", "  ")
+	b, err := statefile.Encode(st)
 	if err != nil {
 		panic(err) // addresses and strings always marshal
 	}
-	return append(b, '\n')
+	return b
 }
 
 // DhclientOffer is what one dhclient lease file shows of one interface's DHCP offer behind the
@@ -101,24 +96,10 @@ func (o DhclientOffer) Superseded() bool {
 // readDhclient reads dhclient.conf's DNS rules, the offers behind them in every dhclient lease file,
 // and nodedns's record of earlier offers.
 func (s *Snapshot) readDhclient(r nodefs.Reader) {
-	for _, p := range leases.DhclientConfPaths {
-		data, err := r.ReadFile(p, nodefs.Config)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			s.problem(SourceDhclientConf, p, 0, err.Error())
-			break
-		}
-		c, err := leases.ParseDhclientConf(data, p)
-		if err != nil {
-			s.problem(SourceDhclientConf, p, 0, err.Error())
-			break
-		}
-		s.DhclientRules = &c
-		break // dhclient reads one file: the first that exists (kubespray writes there too)
-	}
-	s.OfferedState = s.readManaged(r, OfferedStatePath)
+	var ps []nodefs.Problem
+	s.DhclientRules, ps = leases.LoadDhclientConf(r)
+	problems(s, SourceDhclientConf, ps)
+	s.OfferedState = s.readManagedKind(r, OfferedStatePath, statefile.Kind)
 	if s.OfferedState.Exists && s.OfferedState.Err == nil {
 		st, err := ParseOfferedState(OfferedStatePath, s.OfferedState.Data)
 		if err != nil {

@@ -25,7 +25,8 @@ func TestOfferedStateRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(st, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 		t.Errorf("round trip (-want +got):\n%s", diff)
 	}
-	for _, bad := range []string{`{"interfaces": {"": {}}}`, `{"interfaces": {"eth0": {"servers": ["x"]}}}`, `{"other": 1}`, `[`} {
+	for _, bad := range []string{`{"interfaces": {"": {}}}`, `{"interfaces": {"eth0": {"servers": ["x"]}}}`, `{"other": 1}`, `[`,
+		`{"interfaces": {}} {}`, `{"interfaces": {}}x`} {
 		if _, err := ParseOfferedState("f", []byte(bad)); err == nil {
 			t.Errorf("%s: no error", bad)
 		}

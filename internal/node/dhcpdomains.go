@@ -7,13 +7,12 @@ package node
 // moment would no longer know the domain and let it into a search list nodedns writes.
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/statefile"
 	"github.com/nodedns/nodedns/resolvconf"
 )
 
@@ -41,9 +40,7 @@ const DHCPDomainsStateComment = "Managed by nodedns: the search domains DHCP han
 // ParseDHCPDomainsState parses DHCPDomainsStatePath's content; name is for the error.
 func ParseDHCPDomainsState(name string, data []byte) (DHCPDomainsState, error) {
 	var st DHCPDomainsState
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&st); err != nil {
+	if err := statefile.Decode(data, &st); err != nil {
 		return DHCPDomainsState{}, fmt.Errorf("parse %s: %w", name, err)
 	}
 	for iface, r := range st.Links {
@@ -65,17 +62,17 @@ func MarshalDHCPDomainsState(st DHCPDomainsState) []byte {
 	if st.Links == nil {
 		st.Links = map[string]DHCPDomainsRecord{}
 	}
-	b, err := json.MarshalIndent(st, "", "  ")
+	b, err := statefile.Encode(st)
 	if err != nil {
 		panic(err) // strings always marshal
 	}
-	return append(b, '\n')
+	return b
 }
 
 // readDHCPDomains reads the record and the names of the node's links (nil when /sys/class/net
 // cannot be listed: then no link counts as gone).
 func (s *Snapshot) readDHCPDomains(r nodefs.Reader) {
-	s.DHCPDomainsState = s.readManaged(r, DHCPDomainsStatePath)
+	s.DHCPDomainsState = s.readManagedKind(r, DHCPDomainsStatePath, statefile.Kind)
 	s.DHCPDomains = nil
 	if s.DHCPDomainsState.Exists && s.DHCPDomainsState.Err == nil {
 		st, err := ParseDHCPDomainsState(DHCPDomainsStatePath, s.DHCPDomainsState.Data)

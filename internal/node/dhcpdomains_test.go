@@ -26,7 +26,8 @@ func TestDHCPDomainsStateRoundTrip(t *testing.T) {
 		t.Errorf("round trip (-want +got):\n%s", diff)
 	}
 	for _, bad := range []string{`{"links": {"": {}}}`, `{"links": {"eth0": {"domains": [""]}}}`, `{"links": {"eth0": {"domains": ["a b"]}}}`,
-		`{"links": {"eth0": {"domains": ["x\n"]}}}`, `{"other": 1}`, `[`} {
+		`{"links": {"eth0": {"domains": ["x\n"]}}}`, `{"other": 1}`, `[`,
+		`{"links": {}}{"links": {}}`, `{"links": {}}}`} {
 		if _, err := ParseDHCPDomainsState("f", []byte(bad)); err == nil {
 			t.Errorf("%s: no error", bad)
 		}

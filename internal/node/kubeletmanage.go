@@ -5,7 +5,6 @@ package node
 // kubelet restart still owed.
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/kubelet"
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/statefile"
 )
 
 // KubeletRestartFile is nodedns's record that it changed kubelet's config and kubelet has not yet
@@ -29,10 +29,10 @@ type KubeletRestart struct {
 	Changed time.Time `json:"changed"`
 }
 
-// ParseKubeletRestart reads the record; an error names what is wrong.
+// ParseKubeletRestart reads the record (strictly: statefile.Decode); an error names what is wrong.
 func ParseKubeletRestart(data []byte) (*KubeletRestart, error) {
 	var r KubeletRestart
-	if err := json.Unmarshal(data, &r); err != nil {
+	if err := statefile.Decode(data, &r); err != nil {
 		return nil, fmt.Errorf("not nodedns's kubelet restart record: %w", err)
 	}
 	if r.Changed.IsZero() {
@@ -43,8 +43,11 @@ func ParseKubeletRestart(data []byte) (*KubeletRestart, error) {
 
 // Render is the record's file.
 func (r KubeletRestart) Render() []byte {
-	b, _ := json.MarshalIndent(r, "", "  ")
-	return append(b, '\n')
+	b, err := statefile.Encode(r)
+	if err != nil {
+		panic(err) // strings and a time always marshal
+	}
+	return b
 }
 
 // readKubeletManage plans kubelet.manage's edit from the files just read and reads the record.
@@ -56,7 +59,7 @@ func (s *Snapshot) readKubeletManage(r nodefs.Reader, cfg config.Config) {
 	if e, ok := kubelet.Manage(r, s.KubeletFiles, cfg.Kubelet.ResolvConf); ok {
 		s.KubeletManage = &e
 	}
-	m := s.readManaged(r, KubeletRestartFile)
+	m := s.readManagedKind(r, KubeletRestartFile, statefile.Kind)
 	if !m.Exists || m.Err != nil {
 		return
 	}

@@ -11,7 +11,8 @@ func TestKubeletRestartRoundTrip(t *testing.T) {
 	if err != nil || *got != r {
 		t.Fatalf("round trip: %+v, %v", got, err)
 	}
-	for _, bad := range []string{"", "{}", "[]", `{"unit":"x","changed":"yesterday"}`} {
+	for _, bad := range []string{"", "{}", "[]", `{"unit":"x","changed":"yesterday"}`,
+		`{"unit":"x","changed":"2026-11-27T04:00:00Z","restarted":true}`, `{"unit":"x","changed":"2026-11-27T04:00:00Z"} {}`} {
 		if _, err := ParseKubeletRestart([]byte(bad)); err == nil {
 			t.Errorf("%q read as a record", bad)
 		}

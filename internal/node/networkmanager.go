@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"strings"
 
 	"github.com/nodedns/nodedns/internal/networkmanager"
 	"github.com/nodedns/nodedns/internal/nodefs"
@@ -49,17 +48,9 @@ type NetworkManager struct {
 	Live *NMLive
 }
 
-// NMDevice is what DHCP handed one NetworkManager device.
-type NMDevice struct {
-	IfIndex int
-	IfName  string
-	// ConnectionUUID is the active connection's profile ("" when unknown: NM 1.42's device
-	// object over D-Bus does not name it).
-	ConnectionUUID string
-	// Source names where it was read: the device state file, or the D-Bus device.
-	Source       string
-	DHCP4, DHCP6 networkmanager.DHCPDNS
-}
+// NMDevice is what DHCP handed one NetworkManager device: read from its state file
+// (networkmanager.Load), or over D-Bus on the live node.
+type NMDevice = networkmanager.Device
 
 // NMLive is what NetworkManager says over D-Bus.
 type NMLive struct {
@@ -122,71 +113,17 @@ func (s *Snapshot) judgeNMResolvConf() {
 	}
 }
 
-// readNetworkManagerFiles reads NetworkManager's files. A configuration NM refuses is a Problem (NM
-// would refuse it too: a reload keeps the old one, a restart does not come up), and so is each
-// keyfile or device state file that does not parse.
+// readNetworkManagerFiles reads NetworkManager's files (networkmanager.Load, with the intern file as
+// nodedns backed it up) and nodedns's own zz-nodedns.conf.
 func (s *Snapshot) readNetworkManagerFiles(r nodefs.Reader) {
+	f, ps := networkmanager.Load(r, func(p string) ([]byte, bool) { return readBackup(r, p) })
+	problems(s, SourceNetworkManager, ps)
 	n := &s.NetworkManager
-	if fi, err := r.Stat(networkmanager.NMRunDir); err == nil && fi.IsDir() {
-		n.RunDir = true
-	}
-
-	fsys := networkmanager.ReaderFS(r)
-	n.Config, n.ConfigErr = networkmanager.LoadConfig(fsys)
-	// What the rest of the node asks for: without nodedns's file, and with the intern file as it was
-	// before nodedns's override made NM drop a global DNS set over D-Bus (NM 1.42.4 drops it for
-	// good at the reload; the backup is what `restore` puts back). Without that, the D-Bus
-	// configuration's searches would vanish from the override after its first reload.
-	others := map[string][]byte{networkmanager.NodeDNSConfPath: nil}
-	if data, ok := readBackup(r, networkmanager.InternConfPath); ok {
-		others[networkmanager.InternConfPath] = data
-	}
-	n.Others, n.OthersErr = networkmanager.LoadConfig(networkmanager.Overlay(fsys, others))
-	gone := map[string][]byte{}
-	if names, err := fsys.ReadDir(networkmanager.RunConfDir); err == nil {
-		for _, name := range names {
-			gone[path.Join(networkmanager.RunConfDir, name)] = nil
-		}
-	}
-	n.Persistent, n.PersistentErr = networkmanager.LoadConfig(networkmanager.Overlay(fsys, gone))
-	// One problem per bad file: the configuration without nodedns's file fails the same way, unless
-	// nodedns's own file is the bad one.
-	if err := cmpOr(n.OthersErr, n.ConfigErr); err != nil {
-		s.problem(SourceNetworkManager, nmErrPath(err), 0, err.Error())
-	}
-	if n.Config != nil && n.Config.InternError != nil && !errors.Is(n.Config.InternError, fs.ErrNotExist) {
-		s.problem(SourceNetworkManager, networkmanager.InternConfPath, 0, n.Config.InternError.Error())
-	}
+	n.RunDir = f.RunDir
+	n.Config, n.Others, n.Persistent = f.Config, f.Others, f.Persistent
+	n.ConfigErr, n.OthersErr, n.PersistentErr = f.ConfigErr, f.OthersErr, f.PersistentErr
+	n.Connections, n.Devices = f.Connections, f.Devices
 	n.Override = s.readManagedKind(r, networkmanager.NodeDNSConfPath, networkmanager.FileKind)
-
-	cs, err := networkmanager.LoadConnections(fsys)
-	if err != nil {
-		s.problem(SourceNetworkManager, "", 0, err.Error())
-	} else {
-		n.Connections = cs
-		for _, err := range cs.Errors {
-			s.problem(SourceNetworkManager, nmErrPath(err), 0, err.Error())
-		}
-	}
-
-	states, errs := networkmanager.LoadDeviceStates(fsys)
-	for _, err := range errs {
-		s.problem(SourceNetworkManager, nmErrPath(err), 0, err.Error())
-	}
-	if len(states) == 0 {
-		return
-	}
-	names, _ := nodefs.IfNames(r) // a name is for people: a device without one still counts
-	for _, st := range states {
-		d := NMDevice{IfIndex: st.IfIndex, IfName: names[st.IfIndex], ConnectionUUID: st.ConnectionUUID, Source: st.Path}
-		if st.DHCP4 != nil {
-			d.DHCP4 = networkmanager.DHCP4DNS(st.DHCP4)
-		}
-		if st.DHCP6 != nil {
-			d.DHCP6 = networkmanager.DHCP6DNS(st.DHCP6)
-		}
-		n.Devices = append(n.Devices, d)
-	}
 }
 
 // BackupDir is where nodedns keeps its one-time backups (internal/store: the manifest and one copy per
@@ -229,19 +166,6 @@ func (s *Snapshot) readManagedKind(r nodefs.Reader, p string, k nodefs.Kind) Man
 	return m
 }
 
-// nmErrPath is the file an error of the networkmanager package is about ("" when it names none).
-func nmErrPath(err error) string {
-	var pe *networkmanager.ParseError
-	if errors.As(err, &pe) {
-		return pe.Path
-	}
-	var pathErr *fs.PathError
-	if errors.As(err, &pathErr) && strings.HasPrefix(pathErr.Path, "/") {
-		return pathErr.Path
-	}
-	return ""
-}
-
 // NMGlobalDNSSource names where the global DNS configuration NM uses comes from, for messages: the
 // file and line of its "*" servers, or "set over D-Bus" (stored in NetworkManager-intern.conf).
 func NMGlobalDNSSource(g *networkmanager.GlobalDNS) string {
@@ -256,13 +180,4 @@ func NMGlobalDNSSource(g *networkmanager.GlobalDNS) string {
 		return fmt.Sprintf("[global-dns-domain-*] servers= in %s", star.ServersFrom)
 	}
 	return "NetworkManager's global DNS configuration"
-}
-
-func cmpOr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -142,7 +142,7 @@ type Snapshot struct {
 	// Links, so readers of Links see what resolved really uses.
 	ResolvedLive *systemd.ResolvedState
 	// DNSDelegates are resolved's DNS delegates (systemd 258+; nil on an older systemd), and
-	// SystemdVersion the installed systemd's major version (0: unknown). See delegates.go.
+	// SystemdVersion the installed systemd's major version (0: unknown): systemd.LoadDelegates.
 	DNSDelegates   *systemd.DNSDelegates
 	SystemdVersion int
 
@@ -223,6 +223,19 @@ func (s *Snapshot) problem(src Source, path string, line int, msg string) {
 	s.Problems = append(s.Problems, Problem{Path: path, Line: line, Source: src, Msg: msg})
 }
 
+// problems records what a reader's Load reported (a nodefs.Problem, or a type of the same shape:
+// systemd.Warning, kubelet.Problem) as problems of source src, in order.
+func problems[P ~struct {
+	Path string
+	Line int
+	Msg  string
+}](s *Snapshot, src Source, ps []P) {
+	for _, p := range ps {
+		q := nodefs.Problem(p)
+		s.problem(src, q.Path, q.Line, q.Msg)
+	}
+}
+
 func (s *Snapshot) readResolv(r nodefs.Reader, p string) ResolvFile {
 	rf := ResolvFile{Path: p, Target: p}
 	fi, err := r.Lstat(p)
@@ -284,33 +297,8 @@ func (s *Snapshot) readManaged(r nodefs.Reader, p string) Managed {
 }
 
 func (s *Snapshot) readResolved(r nodefs.Reader) {
-	all := systemd.LoadResolvedConfig(r)
-	for _, w := range all.Warnings {
-		s.problem(SourceResolved, w.Path, w.Line, w.Msg)
-	}
-	s.Resolved = all
-	s.ResolvedOthers = reparse(r, all.Files, func(p string) bool { return p == ResolvedDropIn })
-	s.ResolvedPersistent = reparse(r, all.Files, func(p string) bool { return strings.HasPrefix(p, "/run/") })
-}
-
-// reparse rebuilds a resolved configuration from the same files minus those skip selects, in the same
-// order, so "what would resolved use without X" needs no second directory walk.
-func reparse(r nodefs.Reader, paths []string, skip func(string) bool) *systemd.ResolvedConfig {
-	cfg := &systemd.ResolvedConfig{}
-	parser := systemd.NewParser(cfg) // one parser for all files: linear in their number
-	for _, p := range paths {
-		if skip(p) {
-			continue
-		}
-		data, err := r.ReadFile(p, nodefs.Config)
-		if err != nil {
-			continue // already reported by the first load
-		}
-		parser.Parse(p, data)
-		cfg.Files = append(cfg.Files, p)
-	}
-	cfg.Warnings = nil
-	return cfg
+	s.Resolved, s.ResolvedOthers, s.ResolvedPersistent = systemd.LoadResolvedViews(r, ResolvedDropIn)
+	problems(s, SourceResolved, s.Resolved.Warnings)
 }
 
 // readUnit finds the nodedns unit the way systemd would on the next boot: the first unit directory

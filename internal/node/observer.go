@@ -9,6 +9,7 @@ import (
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/leases"
+	"github.com/nodedns/nodedns/internal/networkmanager"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/netplan"
 	"github.com/nodedns/nodedns/systemd"
@@ -24,7 +25,8 @@ import (
 // full read is the same parts run in the same order, so an incremental snapshot equals a full one
 // field by field, Problems included (the property test in this package holds it to that).
 
-// part is one source of the snapshot.
+// part is one source of the snapshot: one row of the table below reads it, says what it depends
+// on, and declares what it reads for the daemon (Watches is the union of the rows' watches).
 type part struct {
 	name string
 	// deps are the parts whose fields read uses: when one of them is read again, so is this one;
@@ -34,6 +36,9 @@ type part struct {
 	read   func(s *Snapshot, r nodefs.Reader, cfg config.Config)
 	// take copies the part's fields from src to dst (with src the zero Snapshot: clears them).
 	take func(dst, src *Snapshot)
+	// watches declares the directories read reads (s is the snapshot as read, nil before the
+	// first read); nil for a part that reads no file or none that is watched.
+	watches func(cfg config.Config, s *Snapshot) []nodefs.Watch
 }
 
 // Part indexes, in Observe's order (the order of Problems).
@@ -56,27 +61,40 @@ const (
 var parts = []part{
 	partResolv: {name: "resolv.conf", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
 		s.ResolvConf = s.readResolv(r, EtcResolvConf)
-	}, take: func(d, s *Snapshot) { d.ResolvConf = s.ResolvConf }},
+	}, take: func(d, s *Snapshot) { d.ResolvConf = s.ResolvConf },
+		watches: func(_ config.Config, s *Snapshot) []nodefs.Watch {
+			return resolvWatches(EtcResolvConf, target(s, func(s *Snapshot) string { return s.ResolvConf.Target }))
+		}},
 	partResolvedResolv: {name: "resolved's resolv.conf", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
 		s.ResolvedResolv = s.readResolv(r, ResolvedResolvConf)
-	}, take: func(d, s *Snapshot) { d.ResolvedResolv = s.ResolvedResolv }},
+	}, take: func(d, s *Snapshot) { d.ResolvedResolv = s.ResolvedResolv },
+		watches: func(config.Config, *Snapshot) []nodefs.Watch { return resolvWatches(ResolvedResolvConf) }},
 	partResolvedStub: {name: "resolved's stub-resolv.conf", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
 		s.ResolvedStub = s.readResolv(r, ResolvedStubConf)
-	}, take: func(d, s *Snapshot) { d.ResolvedStub = s.ResolvedStub }},
+	}, take: func(d, s *Snapshot) { d.ResolvedStub = s.ResolvedStub },
+		watches: func(config.Config, *Snapshot) []nodefs.Watch { return resolvWatches(ResolvedStubConf) }},
 
 	partResolved: {name: "resolved", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
 		s.readResolved(r)
-		s.readDelegates(r)
+		s.DNSDelegates, s.SystemdVersion = systemd.LoadDelegates(r)
+		if s.DNSDelegates != nil {
+			problems(s, SourceResolved, s.DNSDelegates.Warnings)
+		}
 		var warns []systemd.Warning
 		s.Links, warns = systemd.LoadLinkStates(r)
-		for _, w := range warns {
-			s.problem(SourceLinkState, w.Path, w.Line, w.Msg)
-		}
+		problems(s, SourceLinkState, warns)
 		s.ResolvedDropIn = s.readManaged(r, ResolvedDropIn)
 	}, take: func(d, s *Snapshot) {
 		d.Resolved, d.ResolvedOthers, d.ResolvedPersistent = s.Resolved, s.ResolvedOthers, s.ResolvedPersistent
 		d.Links, d.ResolvedDropIn = s.Links, s.ResolvedDropIn
 		d.DNSDelegates, d.SystemdVersion = s.DNSDelegates, s.SystemdVersion
+	}, watches: func(_ config.Config, s *Snapshot) []nodefs.Watch {
+		// resolved.conf with its drop-ins (nodedns's among them) and the link state files.
+		var delegates *systemd.DNSDelegates
+		if s != nil {
+			delegates = s.DNSDelegates
+		}
+		return append(systemd.Watches(), delegates.Watches()...)
 	}},
 
 	partKubelet: {name: "kubelet", read: func(s *Snapshot, r nodefs.Reader, cfg config.Config) {
@@ -84,7 +102,7 @@ var parts = []part{
 	}, take: func(d, s *Snapshot) {
 		d.Kubelet, d.kubeletInputs, d.KubeletFiles = s.Kubelet, s.kubeletInputs, s.KubeletFiles
 		d.KubeletManage, d.KubeletRestart = s.KubeletManage, s.KubeletRestart
-	}},
+	}, watches: kubeletWatches},
 
 	partKubeletResolv: {name: "kubelet resolv.conf", deps: []int{partKubelet}, depsOf: func(s *Snapshot, _ config.Config) []int {
 		return resolvDeps(s.Kubelet.ResolvConf)
@@ -92,7 +110,11 @@ var parts = []part{
 		if s.Kubelet.ResolvConf != "" {
 			s.KubeletResolv = s.readResolvOnce(r, s.Kubelet.ResolvConf, false)
 		}
-	}, take: func(d, s *Snapshot) { d.KubeletResolv = s.KubeletResolv }},
+	}, take: func(d, s *Snapshot) { d.KubeletResolv = s.KubeletResolv },
+		watches: func(_ config.Config, s *Snapshot) []nodefs.Watch {
+			return resolvWatches(target(s, func(s *Snapshot) string { return s.Kubelet.ResolvConf }),
+				target(s, func(s *Snapshot) string { return s.KubeletResolv.Target }))
+		}},
 
 	// nodedns's own kubelet file, a part of its own: a change to the kubelet's file (or to
 	// /etc/resolv.conf, which the kubelet reads by default) does not read it again.
@@ -104,18 +126,27 @@ var parts = []part{
 		return deps
 	}, read: func(s *Snapshot, r nodefs.Reader, cfg config.Config) {
 		s.NodednsResolv = s.readResolvOnce(r, cfg.Kubelet.ResolvConf, true)
-	}, take: func(d, s *Snapshot) { d.NodednsResolv = s.NodednsResolv }},
+	}, take: func(d, s *Snapshot) { d.NodednsResolv = s.NodednsResolv },
+		watches: func(cfg config.Config, s *Snapshot) []nodefs.Watch {
+			return append([]nodefs.Watch{resolvWatch(cfg.Kubelet.ResolvConf)},
+				resolvWatches(target(s, func(s *Snapshot) string { return s.NodednsResolv.Target }))...)
+		}},
 
 	partLeases: {name: "leases", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
-		ls, lp := leases.Read(r)
+		ls, lp := leases.Load(r)
 		s.Leases = ls
-		for _, p := range lp {
-			s.problem(SourceLease, p.Path, 0, p.Err.Error())
-		}
+		problems(s, SourceLease, lp)
 		s.readDHCPDomains(r)
 	}, take: func(d, s *Snapshot) {
 		d.Leases = s.Leases
 		d.DHCPDomainsState, d.DHCPDomains, d.LinkNames = s.DHCPDomainsState, s.DHCPDomains, s.LinkNames
+	}, watches: func(config.Config, *Snapshot) []nodefs.Watch {
+		// Every file of package leases (the dhclient part's dhclient.conf and lease history too),
+		// and nodedns's record of the DHCP domains.
+		return append(leases.Watches(), stateWatch(DHCPDomainsStatePath, func(b []byte) error {
+			_, err := ParseDHCPDomainsState(DHCPDomainsStatePath, b)
+			return err
+		}))
 	}},
 
 	partNetworking: {name: "netplan and networkd", deps: []int{partResolved}, read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
@@ -129,6 +160,15 @@ var parts = []part{
 		s.readNetworking(r, others, othersErr)
 	}, take: func(d, s *Snapshot) {
 		d.Netplan, d.NetplanOthers, d.NetplanOwn, d.Networkd = s.Netplan, s.NetplanOthers, s.NetplanOwn, s.Networkd
+	}, watches: func(_ config.Config, s *Snapshot) []nodefs.Watch {
+		ws := append(netplan.Watches(), systemd.NetworkWatches()...)
+		if s != nil {
+			for _, n := range s.Networkd {
+				d := NetworkdDropIn(n.Path)
+				ws = append(ws, nodefs.Watch{Dir: path.Dir(d), Match: nodefs.Names(path.Base(d)), Complete: nodefs.NewlineTerminated})
+			}
+		}
+		return ws
 	}},
 
 	partDhclient: {name: "dhclient", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
@@ -140,6 +180,15 @@ var parts = []part{
 	}, take: func(d, s *Snapshot) {
 		d.DhclientConf, d.DhclientHook, d.DhclientRules = s.DhclientConf, s.DhclientHook, s.DhclientRules
 		d.DhclientOffers, d.OfferedState, d.Offered = s.DhclientOffers, s.OfferedState, s.Offered
+	}, watches: func(config.Config, *Snapshot) []nodefs.Watch {
+		// dhclient.conf and the lease history are package leases' (the leases part declares them).
+		return []nodefs.Watch{
+			stateWatch(OfferedStatePath, func(b []byte) error {
+				_, err := ParseOfferedState(OfferedStatePath, b)
+				return err
+			}),
+			{Dir: path.Dir(DhclientHook), Match: nodefs.Names(path.Base(DhclientHook))},
+		}
 	}},
 
 	partNetworkManager: {name: "NetworkManager", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
@@ -149,7 +198,7 @@ var parts = []part{
 		owns, why := d.NetworkManager.OwnsResolvConf, d.NetworkManager.Why
 		d.NetworkManager = s.NetworkManager
 		d.NetworkManager.OwnsResolvConf, d.NetworkManager.Why = owns, why
-	}},
+	}, watches: func(config.Config, *Snapshot) []nodefs.Watch { return networkmanager.Watches() }},
 
 	partNMResolvConf: {name: "NetworkManager's resolv.conf", deps: []int{partResolv, partNetworkManager}, read: func(s *Snapshot, _ nodefs.Reader, _ config.Config) {
 		s.judgeNMResolvConf()
@@ -157,6 +206,7 @@ var parts = []part{
 		d.NetworkManager.OwnsResolvConf, d.NetworkManager.Why = s.NetworkManager.OwnsResolvConf, s.NetworkManager.Why
 	}},
 
+	// Not watched, on purpose (see Watches).
 	partUnit: {name: "nodedns unit", read: func(s *Snapshot, r nodefs.Reader, _ config.Config) {
 		s.Unit = s.readUnit(r)
 	}, take: func(d, s *Snapshot) { d.Unit = s.Unit }},
@@ -206,6 +256,11 @@ func (o *Observer) Observe(r nodefs.Reader, cfg config.Config, now time.Time, ch
 		deps := p.deps
 		if p.depsOf != nil {
 			deps = append(slices.Clip(deps), p.depsOf(s, cfg)...)
+			if !full {
+				// And those it used when it was last read: a part that took a file another part
+				// read (readResolvOnce) must read it itself once that part no longer does.
+				deps = append(deps, p.depsOf(o.base, cfg)...)
+			}
 		}
 		for _, d := range deps {
 			again = again || reread[d]

@@ -19,6 +19,7 @@ import (
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/internal/testutil/fixture"
 )
 
 // snapshotOpts compare two snapshots field by field: unexported fields too (a parsed file keeps its
@@ -211,5 +212,31 @@ func TestObserverReadsOnlyWhatChanged(t *testing.T) {
 	}
 	if !slices.Contains(o.Read, "resolv.conf") {
 		t.Errorf("a change to %s did not re-read it: %v", node.EtcResolvConf, o.Read)
+	}
+}
+
+// TestObserverRereadsWhatItTookBefore: nodedns's kubelet resolv.conf is taken from the kubelet's
+// while the kubelet's config names the same file (read once, a bad line reported once); when the
+// kubelet's config stops naming it, nodedns's part reads the file itself and its problem stays.
+func TestObserverRereadsWhatItTookBefore(t *testing.T) {
+	root := t.TempDir()
+	if out, err := exec.Command("cp", "-a", "../../cmd/nodedns/testdata/seeds/003/.", root).CombinedOutput(); err != nil {
+		t.Fatalf("copy: %v: %s", err, out)
+	}
+	cfg := config.Default()
+	fixture.TreeAt(t, root, map[string]string{cfg.Kubelet.ResolvConf: "bogus\n"}) // seed 003's kubelet config names it
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := nodefs.NewReader(root)
+	var o node.Observer
+	if s := o.Observe(r, cfg, now, nil); s.Kubelet.ResolvConf != cfg.Kubelet.ResolvConf {
+		t.Fatalf("the kubelet reads %q, want %s", s.Kubelet.ResolvConf, cfg.Kubelet.ResolvConf)
+	}
+	fixture.TreeAt(t, root, map[string]string{"/var/lib/kubelet/config.yaml": "kind: KubeletConfiguration\nresolvConf: /run/systemd/resolve/resolv.conf\n"})
+	s := o.Observe(r, cfg, now, []string{"/var/lib/kubelet/config.yaml"})
+	if d := cmp.Diff(node.Observe(r, cfg, now), s, snapshotOpts); d != "" {
+		t.Errorf("re-read %v: incremental snapshot differs from a full read (-full +incremental):\n%s", o.Read, d)
+	}
+	if len(s.ProblemsFrom(node.SourceResolvConf)) != 1 {
+		t.Errorf("problems %v, want the bad line of %s once", s.Problems, cfg.Kubelet.ResolvConf)
 	}
 }

@@ -6,20 +6,19 @@ import (
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/kubelet"
-	"github.com/nodedns/nodedns/internal/leases"
 	"github.com/nodedns/nodedns/internal/networkmanager"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/netplan"
 	"github.com/nodedns/nodedns/resolvconf"
-	"github.com/nodedns/nodedns/systemd"
 )
 
 // Watches declares every directory Observe reads, and with them every directory a plan writes into
-// (nodedns reads each file it manages): the union of the reader packages' declarations, this
-// package's own files, and what the snapshot s found (the target of a symlinked /etc/resolv.conf,
-// kubelet's resolvConf, the networkd .network files that have DHCP on and their drop-in
-// directories). s may be nil before the first read. The daemon watches exactly this; the test in
-// this package walks Observe and a plan on the seed nodes and fails on any path outside it.
+// (nodedns reads each file it manages): the union of what each source's row declares (the reader
+// packages' Watches, this package's own files, and what the snapshot s found: the target of a
+// symlinked /etc/resolv.conf, kubelet's resolvConf, the networkd .network files that have DHCP on and
+// their drop-in directories), in the table's order. s may be nil before the first read. The daemon
+// watches exactly this; the test in this package walks Observe and a plan on the seed nodes and
+// fails on any path outside it.
 //
 // Not declared, on purpose: /sys/class/net (sysfs sends no inotify events; a link that comes or
 // goes shows in networkd's link and lease files, which are watched), the nodedns unit with its
@@ -29,58 +28,60 @@ import (
 // the backup is watched).
 func Watches(cfg config.Config, s *Snapshot) []nodefs.Watch {
 	var ws []nodefs.Watch
-	ws = append(ws, leases.Watches()...)
-	ws = append(ws, netplan.Watches()...)
-	ws = append(ws, systemd.Watches()...)
-	ws = append(ws, networkmanager.Watches()...)
-	resolv := func(p string) nodefs.Watch {
-		return nodefs.Watch{Dir: path.Dir(p), Match: nodefs.Names(path.Base(p)), Complete: completeResolv}
+	for _, p := range parts {
+		if p.watches != nil {
+			ws = append(ws, p.watches(cfg, s)...)
+		}
 	}
-	ws = append(ws,
-		resolv(EtcResolvConf),
-		nodefs.Watch{Dir: ResolvedRunDir, Match: nodefs.Names(path.Base(ResolvedResolvConf), path.Base(ResolvedStubConf)), Complete: completeResolv},
-		resolv(cfg.Kubelet.ResolvConf),
-		nodefs.Watch{Dir: path.Dir(DhclientConf), Match: nodefs.Names(path.Base(DhclientConf))},
-		nodefs.Watch{Dir: "/etc", Match: nodefs.Names("dhclient.conf")}, // leases.DhclientConfPaths' older place
-		nodefs.Watch{Dir: path.Dir(OfferedStatePath), Match: nodefs.Names(path.Base(OfferedStatePath)), Complete: func(b []byte) error {
-			_, err := ParseOfferedState(OfferedStatePath, b)
-			return err
-		}},
-		nodefs.Watch{Dir: path.Dir(DHCPDomainsStatePath), Match: nodefs.Names(path.Base(DHCPDomainsStatePath)), Complete: func(b []byte) error {
-			_, err := ParseDHCPDomainsState(DHCPDomainsStatePath, b)
-			return err
-		}},
-		nodefs.Watch{Dir: path.Dir(DhclientHook), Match: nodefs.Names(path.Base(DhclientHook))},
-	)
+	return ws
+}
+
+// kubeletWatches declares what the kubelet part reads: what decides which config is read
+// (kubelet.Watches, with the files and directories the last search found) and, with
+// kubelet.manage, nodedns's restart record (docs/contract.md "kubelet.manage").
+func kubeletWatches(cfg config.Config, s *Snapshot) []nodefs.Watch {
+	var ws []nodefs.Watch
 	if cfg.Kubelet.Manage {
-		// kubelet.manage's restart record (docs/contract.md "kubelet.manage").
-		ws = append(ws, nodefs.Watch{Dir: path.Dir(KubeletRestartFile), Match: nodefs.Names(path.Base(KubeletRestartFile)), Complete: func(b []byte) error {
+		ws = append(ws, stateWatch(KubeletRestartFile, func(b []byte) error {
 			_, err := ParseKubeletRestart(b)
 			return err
-		}})
+		}))
 	}
 	var kpaths, kdirs []string
 	if s != nil {
 		kpaths, kdirs = s.KubeletSources()
 	}
-	ws = append(ws, kubelet.Watches(cfg, kpaths, kdirs)...)
-	ws = append(ws, delegateWatches(s)...)
-	for _, d := range networkDirs {
-		ws = append(ws, nodefs.Watch{Dir: d, Match: nodefs.Suffix(".network"), Complete: nodefs.NewlineTerminated})
-	}
-	if s == nil {
-		return ws
-	}
-	for _, p := range []string{s.ResolvConf.Target, s.Kubelet.ResolvConf, s.KubeletResolv.Target, s.NodednsResolv.Target} {
+	return append(ws, kubelet.Watches(cfg, kpaths, kdirs)...)
+}
+
+// resolvWatch declares one resolv.conf-format file.
+func resolvWatch(p string) nodefs.Watch {
+	return nodefs.Watch{Dir: path.Dir(p), Match: nodefs.Names(path.Base(p)), Complete: completeResolv}
+}
+
+// resolvWatches declares the resolv.conf-format files of paths that are node paths ("" and a
+// relative path, which no reader follows, are left out).
+func resolvWatches(paths ...string) []nodefs.Watch {
+	var ws []nodefs.Watch
+	for _, p := range paths {
 		if strings.HasPrefix(p, "/") {
-			ws = append(ws, resolv(p))
+			ws = append(ws, resolvWatch(p))
 		}
 	}
-	for _, n := range s.Networkd {
-		d := NetworkdDropIn(n.Path)
-		ws = append(ws, nodefs.Watch{Dir: path.Dir(d), Match: nodefs.Names(path.Base(d)), Complete: nodefs.NewlineTerminated})
-	}
 	return ws
+}
+
+// target is f(s), or "" before the first read.
+func target(s *Snapshot, f func(*Snapshot) string) string {
+	if s == nil {
+		return ""
+	}
+	return f(s)
+}
+
+// stateWatch declares one of nodedns's records: complete when it parses.
+func stateWatch(p string, parse func([]byte) error) nodefs.Watch {
+	return nodefs.Watch{Dir: path.Dir(p), Match: nodefs.Names(path.Base(p)), Complete: parse}
 }
 
 // completeResolv: resolv.conf is complete when its last line is finished and it parses (dhclient's

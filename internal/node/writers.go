@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/statefile"
 )
 
 // WritersStatePath is the node path of the small state file in which `nodedns run` (reconcile.Daemon)
@@ -64,9 +64,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // ParseWritersState parses WritersStatePath's content; name is for the error.
 func ParseWritersState(name string, data []byte) (WritersState, error) {
 	var st WritersState
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&st); err != nil {
+	if err := statefile.Decode(data, &st); err != nil {
 		return WritersState{}, fmt.Errorf("parse %s: %w", name, err)
 	}
 	for i, b := range st.Backoffs {
@@ -82,16 +80,16 @@ func MarshalWritersState(st WritersState) ([]byte, error) {
 	if st.Backoffs == nil {
 		st.Backoffs = []Backoff{}
 	}
-	data, err := json.MarshalIndent(st, "", "  ")
+	data, err := statefile.Encode(st)
 	if err != nil {
 		return nil, fmt.Errorf("marshal writers state: %w", err)
 	}
-	return append(data, '\n'), nil
+	return data, nil
 }
 
 // ReadWritersState reads the daemon's writers state. A missing file is the zero state and no error.
 func ReadWritersState(r nodefs.Reader) (WritersState, error) {
-	data, err := r.ReadFile(WritersStatePath, nodefs.State)
+	data, err := r.ReadFile(WritersStatePath, statefile.Kind)
 	if errors.Is(err, fs.ErrNotExist) {
 		return WritersState{}, nil
 	}

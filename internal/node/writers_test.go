@@ -25,7 +25,7 @@ func TestWritersStateRoundTrip(t *testing.T) {
 	if diff := cmp.Diff(in, out); diff != "" {
 		t.Errorf("round trip (-in +out):\n%s", diff)
 	}
-	for _, bad := range []string{`{"pid":1,"backoffs":[{"path":"etc/resolv.conf"}]}`, `{"pid":1,"extra":true}`, `{"backoffs":[{"window":"soon"}]}`, `[`} {
+	for _, bad := range []string{`{"pid":1,"backoffs":[{"path":"etc/resolv.conf"}]}`, `{"pid":1,"extra":true}`, `{"backoffs":[{"window":"soon"}]}`, `[`, `{"pid":1} {"pid":2}`} {
 		if _, err := ParseWritersState("writers.json", []byte(bad)); err == nil || !strings.Contains(err.Error(), "writers.json") {
 			t.Errorf("ParseWritersState(%s) = %v, want an error naming the file", bad, err)
 		}

@@ -268,6 +268,15 @@ func regular(fi fs.FileInfo, k Kind) error {
 	return nil
 }
 
+// Bound is ErrTooLarge, with the size and the limit, for size bytes over k.Max; nil when they fit. It
+// bounds bytes that did not come through ReadFile (a watched file's new content) as ReadFile would.
+func (k Kind) Bound(size int64) error {
+	if size > k.Max {
+		return &tooLarge{size: size, k: k}
+	}
+	return nil
+}
+
 // tooLarge is ErrTooLarge with the size and the limit of the kind.
 type tooLarge struct {
 	size int64 // -1: more than the limit, size unknown
