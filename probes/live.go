@@ -20,7 +20,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/miekg/dns"
-	"github.com/nodedns/nodedns/internal/edges/hostnet"
+	"github.com/nodedns/nodedns/internal/hostnet"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/probes/podnet"

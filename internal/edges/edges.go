@@ -12,7 +12,7 @@ import (
 	"log/slog"
 
 	"github.com/nodedns/nodedns/internal/config"
-	"github.com/nodedns/nodedns/internal/edges/hostnet"
+	"github.com/nodedns/nodedns/internal/hostnet"
 	"github.com/nodedns/nodedns/internal/reconcile"
 	"github.com/nodedns/nodedns/internal/store"
 	"github.com/nodedns/nodedns/probes"

@@ -37,7 +37,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/nodedns/nodedns/internal/edges/hostnet"
+	"github.com/nodedns/nodedns/internal/hostnet"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
