@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nodedns/nodedns/internal/live/podnet"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
-	"github.com/nodedns/nodedns/probes/podnet"
 )
 
 // The cache's whole chain (docs/contract.md "Check ids", dns.loop): the node-local cache forwards the

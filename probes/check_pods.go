@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nodedns/nodedns/probes/podnet"
+	"github.com/nodedns/nodedns/internal/live/podnet"
 )
 
 // nodelocalPods is nodelocaldns.pods: the cache asked from where pods stand. A query from the host

@@ -17,9 +17,9 @@ import (
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/hostnet"
+	"github.com/nodedns/nodedns/internal/live/podnet"
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/policy"
-	"github.com/nodedns/nodedns/probes/podnet"
 )
 
 var (

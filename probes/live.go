@@ -21,9 +21,9 @@ import (
 	"github.com/google/nftables"
 	"github.com/miekg/dns"
 	"github.com/nodedns/nodedns/internal/hostnet"
+	"github.com/nodedns/nodedns/internal/live/podnet"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
-	"github.com/nodedns/nodedns/probes/podnet"
 )
 
 // Live is the running node as the live checks see it: netlink, nf_tables and iptables-legacy, DNS

@@ -14,9 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nodedns/nodedns/internal/live/podnet"
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
-	"github.com/nodedns/nodedns/probes/podnet"
 	"github.com/nodedns/nodedns/resolvconf"
 )
 

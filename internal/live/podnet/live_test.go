@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodedns/nodedns/internal/live/podnet"
 	"github.com/nodedns/nodedns/internal/testutil/nstest"
-	"github.com/nodedns/nodedns/probes/podnet"
 )
 
 // node is a sandbox node with its own PID and UTS namespaces (so a /proc scan sees only its
