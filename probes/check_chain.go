@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nodedns/nodedns/internal/live/podnet"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/probes/podprobe"
 )
 
 // The cache's whole chain (docs/contract.md "Check ids", dns.loop): the node-local cache forwards the
@@ -154,10 +154,10 @@ func appendNew(s []string, x string) []string {
 // dnsPodName names a DNS server process after its pod: the pod whose network namespace it runs in
 // (its UTS hostname, else the runtime's netns name), else the process.
 // podName is the pod name when the namespace is named by its hostname, else "".
-func dnsPodName(s *CacheProcess, pods []podnet.Pod) (label, podName string) {
+func dnsPodName(s *CacheProcess, pods []podprobe.Pod) (label, podName string) {
 	for _, p := range pods {
 		if !s.NetNS.IsZero() && p.ID == s.NetNS {
-			if p.NamedBy == podnet.NamedByHostname {
+			if p.NamedBy == podprobe.NamedByHostname {
 				return fmt.Sprintf("%s pod %s (pid %d)", s.Comm, p.Name, s.PID), p.Name
 			}
 			return fmt.Sprintf("%s in pod network namespace %s (pid %d)", s.Comm, p.Name, s.PID), ""

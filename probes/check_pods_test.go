@@ -17,9 +17,9 @@ import (
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/hostnet"
-	"github.com/nodedns/nodedns/internal/live/podnet"
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/probes/podprobe"
 )
 
 var (
@@ -94,48 +94,48 @@ var errRefused = syscall.ECONNREFUSED
 // fakePods is the pod side of a node: the namespaces Find returns and, per pod, the outcome its
 // queries get (absent: answered, as the host is).
 type fakePods struct {
-	pods    []podnet.Pod
+	pods    []podprobe.Pod
 	findErr error
-	outcome map[string]podnet.Outcome
+	outcome map[string]podprobe.Outcome
 	enter   map[string]error // a pod whose namespace cannot be entered
 	udpOnly map[string]bool  // the pod's outcome holds for its UDP queries only
 	probed  []string         // the pods ProbePods was given
 	targets []netip.Addr
 }
 
-func (f *fakePods) find(context.Context, *slog.Logger) ([]podnet.Pod, error) {
+func (f *fakePods) find(context.Context, *slog.Logger) ([]podprobe.Pod, error) {
 	return f.pods, f.findErr
 }
 
-func (f *fakePods) probe(_ context.Context, pods []podnet.Pod, q podnet.Query) podnet.Report {
+func (f *fakePods) probe(_ context.Context, pods []podprobe.Pod, q podprobe.Query) podprobe.Report {
 	f.targets = q.Targets
-	results := func(o podnet.Outcome, udpOnly bool) []podnet.Result {
-		var rs []podnet.Result
+	results := func(o podprobe.Outcome, udpOnly bool) []podprobe.Result {
+		var rs []podprobe.Result
 		for _, a := range q.Targets {
 			for _, n := range []string{"udp", "tcp"} {
-				r := podnet.Result{Addr: a, Net: n, Outcome: o}
+				r := podprobe.Result{Addr: a, Net: n, Outcome: o}
 				if udpOnly && n == "tcp" {
-					r.Outcome = podnet.Answered
+					r.Outcome = podprobe.Answered
 				}
 				rs = append(rs, r)
 			}
 		}
 		return rs
 	}
-	rep := podnet.Report{Host: results(podnet.Answered, false), Elapsed: 3 * time.Millisecond}
+	rep := podprobe.Report{Host: results(podprobe.Answered, false), Elapsed: 3 * time.Millisecond}
 	for _, p := range pods {
 		f.probed = append(f.probed, p.Name)
 		if err := f.enter[p.Name]; err != nil {
-			rep.Pods = append(rep.Pods, podnet.PodResult{Pod: p, Err: err})
+			rep.Pods = append(rep.Pods, podprobe.PodResult{Pod: p, Err: err})
 			continue
 		}
-		rep.Pods = append(rep.Pods, podnet.PodResult{Pod: p, Results: results(f.outcome[p.Name], f.udpOnly[p.Name])})
+		rep.Pods = append(rep.Pods, podprobe.PodResult{Pod: p, Results: results(f.outcome[p.Name], f.udpOnly[p.Name])})
 	}
 	return rep
 }
 
-func pod(name, hostIf string) podnet.Pod {
-	return podnet.Pod{Name: name, NamedBy: podnet.NamedByHostname, HostIf: hostIf, PodIf: "eth0"}
+func pod(name, hostIf string) podprobe.Pod {
+	return podprobe.Pod{Name: name, NamedBy: podprobe.NamedByHostname, HostIf: hostIf, PodIf: "eth0"}
 }
 
 var (
@@ -206,8 +206,8 @@ func TestPodsCheck(t *testing.T) {
 			{Family: 6, Priority: 10, Table: 102, IIF: apiPod.HostIf}, {Family: 6, Priority: 20, Table: hostnet.TableLocal},
 		}
 	}
-	many := func(n int) []podnet.Pod {
-		var ps []podnet.Pod
+	many := func(n int) []podprobe.Pod {
+		var ps []podprobe.Pod
 		for i := range n {
 			ps = append(ps, pod(fmt.Sprintf("pod-%02d", i), fmt.Sprintf("lxc%012d", i)))
 		}
@@ -226,48 +226,48 @@ func TestPodsCheck(t *testing.T) {
 	}{
 		{name: "a fresh node: no pod namespace yet", hostPIDNS: true, want: Skipped, msg: []string{"no pod network namespace on this node yet"}, notIn: []string{"PID namespace"}},
 		{name: "no pod seen from a PID namespace of its own", want: Skipped, msg: []string{"no pod network namespace", "PID namespace of its own"}},
-		{name: "probes.maxPods is 0", pods: fakePods{pods: []podnet.Pod{webPod}}, hostPIDNS: true,
+		{name: "probes.maxPods is 0", pods: fakePods{pods: []podprobe.Pod{webPod}}, hostPIDNS: true,
 			mod:  func(c *config.Config, _ *node.Snapshot, _ *dualNet) { c.Probes.MaxPods = 0 },
 			want: Skipped, msg: []string{"probes.maxPods is 0"}},
 		{name: "the namespaces cannot be listed", pods: fakePods{findErr: errors.New("find pod namespaces: open /proc/1/ns/net: permission denied")}, hostPIDNS: true,
 			want: Unknown, msg: []string{"cannot be listed", "permission denied"}, hint: []string{"root", "CAP_SYS_ADMIN", "hostPID"}},
-		{name: "the cache does not answer the host: cannot tell", pods: fakePods{pods: []podnet.Pod{webPod, apiPod}}, hostDown: true, hostPIDNS: true,
+		{name: "the cache does not answer the host: cannot tell", pods: fakePods{pods: []podprobe.Pod{webPod, apiPod}}, hostDown: true, hostPIDNS: true,
 			want: Unknown, msg: []string{"does not answer the host either", "cannot be told"}},
-		{name: "healthy: every pod answered on both families", pods: fakePods{pods: []podnet.Pod{apiPod, webPod}}, hostPIDNS: true,
+		{name: "healthy: every pod answered on both families", pods: fakePods{pods: []podprobe.Pod{apiPod, webPod}}, hostPIDNS: true,
 			want: OK, msg: []string{"answers api-0, web-0 on 169.254.25.10, fd00:25::10 over udp and tcp, as it answers the host", "2 pod network namespaces"},
 			notIn: []string{"fe80"}, probed: []string{"api-0", "web-0"}},
 		{name: "incident 000 without Cilium's interfaces: the CNI's datapath",
-			pods:      fakePods{pods: []podnet.Pod{apiPod, webPod}, outcome: map[string]podnet.Outcome{"web-0": podnet.Timeout}},
+			pods:      fakePods{pods: []podprobe.Pod{apiPod, webPod}, outcome: map[string]podprobe.Outcome{"web-0": podprobe.Timeout}},
 			hostPIDNS: true, want: Problem,
 			msg:   []string{"web-0 (host side lxc4f2a9c1b7d3e) gets no answer from the cache on 169.254.25.10, fd00:25::10, which answers the host (1 of 2 pods): web-0: timeout on 169.254.25.10, fd00:25::10 over udp and tcp"},
 			notIn: []string{"api-0 (host side"}, hint: []string{"CNI's datapath", "tcpdump"}},
 		{name: "incident 000 on a Cilium node: hostLegacyRouting",
-			pods:      fakePods{pods: []podnet.Pod{apiPod, webPod}, outcome: map[string]podnet.Outcome{"web-0": podnet.Timeout}},
+			pods:      fakePods{pods: []podprobe.Pod{apiPod, webPod}, outcome: map[string]podprobe.Outcome{"web-0": podprobe.Timeout}},
 			hostPIDNS: true, mod: ciliumHost, want: Problem,
 			msg: []string{"web-0 (host side lxc4f2a9c1b7d3e)"}, notIn: []string{"api-0 (host side"},
 			hint: []string{"bpf.hostLegacyRouting=true", "LocalRedirectPolicy", "cilium#36761"}},
 		{name: "incident 004: the rule on the pod's branch ENI",
-			pods:      fakePods{pods: []podnet.Pod{apiPod, webPod}, outcome: map[string]podnet.Outcome{"api-0": podnet.Timeout}},
+			pods:      fakePods{pods: []podprobe.Pod{apiPod, webPod}, outcome: map[string]podprobe.Outcome{"api-0": podprobe.Timeout}},
 			hostPIDNS: true, mod: branchENI, want: Problem,
 			msg:   []string{"api-0 (host side vlan8c0e1d2f3a4)"},
 			notIn: []string{"web-0 (host side"},
 			hint:  []string{"`10: from all iif vlan8c0e1d2f3a4 lookup 102` sends what api-0 sends to 169.254.25.10 around the local table", "fd00:25::10", "POD_SECURITY_GROUP_ENFORCING_MODE=standard"}},
 		{name: "a pod whose host side was not found is still named",
-			pods:      fakePods{pods: []podnet.Pod{pod("ipvlan-0", "")}, outcome: map[string]podnet.Outcome{"ipvlan-0": podnet.Refused}},
+			pods:      fakePods{pods: []podprobe.Pod{pod("ipvlan-0", "")}, outcome: map[string]podprobe.Outcome{"ipvlan-0": podprobe.Refused}},
 			hostPIDNS: true, want: Problem, msg: []string{"ipvlan-0 (host-side interface not found)", "refused"}},
 		{name: "at most probes.maxPods, the first by name", pods: fakePods{pods: many(20)}, hostPIDNS: true,
 			want: OK, msg: []string{"16 of 20, probes.maxPods", "pod-07 and 8 more"}, notIn: []string{"pod-08"}, probed: podNames(many(16))},
 		{name: "a branch-ENI pod among many others is still asked from", hostPIDNS: true,
-			pods: fakePods{pods: append(many(20), pod("zz-api-0", apiPod.HostIf)), outcome: map[string]podnet.Outcome{"zz-api-0": podnet.Timeout}},
+			pods: fakePods{pods: append(many(20), pod("zz-api-0", apiPod.HostIf)), outcome: map[string]podprobe.Outcome{"zz-api-0": podprobe.Timeout}},
 			want: Problem, msg: []string{"zz-api-0 (host side vlan8c0e1d2f3a4) gets no answer", "16 of 21, probes.maxPods"},
 			probed: append(podNames(many(15)), "zz-api-0")},
-		{name: "no namespace could be entered", pods: fakePods{pods: []podnet.Pod{webPod}, enter: map[string]error{"web-0": errors.New("enter namespace: operation not permitted")}},
+		{name: "no namespace could be entered", pods: fakePods{pods: []podprobe.Pod{webPod}, enter: map[string]error{"web-0": errors.New("enter namespace: operation not permitted")}},
 			hostPIDNS: true, want: Unknown, msg: []string{"no pod network namespace could be entered", "operation not permitted"}, hint: []string{"CAP_SYS_ADMIN"}},
 		{name: "a pod gone meanwhile does not hide the others",
-			pods:      fakePods{pods: []podnet.Pod{apiPod, webPod}, enter: map[string]error{"api-0": errors.New("open namespace: no such file")}, outcome: map[string]podnet.Outcome{"web-0": podnet.Timeout}},
+			pods:      fakePods{pods: []podprobe.Pod{apiPod, webPod}, enter: map[string]error{"api-0": errors.New("open namespace: no such file")}, outcome: map[string]podprobe.Outcome{"web-0": podprobe.Timeout}},
 			hostPIDNS: true, want: Problem, msg: []string{"(1 of 1 pods)", "web-0 (host side", "api-0 could not be entered"}},
 		{name: "UDP fails, TCP is answered: each failed query is named",
-			pods: fakePods{pods: []podnet.Pod{webPod}, outcome: map[string]podnet.Outcome{"web-0": podnet.Timeout}, udpOnly: map[string]bool{"web-0": true}}, hostPIDNS: true,
+			pods: fakePods{pods: []podprobe.Pod{webPod}, outcome: map[string]podprobe.Outcome{"web-0": podprobe.Timeout}, udpOnly: map[string]bool{"web-0": true}}, hostPIDNS: true,
 			want: Problem, msg: []string{"web-0 (host side lxc4f2a9c1b7d3e) gets no answer", "web-0: 169.254.25.10 over udp: timeout, fd00:25::10 over udp: timeout; probed"},
 			notIn: []string{"over tcp"}},
 	}
@@ -290,7 +290,7 @@ func TestPodsCheck(t *testing.T) {
 }
 
 func TestPickPods(t *testing.T) {
-	var pods []podnet.Pod
+	var pods []podprobe.Pod
 	for i := range 6 {
 		pods = append(pods, pod(fmt.Sprintf("a-%d", i), fmt.Sprintf("lxc%012d", i)))
 	}
@@ -311,7 +311,7 @@ func TestPickPods(t *testing.T) {
 	}
 }
 
-func podNames(ps []podnet.Pod) []string {
+func podNames(ps []podprobe.Pod) []string {
 	var out []string
 	for _, p := range ps {
 		out = append(out, p.Name)
@@ -322,7 +322,7 @@ func podNames(ps []podnet.Pod) []string {
 // TestRoutesNamesThePodsBehindARule: incident 004 seen by nodelocaldns.routes names the pods behind
 // the interface the rule catches, IPv6 hints use `ip -6`.
 func TestRoutesNamesThePodsBehindARule(t *testing.T) {
-	fp := &fakePods{pods: []podnet.Pod{apiPod, webPod}}
+	fp := &fakePods{pods: []podprobe.Pod{apiPod, webPod}}
 	env, _ := podNode(t, fp, func(_ *config.Config, _ *node.Snapshot, n *dualNet) {
 		n.rules = []hostnet.Rule{{Family: 6, Priority: 10, Table: 102, IIF: apiPod.HostIf}, {Family: 6, Priority: 20, Table: hostnet.TableLocal}, localRuleAt(0)}
 	})
@@ -335,7 +335,7 @@ func TestRoutesNamesThePodsBehindARule(t *testing.T) {
 // carries the kernel's fe80:: address besides 169.254.25.10/32 and fd00:25::10/128. Every live check
 // is ok and none names the fe80:: address; the reboot baseline leaves it out.
 func TestHealthyDualStackUpInterface(t *testing.T) {
-	fp := &fakePods{pods: []podnet.Pod{apiPod, webPod}}
+	fp := &fakePods{pods: []podprobe.Pod{apiPod, webPod}}
 	env, _ := podNode(t, fp, func(_ *config.Config, _ *node.Snapshot, _ *dualNet) {})
 	env.Host.Firewall = func(context.Context) []Backend {
 		var rs []RawRule
@@ -426,7 +426,7 @@ func TestCacheModes(t *testing.T) {
 		mode, says string
 	}{{config.CacheLRP, "cache mode lrp (nodeLocalDNS.mode: lrp)"}, {config.CacheNone, "cache mode none"}, {config.CacheAuto, "cache mode lrp or none (auto: no nodelocaldns interface"}} {
 		t.Run(tc.mode, func(t *testing.T) {
-			fp := &fakePods{pods: []podnet.Pod{webPod}}
+			fp := &fakePods{pods: []podprobe.Pod{webPod}}
 			env, rec := podNode(t, fp, noInterface(tc.mode))
 			for _, id := range []string{"nodelocaldns.interface", "nodelocaldns.routes", "nodelocaldns.iptables"} {
 				checkResult(t, runCheck(env, id), Skipped, []string{tc.says}, nil, nil)
@@ -440,7 +440,7 @@ func TestCacheModes(t *testing.T) {
 		})
 	}
 	t.Run("lrp with the redirect gone", func(t *testing.T) {
-		env, rec := podNode(t, &fakePods{pods: []podnet.Pod{webPod}}, noInterface(config.CacheLRP))
+		env, rec := podNode(t, &fakePods{pods: []podprobe.Pod{webPod}}, noInterface(config.CacheLRP))
 		rec.refuse = true
 		checkResult(t, runCheck(env, "nodelocaldns.dns"), Problem, []string{"nothing listens behind the cluster DNS 10.233.0.10"}, nil, []string{"LocalRedirectPolicy"})
 		checkResult(t, runCheck(env, "nodelocaldns.pods"), Unknown, []string{"the cluster DNS does not answer the host either"}, nil, nil)

@@ -24,6 +24,7 @@ import (
 	"github.com/nodedns/nodedns/internal/live/podnet"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
+	"github.com/nodedns/nodedns/probes/podprobe"
 )
 
 // Live is the running node as the live checks see it: netlink, nf_tables and iptables-legacy, DNS
@@ -54,8 +55,8 @@ type Live struct {
 	// namespaces); ProbePods sends one probe round from some of them and from the host
 	// (podnet.Probe). nodelocaldns.pods uses both, nodelocaldns.routes names the pods behind an
 	// interface a rule catches.
-	Pods      func(ctx context.Context, log *slog.Logger) ([]podnet.Pod, error)
-	ProbePods func(ctx context.Context, pods []podnet.Pod, q podnet.Query) podnet.Report
+	Pods      func(ctx context.Context, log *slog.Logger) ([]podprobe.Pod, error)
+	ProbePods func(ctx context.Context, pods []podprobe.Pod, q podprobe.Query) podprobe.Report
 	// HostPIDNS reports whether nodedns runs in the host's (initial) PID namespace, where every pod's
 	// processes are visible in /proc; a container without hostPID sees none.
 	HostPIDNS func() bool
@@ -70,7 +71,7 @@ type Live struct {
 	nxOnce  sync.Once
 	nx      []answer
 	podOnce sync.Once
-	pods    []podnet.Pod
+	pods    []podprobe.Pod
 	podsErr error
 	cpOnce  sync.Once
 	cp      *CacheProcess
@@ -94,7 +95,7 @@ func NewLive(timeout time.Duration, state StateStore) *Live {
 		Uptime:   readUptime,
 		State:    state,
 		Random:   randomLabel,
-		Pods: func(ctx context.Context, log *slog.Logger) ([]podnet.Pod, error) {
+		Pods: func(ctx context.Context, log *slog.Logger) ([]podprobe.Pod, error) {
 			return podnet.Find(ctx, podnet.Options{Logger: log})
 		},
 		ProbePods: podnet.Probe,
@@ -113,7 +114,7 @@ func inInitialPIDNS() bool {
 }
 
 // podNamespaces finds the pod network namespaces once per report.
-func (env *Env) podNamespaces(ctx context.Context) ([]podnet.Pod, error) {
+func (env *Env) podNamespaces(ctx context.Context) ([]podprobe.Pod, error) {
 	l := env.Host
 	l.podOnce.Do(func() {
 		if l.Pods == nil {

@@ -14,9 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nodedns/nodedns/internal/live/podnet"
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/probes/podprobe"
 	"github.com/nodedns/nodedns/resolvconf"
 )
 
@@ -32,7 +32,7 @@ type CacheProcess struct {
 	Resolv map[string]*resolvconf.File
 	Err    error // the Corefile or a resolv.conf could not be read
 	// NetNS is the process's network namespace (FindDNSServers), to tell which pod it is.
-	NetNS podnet.NSID
+	NetNS podprobe.NSID
 }
 
 // socketInodes returns the inodes of sockets bound to any of addrs (nil: any address) on port 53
@@ -189,7 +189,7 @@ func FindDNSServers(proc string) []*CacheProcess {
 		cp := readCacheProcess(proc, pid, name)
 		var st unix.Stat_t
 		if unix.Stat(filepath.Join(dir, "ns/net"), &st) == nil {
-			cp.NetNS = podnet.NSID{Dev: st.Dev, Ino: st.Ino}
+			cp.NetNS = podprobe.NSID{Dev: st.Dev, Ino: st.Ino}
 		}
 		out = append(out, cp)
 	}
