@@ -16,7 +16,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nodedns/nodedns/internal/config"
-	"github.com/nodedns/nodedns/internal/hostnet"
+	"github.com/nodedns/nodedns/internal/hostnet/netstate"
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/probes/podprobe"
@@ -31,14 +31,14 @@ var (
 // dualNet is a hostnet.Reader of a dual-stack node: links by name, local routes and rules of both
 // families (a route's and a rule's family is its address's, or the rule's Family).
 type dualNet struct {
-	links  map[string]*hostnet.Link
-	routes []hostnet.Route
-	rules  []hostnet.Rule
+	links  map[string]*netstate.Link
+	routes []netstate.Route
+	rules  []netstate.Rule
 }
 
-func (f dualNet) Link(name string) (*hostnet.Link, error) { return f.links[name], nil }
-func (f dualNet) LocalRoutes(fam int) ([]hostnet.Route, error) {
-	var out []hostnet.Route
+func (f dualNet) Link(name string) (*netstate.Link, error) { return f.links[name], nil }
+func (f dualNet) LocalRoutes(fam int) ([]netstate.Route, error) {
+	var out []netstate.Route
 	for _, r := range f.routes {
 		if r.Dst.Addr().Is6() == (fam == 6) {
 			out = append(out, r)
@@ -46,8 +46,8 @@ func (f dualNet) LocalRoutes(fam int) ([]hostnet.Route, error) {
 	}
 	return out, nil
 }
-func (f dualNet) Rules(fam int) ([]hostnet.Rule, error) {
-	var out []hostnet.Rule
+func (f dualNet) Rules(fam int) ([]netstate.Rule, error) {
+	var out []netstate.Rule
 	for _, r := range f.rules {
 		if r.Family == fam {
 			out = append(out, r)
@@ -55,16 +55,16 @@ func (f dualNet) Rules(fam int) ([]hostnet.Rule, error) {
 	}
 	return out, nil
 }
-func (f dualNet) Uplink() (*hostnet.Uplink, error) { return nil, nil }
+func (f dualNet) Uplink() (*netstate.Uplink, error) { return nil, nil }
 
 // healthyDualStack is the nodelocaldns bridge up with both cache addresses and the kernel's fe80::,
 // their local routes and the default rules of both families.
 func healthyDualStack() dualNet {
 	return dualNet{
-		links: map[string]*hostnet.Link{"nodelocaldns": {Name: "nodelocaldns", Index: 7, Type: "bridge", AdminUp: true, OperState: "unknown",
+		links: map[string]*netstate.Link{"nodelocaldns": {Name: "nodelocaldns", Index: 7, Type: "bridge", AdminUp: true, OperState: "unknown",
 			Addrs: []netip.Prefix{hostPrefix(cache), hostPrefix(cache6), kernelLL}}},
-		routes: []hostnet.Route{{Dst: hostPrefix(cache), LinkIndex: 7}, {Dst: hostPrefix(cache6), LinkIndex: 7}, {Dst: netip.PrefixFrom(kernelLL.Addr(), 128), LinkIndex: 7}},
-		rules:  []hostnet.Rule{localRuleAt(0), {Family: 6, Priority: 0, Table: hostnet.TableLocal}},
+		routes: []netstate.Route{{Dst: hostPrefix(cache), LinkIndex: 7}, {Dst: hostPrefix(cache6), LinkIndex: 7}, {Dst: netip.PrefixFrom(kernelLL.Addr(), 128), LinkIndex: 7}},
+		rules:  []netstate.Rule{localRuleAt(0), {Family: 6, Priority: 0, Table: netstate.TableLocal}},
 	}
 }
 
@@ -197,13 +197,13 @@ func runCheck(env *Env, id string) Result {
 
 func TestPodsCheck(t *testing.T) {
 	ciliumHost := func(_ *config.Config, _ *node.Snapshot, n *dualNet) {
-		n.links["cilium_host"] = &hostnet.Link{Name: "cilium_host", Index: 3, Type: "veth"}
+		n.links["cilium_host"] = &netstate.Link{Name: "cilium_host", Index: 3, Type: "veth"}
 	}
 	// Incident 004: the branch ENI's rules ahead of the moved local table, for both families.
 	branchENI := func(_ *config.Config, _ *node.Snapshot, n *dualNet) {
-		n.rules = []hostnet.Rule{
+		n.rules = []netstate.Rule{
 			{Family: 4, Priority: 10, Table: 102, IIF: apiPod.HostIf}, localRuleAt(20),
-			{Family: 6, Priority: 10, Table: 102, IIF: apiPod.HostIf}, {Family: 6, Priority: 20, Table: hostnet.TableLocal},
+			{Family: 6, Priority: 10, Table: 102, IIF: apiPod.HostIf}, {Family: 6, Priority: 20, Table: netstate.TableLocal},
 		}
 	}
 	many := func(n int) []podprobe.Pod {
@@ -324,7 +324,7 @@ func podNames(ps []podprobe.Pod) []string {
 func TestRoutesNamesThePodsBehindARule(t *testing.T) {
 	fp := &fakePods{pods: []podprobe.Pod{apiPod, webPod}}
 	env, _ := podNode(t, fp, func(_ *config.Config, _ *node.Snapshot, n *dualNet) {
-		n.rules = []hostnet.Rule{{Family: 6, Priority: 10, Table: 102, IIF: apiPod.HostIf}, {Family: 6, Priority: 20, Table: hostnet.TableLocal}, localRuleAt(0)}
+		n.rules = []netstate.Rule{{Family: 6, Priority: 10, Table: 102, IIF: apiPod.HostIf}, {Family: 6, Priority: 20, Table: netstate.TableLocal}, localRuleAt(0)}
 	})
 	r := runCheck(env, "nodelocaldns.routes")
 	checkResult(t, r, Problem, []string{"traffic arriving on vlan8c0e1d2f3a4 (pod api-0) to fd00:25::10"}, []string{"web-0", "169.254.25.10 before"},
@@ -380,7 +380,7 @@ func TestHealthyDualStackUpInterface(t *testing.T) {
 func TestIPv6Faults(t *testing.T) {
 	t.Run("no IPv6 local route", func(t *testing.T) {
 		env, rec := podNode(t, &fakePods{}, func(_ *config.Config, _ *node.Snapshot, n *dualNet) {
-			n.routes = slices.DeleteFunc(n.routes, func(r hostnet.Route) bool { return r.Dst.Addr() == cache6 })
+			n.routes = slices.DeleteFunc(n.routes, func(r netstate.Route) bool { return r.Dst.Addr() == cache6 })
 		})
 		checkResult(t, runCheck(env, "nodelocaldns.routes"), Problem, []string{"no local-table route for fd00:25::10"}, []string{"169.254.25.10"},
 			[]string{"`ip -6 route replace local fd00:25::10 dev nodelocaldns table local scope host`"})

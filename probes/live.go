@@ -21,6 +21,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/miekg/dns"
 	"github.com/nodedns/nodedns/internal/hostnet"
+	"github.com/nodedns/nodedns/internal/hostnet/netstate"
 	"github.com/nodedns/nodedns/internal/live/podnet"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
@@ -178,10 +179,10 @@ func randomLabel() string {
 
 // netView is the nodelocaldns interface, the local-table routes and the policy rules, read once.
 type netView struct {
-	link    *hostnet.Link
+	link    *netstate.Link
 	linkErr error
-	routes  []hostnet.Route
-	rules   []hostnet.Rule
+	routes  []netstate.Route
+	rules   []netstate.Rule
 	err     error // routes or rules could not be read
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/nodedns/nodedns/internal/hostnet"
+	"github.com/nodedns/nodedns/internal/hostnet/netstate"
 	"github.com/nodedns/nodedns/internal/testutil/nstest"
 )
 
@@ -74,13 +75,13 @@ func TestReaderLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []hostnet.Rule
+	var got []netstate.Rule
 	for _, ru := range rules {
 		if ru.Priority == 10 {
 			got = append(got, ru)
 		}
 	}
-	if diff := cmp.Diff([]hostnet.Rule{{Family: 4, Priority: 10, Table: 102, IIF: "vlan.eth.2"}}, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+	if diff := cmp.Diff([]netstate.Rule{{Family: 4, Priority: 10, Table: 102, IIF: "vlan.eth.2"}}, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
 		t.Errorf("rule (-want +got):\n%s", diff)
 	}
 
