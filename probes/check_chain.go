@@ -56,7 +56,7 @@ func CacheClusterForwards(f policy.Facts, fws []Forward, known bool) ClusterForw
 			continue
 		}
 		for _, to := range fw.To {
-			if a, file, ok := forwardTarget(to); ok && file == "" && !slices.Contains(cf.To, a) {
+			if a, file, ok := ForwardTarget(to); ok && file == "" && !slices.Contains(cf.To, a) {
 				cf.To = append(cf.To, a)
 			}
 		}
@@ -109,7 +109,7 @@ func PodLoops(f policy.Facts, cf ClusterForwards, servers []*CacheProcess) []Pod
 					continue
 				}
 				for _, to := range fw.To {
-					a, file, ok := forwardTarget(to)
+					a, file, ok := ForwardTarget(to)
 					switch {
 					case !ok:
 					case file != "":
@@ -228,7 +228,7 @@ func kubeletResolvLoops(env *Env) (loops, known bool) {
 // k8s-app=node-local-dns.
 func recreateNodeLocal() string {
 	node := "NODE"
-	if h, err := nodefs.ReadKernel("/proc/sys/kernel/hostname", procKind); err == nil && strings.TrimSpace(string(h)) != "" {
+	if h, err := nodefs.ReadKernel("/proc/sys/kernel/hostname", nodefs.Proc); err == nil && strings.TrimSpace(string(h)) != "" {
 		node = strings.TrimSpace(string(h))
 	}
 	return "`kubectl -n kube-system delete pod -l k8s-app=nodelocaldns --field-selector spec.nodeName=" + node + "`; the upstream manifest's label is k8s-app=node-local-dns"

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,7 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodedns/nodedns/internal/hostnet/netstate"
-	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
 )
 
@@ -413,7 +410,7 @@ func notrackFirstSync(env *Env, msg string) (Result, bool) {
 	if cp == nil || env.Host.Uptime == nil {
 		return Result{}, false
 	}
-	stat, err := nodefs.ReadKernel(filepath.Join(env.Host.Proc, strconv.Itoa(cp.PID), "stat"), procKind)
+	stat, err := env.Host.ProcStat(cp.PID)
 	if err != nil {
 		return Result{}, false
 	}

@@ -28,7 +28,7 @@ var (
 	clusterIP = netip.MustParseAddr("10.233.0.10")
 )
 
-// dualNet is a hostnet.Reader of a dual-stack node: links by name, local routes and rules of both
+// dualNet is a NetReader of a dual-stack node: links by name, local routes and rules of both
 // families (a route's and a rule's family is its address's, or the rule's Family).
 type dualNet struct {
 	links  map[string]*netstate.Link
@@ -55,7 +55,6 @@ func (f dualNet) Rules(fam int) ([]netstate.Rule, error) {
 	}
 	return out, nil
 }
-func (f dualNet) Uplink() (*netstate.Uplink, error) { return nil, nil }
 
 // healthyDualStack is the nodelocaldns bridge up with both cache addresses and the kernel's fe80::,
 // their local routes and the default rules of both families.
@@ -169,12 +168,11 @@ func podNode(t *testing.T, fp *fakePods, mod func(cfg *config.Config, s *node.Sn
 		}
 		_ = w.WriteMsg(m)
 	})}}
-	host := &Live{
+	host := noProcesses(&Host{
 		Net:       net,
 		Firewall:  func(context.Context) []Backend { return nil },
 		DNS:       rec,
 		DNSPort:   53,
-		Proc:      t.TempDir(),
 		BootID:    func() (string, error) { return "boot-1", nil },
 		Uptime:    func() (time.Duration, error) { return time.Hour, nil },
 		State:     &memState{},
@@ -182,7 +180,7 @@ func podNode(t *testing.T, fp *fakePods, mod func(cfg *config.Config, s *node.Sn
 		Pods:      fp.find,
 		ProbePods: fp.probe,
 		HostPIDNS: func() bool { return true },
-	}
+	})
 	return &Env{Snapshot: s, Config: cfg, Plan: policy.Compute(s, cfg), Live: true, Host: host}, rec
 }
 

@@ -24,7 +24,7 @@ func localRuleAt(prio int) netstate.Rule {
 	return netstate.Rule{Family: 4, Priority: prio, Table: netstate.TableLocal}
 }
 
-// fakeNet is a hostnet.Reader for the unprivileged tests: netlink needs a network namespace of our own
+// fakeNet is a NetReader for the unprivileged tests: netlink needs a network namespace of our own
 // (the privileged tests in live_test.go read the real one).
 type fakeNet struct {
 	link   *netstate.Link
@@ -45,7 +45,16 @@ func (f fakeNet) Rules(fam int) ([]netstate.Rule, error) {
 	}
 	return f.rules, nil
 }
-func (f fakeNet) Uplink() (*netstate.Uplink, error) { return nil, nil }
+
+// noProcesses gives h the /proc seams of a node where no DNS server runs; the tests that need the
+// cache's process give it themselves (cacheProcessOf).
+func noProcesses(h *Host) *Host {
+	h.FindCache = func([]netip.Addr) *CacheProcess { return nil }
+	h.FindPodCache = func() *CacheProcess { return nil }
+	h.FindDNSServers = func() []*CacheProcess { return nil }
+	h.ProcStat = func(int) ([]byte, error) { return nil, fs.ErrNotExist }
+	return h
+}
 
 type memState struct{ data []byte }
 
@@ -102,7 +111,7 @@ func testEnv(t *testing.T, h dns.HandlerFunc, search string) (*Env, *memState) {
 	s.ResolvConf = readResolvForTest(t, "nameserver 10.0.0.2\nsearch "+search+"\n")
 	p := policy.Compute(s, cfg)
 	st := &memState{}
-	host := &Live{
+	host := noProcesses(&Host{
 		Net: fakeNet{
 			link:   &netstate.Link{Name: "nodelocaldns", Index: 7, Type: "bridge", OperState: "unknown", Addrs: []netip.Prefix{netip.MustParsePrefix("169.254.25.10/32")}},
 			routes: []netstate.Route{{Dst: netip.MustParsePrefix("169.254.25.10/32"), LinkIndex: 7}},
@@ -111,12 +120,11 @@ func testEnv(t *testing.T, h dns.HandlerFunc, search string) (*Env, *memState) {
 		Firewall: func(context.Context) []Backend { return nil },
 		DNS:      redirect{dnsServer(t, h)},
 		DNSPort:  53,
-		Proc:     t.TempDir(),
 		BootID:   func() (string, error) { return "boot-1", nil },
 		Uptime:   func() (time.Duration, error) { return time.Hour, nil },
 		State:    st,
 		Random:   func() string { return "r4nd0m" },
-	}
+	})
 	return &Env{Snapshot: s, Config: cfg, Plan: p, Live: true, Host: host}, st
 }
 

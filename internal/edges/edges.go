@@ -28,7 +28,7 @@ type Edges struct {
 	Store *store.Store
 	// Probes is the live host the self-check probes (netlink, nf_tables, DNS, /proc, its state
 	// file); nil under --root, where only the file checks run.
-	Probes *probes.Live
+	Probes *probes.Host
 	// Events are the live change notices (`nodedns run` only); none under --root.
 	Events []reconcile.EventSource
 
