@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/hostnet"
+	"github.com/nodedns/nodedns/internal/live"
 	"github.com/nodedns/nodedns/internal/reconcile"
 	"github.com/nodedns/nodedns/internal/store"
 	"github.com/nodedns/nodedns/probes"
@@ -77,7 +78,7 @@ func New(root string, cfg config.Config, log *slog.Logger) *Edges {
 	n.Actors = []reconcile.Actor{resolved, nm, commands{}, KubeletRestarter{Log: log}}
 	if n.Live() {
 		e.Events = []reconcile.EventSource{resolved, nm}
-		e.Probes = probes.NewLive(cfg.Probes.Timeout, probes.FileState{Store: st})
+		e.Probes = live.New(cfg.Probes.Timeout, probes.FileState{Store: st})
 	}
 	e.closers = []io.Closer{resolved, nm}
 	return e

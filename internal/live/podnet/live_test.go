@@ -27,7 +27,8 @@ type node struct {
 // newNode runs on this machine's Debian only, not per suite: podnet reads /proc and the pods'
 // namespaces and sends queries itself; the node's netfilter (the NOTRACK rules, the seed's nft drop)
 // lives in the kernel, which enforces it the same whichever suite's iptables or nft wrote it, and
-// podnet never reads it. The probes' live tests run per suite where nodedns does read those rules.
+// podnet never reads it. The live checks' tests (internal/live) run per suite where nodedns does
+// read those rules.
 func newNode(t testing.TB) *node {
 	t.Helper()
 	nstest.Require(t)

@@ -1,4 +1,16 @@
-package probes
+// Package live is the running node as the self-check's live checks reach it: New fills probes.Host's
+// seams with the real thing. The nodelocaldns interface, local routes and policy rules come over
+// rtnetlink (internal/hostnet); the raw-table NOTRACK rules from nf_tables over netlink and from
+// iptables-legacy-save; the DNS probes go out through miekg/dns; the cache's process, the node's
+// other DNS servers and a process's start come from /proc, with their Corefiles and resolv.conf
+// files read through each process's own root (proc.go); the pod network namespaces and the probes
+// sent from inside them come from podnet; the reboot baseline is kept through the node's store.
+// probes judges what these read and imports none of this.
+//
+// Its tests run `nodedns check` on nodes built in namespaces with a real CoreDNS, iptables and nft
+// (live_test.go, per suite where the tools encode rules their own way), and the /proc readers
+// against fake /proc trees (proc_test.go).
+package live
 
 import (
 	"bytes"
@@ -21,19 +33,20 @@ import (
 	"github.com/nodedns/nodedns/internal/hostnet"
 	"github.com/nodedns/nodedns/internal/live/podnet"
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/probes"
 	"github.com/nodedns/nodedns/probes/podprobe"
 )
 
-// NewLive returns the real node's live seams. timeout bounds every DNS query (config probes.timeout).
-func NewLive(timeout time.Duration, state StateStore) *Host {
-	return &Host{
+// New returns the real node's live seams. timeout bounds every DNS query (config probes.timeout).
+func New(timeout time.Duration, state probes.StateStore) *probes.Host {
+	return &probes.Host{
 		Net:            hostnet.New(),
 		Firewall:       ReadFirewall,
 		DNS:            DNSClient{Timeout: timeout},
 		DNSPort:        53,
-		FindCache:      func(addrs []netip.Addr) *CacheProcess { return FindCacheProcess(procRoot, addrs) },
-		FindPodCache:   func() *CacheProcess { return FindPodCache(procRoot) },
-		FindDNSServers: func() []*CacheProcess { return FindDNSServers(procRoot) },
+		FindCache:      func(addrs []netip.Addr) *probes.CacheProcess { return FindCacheProcess(procRoot, addrs) },
+		FindPodCache:   func() *probes.CacheProcess { return FindPodCache(procRoot) },
+		FindDNSServers: func() []*probes.CacheProcess { return FindDNSServers(procRoot) },
 		ProcStat:       readProcStat,
 		BootID:         readBootID,
 		Uptime:         readUptime,
@@ -110,16 +123,16 @@ func (c DNSClient) Exchange(ctx context.Context, m *dns.Msg, network string, ser
 
 // ReadFirewall reads the raw-table rules of both backends: nf_tables over netlink (iptables-nft and
 // native nft rules) and iptables-legacy's tables.
-func ReadFirewall(ctx context.Context) []Backend {
-	return []Backend{readNftables(), readLegacy(ctx)}
+func ReadFirewall(ctx context.Context) []probes.Backend {
+	return []probes.Backend{readNftables(), readLegacy(ctx)}
 }
 
 // nfConntrackPriority is NF_IP_PRI_CONNTRACK: a notrack must run at a lower (earlier) priority to
 // take effect, as the raw table's -300 does.
 const nfConntrackPriority = -200
 
-func readNftables() Backend {
-	b := Backend{Name: "nf_tables"}
+func readNftables() probes.Backend {
+	b := probes.Backend{Name: "nf_tables"}
 	c, err := nftables.New()
 	if err != nil {
 		b.Err = fmt.Errorf("open nf_tables netlink: %w", err)
@@ -175,8 +188,8 @@ func readNftables() Backend {
 // target revision; iptables-legacy-save is the one maintained decoder of them (no Go library
 // reads them). The table list in /proc/net/ip_tables_names (per network namespace) is read first,
 // so a node without a legacy raw table runs no command and loads no module.
-func readLegacy(ctx context.Context) Backend {
-	b := Backend{Name: "iptables-legacy"}
+func readLegacy(ctx context.Context) probes.Backend {
+	b := probes.Backend{Name: "iptables-legacy"}
 	for _, v := range []struct {
 		family int
 		names  string
@@ -196,7 +209,7 @@ func readLegacy(ctx context.Context) Backend {
 			b.Err = errors.Join(b.Err, fmt.Errorf("%s -t raw: %w", v.cmd, err))
 			continue
 		}
-		rs, err := ParseIptablesSave(v.family, out)
+		rs, err := probes.ParseIptablesSave(v.family, out)
 		if err != nil {
 			b.Err = errors.Join(b.Err, fmt.Errorf("%s -t raw: %w", v.cmd, err))
 		}

@@ -1,4 +1,4 @@
-package probes
+package live
 
 import (
 	"net/netip"
@@ -10,7 +10,17 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodedns/nodedns/internal/testutil/fixture"
+	"github.com/nodedns/nodedns/probes"
 )
+
+var cache = netip.MustParseAddr("169.254.25.10")
+
+// procNetUDP is a /proc/net/udp with 169.254.25.10:53 (inode 4242) and 127.0.0.1:53 (inode 4243).
+const procNetUDP = `   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops
+  1: 0A19FEA9:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 4242 2 0000000000000000 0
+  2: 0100007F:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 4243 2 0000000000000000 0
+`
 
 // fakeProcess is one process of a fake /proc: its comm, command line, the socket inodes its file
 // descriptors point at, and files in its mount namespace (absolute paths under root/, relative ones
@@ -26,19 +36,27 @@ type fakeProcess struct {
 // fakeProc builds a /proc tree: net/udp, net/udp6 and net/tcp as given, and the processes.
 func fakeProc(t *testing.T, tables map[string]string, procs ...fakeProcess) string {
 	t.Helper()
-	proc := t.TempDir()
+	files := map[string]string{"self/comm": "nodedns\n"} // not a pid: skipped
 	for _, t6 := range []string{"udp", "udp6", "tcp", "tcp6"} {
-		data, ok := tables[t6]
-		if !ok {
-			continue
+		if data, ok := tables[t6]; ok {
+			files["net/"+t6] = data
 		}
-		writeUnder(t, proc, "net/"+t6, data)
 	}
-	writeUnder(t, proc, "self/comm", "nodedns\n") // not a pid: skipped
 	for _, p := range procs {
 		dir := strconv.Itoa(p.pid)
-		writeUnder(t, proc, dir+"/comm", p.comm+"\n")
-		writeUnder(t, proc, dir+"/cmdline", strings.Join(p.args, "\x00")+"\x00")
+		files[dir+"/comm"] = p.comm + "\n"
+		files[dir+"/cmdline"] = strings.Join(p.args, "\x00") + "\x00"
+		for name, data := range p.files {
+			if path.IsAbs(name) {
+				files[dir+"/root"+name] = data
+			} else {
+				files[dir+"/cwd/"+name] = data
+			}
+		}
+	}
+	proc := fixture.Tree(t, files)
+	for _, p := range procs {
+		dir := strconv.Itoa(p.pid)
 		if err := os.MkdirAll(filepath.Join(proc, dir, "fd"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -49,13 +67,6 @@ func fakeProc(t *testing.T, tables map[string]string, procs ...fakeProcess) stri
 			}
 			if err := os.Symlink(target, filepath.Join(proc, dir, "fd", strconv.Itoa(i))); err != nil {
 				t.Fatal(err)
-			}
-		}
-		for name, data := range p.files {
-			if path.IsAbs(name) {
-				writeUnder(t, proc, dir+"/root"+name, data)
-			} else {
-				writeUnder(t, proc, dir+"/cwd/"+name, data)
 			}
 		}
 	}
@@ -77,7 +88,7 @@ func TestFindCacheProcess(t *testing.T) {
 		}
 		return p
 	}
-	fromResolv := []Forward{{Zones: []string{"."}, From: ".", To: []string{"/etc/resolv.conf"}, Line: 3}}
+	fromResolv := []probes.Forward{{Zones: []string{"."}, From: ".", To: []string{"/etc/resolv.conf"}, Line: 3}}
 	tests := []struct {
 		name     string
 		tables   map[string]string
@@ -87,7 +98,7 @@ func TestFindCacheProcess(t *testing.T) {
 		pid      int
 		comm     string
 		corefile string
-		forwards []Forward
+		forwards []probes.Forward
 		resolv   map[string][]string // file -> nameservers
 		err      string
 	}{
@@ -105,7 +116,7 @@ func TestFindCacheProcess(t *testing.T) {
 				p.files = map[string]string{"/etc/Corefile": ".:53 {\n forward . 10.0.0.3\n}\n"}
 			})},
 			pid: 100, comm: "node-cache", corefile: "/etc/Corefile",
-			forwards: []Forward{{Zones: []string{"."}, From: ".", To: []string{"10.0.0.3"}, Line: 2}}, resolv: map[string][]string{},
+			forwards: []probes.Forward{{Zones: []string{"."}, From: ".", To: []string{"10.0.0.3"}, Line: 2}}, resolv: map[string][]string{},
 		},
 		{
 			name: "a relative --conf is read in the process's working directory", tables: udp,
@@ -173,7 +184,7 @@ func TestFindCacheProcess(t *testing.T) {
 			name: "the Corefile does not parse", tables: udp,
 			procs: []fakeProcess{coredns(func(p *fakeProcess) { p.files["/etc/coredns/Corefile"] = ".:53 {\n forward . 10.0.0.3\n" })},
 			pid:   100, comm: "coredns", corefile: "/etc/coredns/Corefile", resolv: map[string][]string{},
-			forwards: []Forward{{Zones: []string{"."}, From: ".", To: []string{"10.0.0.3"}, Line: 2}},
+			forwards: []probes.Forward{{Zones: []string{"."}, From: ".", To: []string{"10.0.0.3"}, Line: 2}},
 			err:      "/etc/coredns/Corefile (pid 100): unbalanced {",
 		},
 		{
@@ -237,7 +248,7 @@ func TestFindPodCache(t *testing.T) {
 	proc := func(procs ...fakeProcess) string {
 		root := fakeProc(t, map[string]string{"udp": procNetUDP}, procs...)
 		for _, p := range procs {
-			writeUnder(t, root, strconv.Itoa(p.pid)+"/net/udp", podUDP)
+			fixture.TreeAt(t, root, map[string]string{strconv.Itoa(p.pid) + "/net/udp": podUDP})
 		}
 		return root
 	}
@@ -297,7 +308,7 @@ func TestFindDNSServers(t *testing.T) {
 		if p.pid != 100 {
 			table = podUDP
 		}
-		writeUnder(t, root, strconv.Itoa(p.pid)+"/net/udp", table)
+		fixture.TreeAt(t, root, map[string]string{strconv.Itoa(p.pid) + "/net/udp": table})
 	}
 	got := FindDNSServers(root)
 	var pids []int

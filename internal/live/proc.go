@@ -1,4 +1,4 @@
-package probes
+package live
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/probes"
 	"github.com/nodedns/nodedns/probes/podprobe"
 	"github.com/nodedns/nodedns/resolvconf"
 	"golang.org/x/sys/unix"
@@ -27,7 +28,7 @@ func socketInodes(proc string, addrs []netip.Addr) map[string]bool {
 		if err != nil {
 			continue
 		}
-		for _, e := range ParseProcNet(data) {
+		for _, e := range probes.ParseProcNet(data) {
 			if e.Port != 53 || (strings.HasPrefix(t, "tcp") && e.State != 0x0A) {
 				continue
 			}
@@ -46,7 +47,7 @@ var cacheComms = []string{"node-cache", "coredns"}
 // on port 53 and reads its Corefile's forward lines and the resolv.conf files they name, through
 // /proc/PID/root (its own mount namespace: a pod's /etc/resolv.conf, not the host's). It returns nil
 // when no such process runs.
-func FindCacheProcess(proc string, addrs []netip.Addr) *CacheProcess {
+func FindCacheProcess(proc string, addrs []netip.Addr) *probes.CacheProcess {
 	inodes := socketInodes(proc, addrs)
 	if len(inodes) == 0 {
 		return nil
@@ -79,9 +80,9 @@ func FindCacheProcess(proc string, addrs []netip.Addr) *CacheProcess {
 // mode": lrp, node-local-dns in the pod network behind a LocalRedirectPolicy; none, CoreDNS pods on
 // this node): a node-cache (preferred) or coredns process holding a socket on port 53 in its own
 // namespace's tables (/proc/PID/net), lowest PID first. It returns nil when none runs here.
-func FindPodCache(proc string) *CacheProcess {
+func FindPodCache(proc string) *probes.CacheProcess {
 	dirs, _ := os.ReadDir(proc)
-	var found *CacheProcess
+	var found *probes.CacheProcess
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
 		if err != nil {
@@ -100,7 +101,7 @@ func FindPodCache(proc string) *CacheProcess {
 		if !holdsSocket(filepath.Join(proc, d.Name()), socketInodes(filepath.Join(proc, d.Name()), nil)) {
 			continue
 		}
-		found = &CacheProcess{PID: pid, Comm: name}
+		found = &probes.CacheProcess{PID: pid, Comm: name}
 	}
 	if found == nil {
 		return nil
@@ -114,9 +115,9 @@ func FindPodCache(proc string) *CacheProcess {
 // FindCacheProcess does: the node-local cache and the cluster's CoreDNS pods alike (docs/contract.md
 // "Check ids", dns.loop). Each comes with the identity of its network namespace, to be named after
 // its pod.
-func FindDNSServers(proc string) []*CacheProcess {
+func FindDNSServers(proc string) []*probes.CacheProcess {
 	dirs, _ := os.ReadDir(proc)
-	var out []*CacheProcess
+	var out []*probes.CacheProcess
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
 		if err != nil {
@@ -135,7 +136,7 @@ func FindDNSServers(proc string) []*CacheProcess {
 		}
 		out = append(out, cp)
 	}
-	slices.SortFunc(out, func(a, b *CacheProcess) int { return a.PID - b.PID })
+	slices.SortFunc(out, func(a, b *probes.CacheProcess) int { return a.PID - b.PID })
 	return out
 }
 
@@ -154,8 +155,8 @@ func holdsSocket(dir string, inodes map[string]bool) bool {
 	return false
 }
 
-func readCacheProcess(proc string, pid int, comm string) *CacheProcess {
-	cp := &CacheProcess{PID: pid, Comm: comm, Corefile: "Corefile", Resolv: map[string]*resolvconf.File{}}
+func readCacheProcess(proc string, pid int, comm string) *probes.CacheProcess {
+	cp := &probes.CacheProcess{PID: pid, Comm: comm, Corefile: "Corefile", Resolv: map[string]*resolvconf.File{}}
 	base := filepath.Join(proc, strconv.Itoa(pid))
 	cmdline, _ := nodefs.ReadKernel(filepath.Join(base, "cmdline"), procKind)
 	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
@@ -183,7 +184,7 @@ func readCacheProcess(proc string, pid int, comm string) *CacheProcess {
 		cp.Err = fmt.Errorf("read the Corefile of %s (pid %d): %w", comm, pid, err)
 		return cp
 	}
-	cp.Blocks, err = ParseServerBlocks(data)
+	cp.Blocks, err = probes.ParseServerBlocks(data)
 	for _, b := range cp.Blocks {
 		cp.Forwards = append(cp.Forwards, b.Forwards...)
 	}
@@ -192,7 +193,7 @@ func readCacheProcess(proc string, pid int, comm string) *CacheProcess {
 	}
 	for _, f := range cp.Forwards {
 		for _, to := range f.To {
-			if _, file, ok := ForwardTarget(to); ok && file != "" {
+			if _, file, ok := probes.ForwardTarget(to); ok && file != "" {
 				if _, done := cp.Resolv[file]; done {
 					continue
 				}
