@@ -78,7 +78,7 @@ func New(root string, cfg config.Config, log *slog.Logger) *Edges {
 	n.Actors = []reconcile.Actor{resolved, nm, commands{}, KubeletRestarter{Log: log}}
 	if n.Live() {
 		e.Events = []reconcile.EventSource{resolved, nm}
-		e.Probes = live.New(cfg.Probes.Timeout, probes.FileState{Store: st})
+		e.Probes = live.New(cfg.Probes.Timeout, live.FileState{Store: st})
 	}
 	e.closers = []io.Closer{resolved, nm}
 	return e
