@@ -10,32 +10,17 @@ import (
 	"time"
 
 	"github.com/nodedns/nodedns/internal/config"
-	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
-	"github.com/nodedns/nodedns/internal/store"
 )
 
 // StatePath is the node path of the reboot baseline (docs/contract.md "Where things live": /var/lib/nodedns).
 const StatePath = config.BaselineFile
 
-// StateStore loads and saves the reboot baseline.
+// StateStore loads and saves the reboot baseline (internal/live's FileState keeps it at StatePath).
 type StateStore interface {
 	// Load returns the file's bytes, or an error wrapping fs.ErrNotExist when there is none.
 	Load() ([]byte, error)
 	Save(data []byte) error
-}
-
-// FileState keeps the baseline at StatePath through store.Store, the only writer to a node (atomic;
-// backed up once, so `nodedns restore` removes it with the rest of what nodedns created).
-type FileState struct{ Store *store.Store }
-
-// Load implements StateStore.
-func (f FileState) Load() ([]byte, error) { return f.Store.ReadFile(StatePath, nodefs.State) }
-
-// Save implements StateStore.
-func (f FileState) Save(data []byte) error {
-	_, err := f.Store.Write(StatePath, data, 0o644)
-	return err
 }
 
 // Baseline is what the node-local cache needed at the last boot where every check passed: the

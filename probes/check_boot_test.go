@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
-	"github.com/nodedns/nodedns/internal/edges/hostnet"
+	"github.com/nodedns/nodedns/internal/hostnet/netstate"
 )
 
 // TestBaseline walks the reboot baseline through a boot: recorded from a passing report, unchanged
@@ -49,7 +49,7 @@ func TestBaseline(t *testing.T) {
 		e2.Host.State = st
 		e2.Host.BootID = func() (string, error) { return "boot-2", nil }
 		e2.Host.Uptime = func() (time.Duration, error) { return up, nil }
-		e2.Host.Net = fakeNet{link: &hostnet.Link{Name: "nodelocaldns", Index: 3, Type: "bridge"}}
+		e2.Host.Net = fakeNet{link: &netstate.Link{Name: "nodelocaldns", Index: 3, Type: "bridge"}}
 		return e2
 	}
 	got := reboot(time.Hour).checkBaseline(ctx)

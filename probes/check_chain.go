@@ -9,7 +9,7 @@ import (
 
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
-	"github.com/nodedns/nodedns/probes/podnet"
+	"github.com/nodedns/nodedns/probes/podprobe"
 )
 
 // The cache's whole chain (docs/contract.md "Check ids", dns.loop): the node-local cache forwards the
@@ -56,7 +56,7 @@ func CacheClusterForwards(f policy.Facts, fws []Forward, known bool) ClusterForw
 			continue
 		}
 		for _, to := range fw.To {
-			if a, file, ok := forwardTarget(to); ok && file == "" && !slices.Contains(cf.To, a) {
+			if a, file, ok := ForwardTarget(to); ok && file == "" && !slices.Contains(cf.To, a) {
 				cf.To = append(cf.To, a)
 			}
 		}
@@ -109,7 +109,7 @@ func PodLoops(f policy.Facts, cf ClusterForwards, servers []*CacheProcess) []Pod
 					continue
 				}
 				for _, to := range fw.To {
-					a, file, ok := forwardTarget(to)
+					a, file, ok := ForwardTarget(to)
 					switch {
 					case !ok:
 					case file != "":
@@ -154,10 +154,10 @@ func appendNew(s []string, x string) []string {
 // dnsPodName names a DNS server process after its pod: the pod whose network namespace it runs in
 // (its UTS hostname, else the runtime's netns name), else the process.
 // podName is the pod name when the namespace is named by its hostname, else "".
-func dnsPodName(s *CacheProcess, pods []podnet.Pod) (label, podName string) {
+func dnsPodName(s *CacheProcess, pods []podprobe.Pod) (label, podName string) {
 	for _, p := range pods {
 		if !s.NetNS.IsZero() && p.ID == s.NetNS {
-			if p.NamedBy == podnet.NamedByHostname {
+			if p.NamedBy == podprobe.NamedByHostname {
 				return fmt.Sprintf("%s pod %s (pid %d)", s.Comm, p.Name, s.PID), p.Name
 			}
 			return fmt.Sprintf("%s in pod network namespace %s (pid %d)", s.Comm, p.Name, s.PID), ""
@@ -228,7 +228,7 @@ func kubeletResolvLoops(env *Env) (loops, known bool) {
 // k8s-app=node-local-dns.
 func recreateNodeLocal() string {
 	node := "NODE"
-	if h, err := nodefs.ReadKernel("/proc/sys/kernel/hostname", procKind); err == nil && strings.TrimSpace(string(h)) != "" {
+	if h, err := nodefs.ReadKernel("/proc/sys/kernel/hostname", nodefs.Proc); err == nil && strings.TrimSpace(string(h)) != "" {
 		node = strings.TrimSpace(string(h))
 	}
 	return "`kubectl -n kube-system delete pod -l k8s-app=nodelocaldns --field-selector spec.nodeName=" + node + "`; the upstream manifest's label is k8s-app=node-local-dns"

@@ -3,7 +3,9 @@ package probes
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +111,29 @@ func corednsProcess(t *testing.T, pid int, corefile string, files map[string]str
 		s.Resolv[name] = rf
 	}
 	return s
+}
+
+// cacheProcessOf is the cache's process as the live host reads it from /proc (internal/live): comm
+// run with -conf /etc/Corefile, its server blocks and their forward lines, and the resolv.conf
+// files it forwards to.
+func cacheProcessOf(t *testing.T, pid int, comm, corefile string, files map[string]string) *CacheProcess {
+	t.Helper()
+	cp := corednsProcess(t, pid, corefile, files)
+	cp.Comm, cp.Corefile = comm, "/etc/Corefile"
+	for _, b := range cp.Blocks {
+		cp.Forwards = append(cp.Forwards, b.Forwards...)
+	}
+	return cp
+}
+
+// boundTo is a FindCache seam finding cp while a holds port 53 among the cache addresses asked.
+func boundTo(a netip.Addr, cp *CacheProcess) func([]netip.Addr) *CacheProcess {
+	return func(addrs []netip.Addr) *CacheProcess {
+		if !slices.Contains(addrs, a) {
+			return nil
+		}
+		return cp
+	}
 }
 
 // TestPodLoops judges the cluster side of the cache's chain, one node per row: which zones the cache
@@ -256,9 +281,9 @@ func TestFirstSyncWait(t *testing.T) {
 	}
 }
 
-// TestNotrackFirstSync runs nodelocaldns.iptables on a fake /proc with the cache process started at
-// different times: in node-cache's first minute it is unknown and says to wait; later, or for a
-// coredns, it is the problem whose hint restarts the pod.
+// TestNotrackFirstSync runs nodelocaldns.iptables with the cache process started at different times
+// (its /proc/PID/stat against the uptime): in node-cache's first minute it is unknown and says to
+// wait; later, or for a coredns, it is the problem whose hint restarts the pod.
 func TestNotrackFirstSync(t *testing.T) {
 	const uptime = time.Hour
 	statAt := func(pid int, comm string, age time.Duration) string {
@@ -280,10 +305,13 @@ func TestNotrackFirstSync(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env, _ := testEnv(t, func(w dns.ResponseWriter, r *dns.Msg) {}, "example.com")
 			env.Host.Uptime = func() (time.Duration, error) { return uptime, nil }
-			env.Host.Proc = fakeProc(t, map[string]string{"udp": procNetUDP}, fakeProcess{pid: 100, comm: tc.comm,
-				args: []string{"/" + tc.comm, "-conf", "/etc/Corefile"}, sockets: []string{"4242"},
-				files: map[string]string{"/etc/Corefile": ".:53 {\n forward . /etc/resolv.conf\n}\n", "/etc/resolv.conf": "nameserver 10.0.0.2\n"}})
-			writeUnder(t, env.Host.Proc, "100/stat", statAt(100, tc.comm, tc.age))
+			env.Host.FindCache = boundTo(cache, cacheProcessOf(t, 100, tc.comm, ".:53 {\n forward . /etc/resolv.conf\n}\n", map[string]string{"/etc/resolv.conf": "nameserver 10.0.0.2\n"}))
+			env.Host.ProcStat = func(pid int) ([]byte, error) {
+				if pid != 100 {
+					return nil, fs.ErrNotExist
+				}
+				return []byte(statAt(100, tc.comm, tc.age)), nil
+			}
 			r := nodelocalIptables{}.Run(context.Background(), env)
 			if r.Status != tc.status {
 				t.Fatalf("status %s, want %s: %s (hint %s)", r.Status, tc.status, r.Message, r.Hint)
@@ -357,9 +385,7 @@ func TestCacheLoopHintAfterApply(t *testing.T) {
 			_ = w.WriteMsg(m)
 		}, "example.com")
 		env.Snapshot.KubeletResolv = readResolvForTest(t, tc.kubelet)
-		env.Host.Proc = fakeProc(t, map[string]string{"udp": procNetUDP}, fakeProcess{pid: 100, comm: "node-cache",
-			args: []string{"/node-cache", "-conf", "/etc/Corefile"}, sockets: []string{"4242"},
-			files: map[string]string{"/etc/Corefile": fixture.KubesprayCorefile, "/etc/resolv.conf": "nameserver 169.254.25.10\n"}})
+		env.Host.FindCache = boundTo(cache, cacheProcessOf(t, 100, "node-cache", fixture.KubesprayCorefile, map[string]string{"/etc/resolv.conf": "nameserver 169.254.25.10\n"}))
 		r := dnsLoop{}.Run(context.Background(), env)
 		if r.Status != Problem || !strings.Contains(r.Message, "169.254.25.10 (from /etc/resolv.conf, read through /proc/100/root) is the node-local cache") {
 			t.Fatalf("kubelet %q: %s %s", tc.kubelet, r.Status, r.Message)

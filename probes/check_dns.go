@@ -66,7 +66,7 @@ func chainLoops(env *Env, cp *CacheProcess) (loops []string, upstreams []string,
 			continue
 		}
 		for _, to := range fw.To {
-			a, file, ok := forwardTarget(to)
+			a, file, ok := ForwardTarget(to)
 			switch {
 			case !ok:
 			case file != "":
@@ -179,7 +179,7 @@ func clusterSideLoop(ctx context.Context, env *Env, p *cacheProbe, cp *CacheProc
 		return Result{}, false, ""
 	}
 	var others []*CacheProcess
-	for _, s := range FindDNSServers(env.Host.Proc) {
+	for _, s := range env.Host.FindDNSServers() {
 		if cp == nil || s.PID != cp.PID {
 			others = append(others, s)
 		}
@@ -296,7 +296,7 @@ func (searchNXDomain) prefetch(ctx context.Context, env *Env) func() {
 
 // nxQueries are the search-domain probes: a random name under each domain, A and AAAA, to every
 // upstream, made once per report (on the goroutine that asks first: Run's).
-func (l *Live) nxQueries(env *Env, domains []string, ups []netip.Addr) []answer {
+func (l *Host) nxQueries(env *Env, domains []string, ups []netip.Addr) []answer {
 	if l.nxQs != nil {
 		return l.nxQs
 	}
@@ -312,7 +312,7 @@ func (l *Live) nxQueries(env *Env, domains []string, ups []netip.Addr) []answer 
 }
 
 // nxProbe asks the search-domain probes once per report, in parallel.
-func (l *Live) nxProbe(ctx context.Context, env *Env, domains []string, ups []netip.Addr) []answer {
+func (l *Host) nxProbe(ctx context.Context, env *Env, domains []string, ups []netip.Addr) []answer {
 	qs := l.nxQueries(env, domains, ups)
 	l.nxOnce.Do(func() { l.nx = l.query(ctx, qs) })
 	return l.nx

@@ -4,17 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 
-	"github.com/nodedns/nodedns/internal/edges/hostnet"
-	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/hostnet/netstate"
 	"github.com/nodedns/nodedns/internal/policy"
 )
 
@@ -105,7 +102,7 @@ type nodelocalRoutes struct{}
 
 func (nodelocalRoutes) ID() string { return "nodelocaldns.routes" }
 
-func hasLocalRoute(rs []hostnet.Route, a netip.Addr) bool {
+func hasLocalRoute(rs []netstate.Route, a netip.Addr) bool {
 	for _, r := range rs {
 		if r.Dst.Contains(a) {
 			return true
@@ -115,7 +112,7 @@ func hasLocalRoute(rs []hostnet.Route, a netip.Addr) bool {
 }
 
 // ruleString renders a rule as `ip rule` prints it.
-func ruleString(r hostnet.Rule) string {
+func ruleString(r netstate.Rule) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d: ", r.Priority)
 	if r.Invert {
@@ -142,9 +139,9 @@ func ruleString(r hostnet.Rule) string {
 	switch {
 	case r.Goto > 0:
 		fmt.Fprintf(&b, " goto %d", r.Goto)
-	case r.Table == hostnet.TableLocal:
+	case r.Table == netstate.TableLocal:
 		b.WriteString(" lookup local")
-	case r.Table == hostnet.TableMain:
+	case r.Table == netstate.TableMain:
 		b.WriteString(" lookup main")
 	case r.Table == 0:
 		b.WriteString(" (no lookup: blackhole, unreachable or prohibit)")
@@ -156,9 +153,9 @@ func ruleString(r hostnet.Rule) string {
 
 // localRule returns the index of the first plain `lookup local` rule of a family, or -1. The kernel
 // walks rules in the order it dumps them (by priority), so everything before it is consulted first.
-func localRule(rules []hostnet.Rule, family int) int {
+func localRule(rules []netstate.Rule, family int) int {
 	for i, r := range rules {
-		if r.Family == family && r.Table == hostnet.TableLocal && r.Goto == 0 && !r.Src.IsValid() && !r.Dst.IsValid() && r.Mask == 0 && r.IIF == "" && r.OIF == "" && !r.Invert {
+		if r.Family == family && r.Table == netstate.TableLocal && r.Goto == 0 && !r.Src.IsValid() && !r.Dst.IsValid() && r.Mask == 0 && r.IIF == "" && r.OIF == "" && !r.Invert {
 			return i
 		}
 	}
@@ -169,14 +166,14 @@ func localRule(rules []hostnet.Rule, family int) int {
 // all iif vlan.eth.2 lookup 102` at priority 10, so pods behind that VLAN never reach the local route).
 type Bypass struct {
 	Addr netip.Addr
-	Rule hostnet.Rule
+	Rule netstate.Rule
 }
 
 // RuleBypasses finds, for each address, the rules consulted before `lookup local` that can catch
 // packets to it. Rules with a fwmark selector are left out: they catch only packets something marked
 // on purpose (Cilium's proxy and WireGuard rules sit there on every Cilium node). A family without a
 // plain local rule has every address bypassed (noLocal).
-func RuleBypasses(rules []hostnet.Rule, addrs []netip.Addr) (out []Bypass, noLocal []netip.Addr) {
+func RuleBypasses(rules []netstate.Rule, addrs []netip.Addr) (out []Bypass, noLocal []netip.Addr) {
 	for _, a := range addrs {
 		fam := 4
 		if a.Is6() {
@@ -188,7 +185,7 @@ func RuleBypasses(rules []hostnet.Rule, addrs []netip.Addr) (out []Bypass, noLoc
 			continue
 		}
 		for _, r := range rules[:li] {
-			if r.Family != fam || r.Mask != 0 || r.Table == hostnet.TableLocal && r.Goto == 0 {
+			if r.Family != fam || r.Mask != 0 || r.Table == netstate.TableLocal && r.Goto == 0 {
 				continue
 			}
 			if r.Dst.IsValid() && !r.Dst.Contains(a) && !r.Invert {
@@ -413,7 +410,7 @@ func notrackFirstSync(env *Env, msg string) (Result, bool) {
 	if cp == nil || env.Host.Uptime == nil {
 		return Result{}, false
 	}
-	stat, err := nodefs.ReadKernel(filepath.Join(env.Host.Proc, strconv.Itoa(cp.PID), "stat"), procKind)
+	stat, err := env.Host.ProcStat(cp.PID)
 	if err != nil {
 		return Result{}, false
 	}

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nodedns/nodedns/probes/podnet"
+	"github.com/nodedns/nodedns/probes/podprobe"
 )
 
 // nodelocalPods is nodelocaldns.pods: the cache asked from where pods stand. A query from the host
@@ -59,7 +59,7 @@ func (nodelocalPods) Run(ctx context.Context, env *Env) Result {
 		return Result{Status: Unknown, Message: fmt.Sprintf("%s does not answer the host either (see nodelocaldns.dns): whether the %d pod network namespaces reach it cannot be told", what, len(pods))}
 	}
 	probed := pickPods(pods, maxPods)
-	rep := l.ProbePods(ctx, probed, podnet.Query{Name: clusterName(env), Targets: targets, Timeout: env.Config.Probes.Timeout})
+	rep := l.ProbePods(ctx, probed, podprobe.Query{Name: clusterName(env), Targets: targets, Timeout: env.Config.Probes.Timeout})
 	if rep.HostErr != nil {
 		return Result{Status: Unknown, Message: "the host's comparison queries could not be sent: " + rep.HostErr.Error()}
 	}
@@ -133,12 +133,12 @@ func ifKind(name string) string {
 // pickPods picks at most max pods to probe, stable from run to run: round-robin over the kinds of
 // host-side interface, each kind in name order, so that with more pods than probes.maxPods every
 // datapath present is still asked from (a few branch-ENI pods among hundreds of others).
-func pickPods(pods []podnet.Pod, max int) []podnet.Pod {
+func pickPods(pods []podprobe.Pod, max int) []podprobe.Pod {
 	if len(pods) <= max {
 		return pods
 	}
 	var kinds []string
-	byKind := map[string][]podnet.Pod{}
+	byKind := map[string][]podprobe.Pod{}
 	for _, p := range pods {
 		k := ifKind(p.HostIf)
 		if _, ok := byKind[k]; !ok {
@@ -146,7 +146,7 @@ func pickPods(pods []podnet.Pod, max int) []podnet.Pod {
 		}
 		byKind[k] = append(byKind[k], p)
 	}
-	var out []podnet.Pod
+	var out []podprobe.Pod
 	for i := 0; len(out) < max; i++ {
 		for _, k := range kinds {
 			if i < len(byKind[k]) && len(out) < max {
@@ -154,17 +154,17 @@ func pickPods(pods []podnet.Pod, max int) []podnet.Pod {
 			}
 		}
 	}
-	slices.SortStableFunc(out, func(a, b podnet.Pod) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortStableFunc(out, func(a, b podprobe.Pod) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
 // failedQueries describes a pod's failed queries: one outcome for all when every query to every
 // target failed alike, else each query.
-func failedQueries(rs []podnet.Result, targets int) string {
+func failedQueries(rs []podprobe.Result, targets int) string {
 	same := len(rs) == 2*targets
 	var addrs []netip.Addr
 	for _, r := range rs {
-		same = same && r.Outcome == rs[0].Outcome && r.Outcome != podnet.Error
+		same = same && r.Outcome == rs[0].Outcome && r.Outcome != podprobe.Error
 		if !slices.Contains(addrs, r.Addr) {
 			addrs = append(addrs, r.Addr)
 		}
@@ -180,7 +180,7 @@ func failedQueries(rs []podnet.Result, targets int) string {
 }
 
 // podLabel names a pod with the host-side interface its traffic arrives on.
-func podLabel(p podnet.Pod) string {
+func podLabel(p podprobe.Pod) string {
 	if p.HostIf == "" {
 		return p.Name + " (host-side interface not found)"
 	}
@@ -191,7 +191,7 @@ func podLabel(p podnet.Pod) string {
 // (docs/contract.md "Check ids", nodelocaldns.pods): a policy rule ahead of the local table that
 // catches a failing pod's interface (incident 004), else Cilium when its interfaces are on the node
 // (incident 000), else the CNI's datapath in general.
-func podsHint(env *Env, iface bool, failures []podnet.PodResult, targets []netip.Addr) string {
+func podsHint(env *Env, iface bool, failures []podprobe.PodResult, targets []netip.Addr) string {
 	nv := env.Host.netState(env.Config.NodeLocalDNS.Interface)
 	bypass, _ := RuleBypasses(nv.rules, targets)
 	var rules []string

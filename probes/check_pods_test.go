@@ -16,10 +16,10 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nodedns/nodedns/internal/config"
-	"github.com/nodedns/nodedns/internal/edges/hostnet"
+	"github.com/nodedns/nodedns/internal/hostnet/netstate"
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/policy"
-	"github.com/nodedns/nodedns/probes/podnet"
+	"github.com/nodedns/nodedns/probes/podprobe"
 )
 
 var (
@@ -28,17 +28,17 @@ var (
 	clusterIP = netip.MustParseAddr("10.233.0.10")
 )
 
-// dualNet is a hostnet.Reader of a dual-stack node: links by name, local routes and rules of both
+// dualNet is a NetReader of a dual-stack node: links by name, local routes and rules of both
 // families (a route's and a rule's family is its address's, or the rule's Family).
 type dualNet struct {
-	links  map[string]*hostnet.Link
-	routes []hostnet.Route
-	rules  []hostnet.Rule
+	links  map[string]*netstate.Link
+	routes []netstate.Route
+	rules  []netstate.Rule
 }
 
-func (f dualNet) Link(name string) (*hostnet.Link, error) { return f.links[name], nil }
-func (f dualNet) LocalRoutes(fam int) ([]hostnet.Route, error) {
-	var out []hostnet.Route
+func (f dualNet) Link(name string) (*netstate.Link, error) { return f.links[name], nil }
+func (f dualNet) LocalRoutes(fam int) ([]netstate.Route, error) {
+	var out []netstate.Route
 	for _, r := range f.routes {
 		if r.Dst.Addr().Is6() == (fam == 6) {
 			out = append(out, r)
@@ -46,8 +46,8 @@ func (f dualNet) LocalRoutes(fam int) ([]hostnet.Route, error) {
 	}
 	return out, nil
 }
-func (f dualNet) Rules(fam int) ([]hostnet.Rule, error) {
-	var out []hostnet.Rule
+func (f dualNet) Rules(fam int) ([]netstate.Rule, error) {
+	var out []netstate.Rule
 	for _, r := range f.rules {
 		if r.Family == fam {
 			out = append(out, r)
@@ -55,16 +55,15 @@ func (f dualNet) Rules(fam int) ([]hostnet.Rule, error) {
 	}
 	return out, nil
 }
-func (f dualNet) Uplink() (*hostnet.Uplink, error) { return nil, nil }
 
 // healthyDualStack is the nodelocaldns bridge up with both cache addresses and the kernel's fe80::,
 // their local routes and the default rules of both families.
 func healthyDualStack() dualNet {
 	return dualNet{
-		links: map[string]*hostnet.Link{"nodelocaldns": {Name: "nodelocaldns", Index: 7, Type: "bridge", AdminUp: true, OperState: "unknown",
+		links: map[string]*netstate.Link{"nodelocaldns": {Name: "nodelocaldns", Index: 7, Type: "bridge", AdminUp: true, OperState: "unknown",
 			Addrs: []netip.Prefix{hostPrefix(cache), hostPrefix(cache6), kernelLL}}},
-		routes: []hostnet.Route{{Dst: hostPrefix(cache), LinkIndex: 7}, {Dst: hostPrefix(cache6), LinkIndex: 7}, {Dst: netip.PrefixFrom(kernelLL.Addr(), 128), LinkIndex: 7}},
-		rules:  []hostnet.Rule{localRuleAt(0), {Family: 6, Priority: 0, Table: hostnet.TableLocal}},
+		routes: []netstate.Route{{Dst: hostPrefix(cache), LinkIndex: 7}, {Dst: hostPrefix(cache6), LinkIndex: 7}, {Dst: netip.PrefixFrom(kernelLL.Addr(), 128), LinkIndex: 7}},
+		rules:  []netstate.Rule{localRuleAt(0), {Family: 6, Priority: 0, Table: netstate.TableLocal}},
 	}
 }
 
@@ -94,48 +93,48 @@ var errRefused = syscall.ECONNREFUSED
 // fakePods is the pod side of a node: the namespaces Find returns and, per pod, the outcome its
 // queries get (absent: answered, as the host is).
 type fakePods struct {
-	pods    []podnet.Pod
+	pods    []podprobe.Pod
 	findErr error
-	outcome map[string]podnet.Outcome
+	outcome map[string]podprobe.Outcome
 	enter   map[string]error // a pod whose namespace cannot be entered
 	udpOnly map[string]bool  // the pod's outcome holds for its UDP queries only
 	probed  []string         // the pods ProbePods was given
 	targets []netip.Addr
 }
 
-func (f *fakePods) find(context.Context, *slog.Logger) ([]podnet.Pod, error) {
+func (f *fakePods) find(context.Context, *slog.Logger) ([]podprobe.Pod, error) {
 	return f.pods, f.findErr
 }
 
-func (f *fakePods) probe(_ context.Context, pods []podnet.Pod, q podnet.Query) podnet.Report {
+func (f *fakePods) probe(_ context.Context, pods []podprobe.Pod, q podprobe.Query) podprobe.Report {
 	f.targets = q.Targets
-	results := func(o podnet.Outcome, udpOnly bool) []podnet.Result {
-		var rs []podnet.Result
+	results := func(o podprobe.Outcome, udpOnly bool) []podprobe.Result {
+		var rs []podprobe.Result
 		for _, a := range q.Targets {
 			for _, n := range []string{"udp", "tcp"} {
-				r := podnet.Result{Addr: a, Net: n, Outcome: o}
+				r := podprobe.Result{Addr: a, Net: n, Outcome: o}
 				if udpOnly && n == "tcp" {
-					r.Outcome = podnet.Answered
+					r.Outcome = podprobe.Answered
 				}
 				rs = append(rs, r)
 			}
 		}
 		return rs
 	}
-	rep := podnet.Report{Host: results(podnet.Answered, false), Elapsed: 3 * time.Millisecond}
+	rep := podprobe.Report{Host: results(podprobe.Answered, false), Elapsed: 3 * time.Millisecond}
 	for _, p := range pods {
 		f.probed = append(f.probed, p.Name)
 		if err := f.enter[p.Name]; err != nil {
-			rep.Pods = append(rep.Pods, podnet.PodResult{Pod: p, Err: err})
+			rep.Pods = append(rep.Pods, podprobe.PodResult{Pod: p, Err: err})
 			continue
 		}
-		rep.Pods = append(rep.Pods, podnet.PodResult{Pod: p, Results: results(f.outcome[p.Name], f.udpOnly[p.Name])})
+		rep.Pods = append(rep.Pods, podprobe.PodResult{Pod: p, Results: results(f.outcome[p.Name], f.udpOnly[p.Name])})
 	}
 	return rep
 }
 
-func pod(name, hostIf string) podnet.Pod {
-	return podnet.Pod{Name: name, NamedBy: podnet.NamedByHostname, HostIf: hostIf, PodIf: "eth0"}
+func pod(name, hostIf string) podprobe.Pod {
+	return podprobe.Pod{Name: name, NamedBy: podprobe.NamedByHostname, HostIf: hostIf, PodIf: "eth0"}
 }
 
 var (
@@ -169,12 +168,11 @@ func podNode(t *testing.T, fp *fakePods, mod func(cfg *config.Config, s *node.Sn
 		}
 		_ = w.WriteMsg(m)
 	})}}
-	host := &Live{
+	host := noProcesses(&Host{
 		Net:       net,
 		Firewall:  func(context.Context) []Backend { return nil },
 		DNS:       rec,
 		DNSPort:   53,
-		Proc:      t.TempDir(),
 		BootID:    func() (string, error) { return "boot-1", nil },
 		Uptime:    func() (time.Duration, error) { return time.Hour, nil },
 		State:     &memState{},
@@ -182,7 +180,7 @@ func podNode(t *testing.T, fp *fakePods, mod func(cfg *config.Config, s *node.Sn
 		Pods:      fp.find,
 		ProbePods: fp.probe,
 		HostPIDNS: func() bool { return true },
-	}
+	})
 	return &Env{Snapshot: s, Config: cfg, Plan: policy.Compute(s, cfg), Live: true, Host: host}, rec
 }
 
@@ -197,17 +195,17 @@ func runCheck(env *Env, id string) Result {
 
 func TestPodsCheck(t *testing.T) {
 	ciliumHost := func(_ *config.Config, _ *node.Snapshot, n *dualNet) {
-		n.links["cilium_host"] = &hostnet.Link{Name: "cilium_host", Index: 3, Type: "veth"}
+		n.links["cilium_host"] = &netstate.Link{Name: "cilium_host", Index: 3, Type: "veth"}
 	}
 	// Incident 004: the branch ENI's rules ahead of the moved local table, for both families.
 	branchENI := func(_ *config.Config, _ *node.Snapshot, n *dualNet) {
-		n.rules = []hostnet.Rule{
+		n.rules = []netstate.Rule{
 			{Family: 4, Priority: 10, Table: 102, IIF: apiPod.HostIf}, localRuleAt(20),
-			{Family: 6, Priority: 10, Table: 102, IIF: apiPod.HostIf}, {Family: 6, Priority: 20, Table: hostnet.TableLocal},
+			{Family: 6, Priority: 10, Table: 102, IIF: apiPod.HostIf}, {Family: 6, Priority: 20, Table: netstate.TableLocal},
 		}
 	}
-	many := func(n int) []podnet.Pod {
-		var ps []podnet.Pod
+	many := func(n int) []podprobe.Pod {
+		var ps []podprobe.Pod
 		for i := range n {
 			ps = append(ps, pod(fmt.Sprintf("pod-%02d", i), fmt.Sprintf("lxc%012d", i)))
 		}
@@ -226,48 +224,48 @@ func TestPodsCheck(t *testing.T) {
 	}{
 		{name: "a fresh node: no pod namespace yet", hostPIDNS: true, want: Skipped, msg: []string{"no pod network namespace on this node yet"}, notIn: []string{"PID namespace"}},
 		{name: "no pod seen from a PID namespace of its own", want: Skipped, msg: []string{"no pod network namespace", "PID namespace of its own"}},
-		{name: "probes.maxPods is 0", pods: fakePods{pods: []podnet.Pod{webPod}}, hostPIDNS: true,
+		{name: "probes.maxPods is 0", pods: fakePods{pods: []podprobe.Pod{webPod}}, hostPIDNS: true,
 			mod:  func(c *config.Config, _ *node.Snapshot, _ *dualNet) { c.Probes.MaxPods = 0 },
 			want: Skipped, msg: []string{"probes.maxPods is 0"}},
 		{name: "the namespaces cannot be listed", pods: fakePods{findErr: errors.New("find pod namespaces: open /proc/1/ns/net: permission denied")}, hostPIDNS: true,
 			want: Unknown, msg: []string{"cannot be listed", "permission denied"}, hint: []string{"root", "CAP_SYS_ADMIN", "hostPID"}},
-		{name: "the cache does not answer the host: cannot tell", pods: fakePods{pods: []podnet.Pod{webPod, apiPod}}, hostDown: true, hostPIDNS: true,
+		{name: "the cache does not answer the host: cannot tell", pods: fakePods{pods: []podprobe.Pod{webPod, apiPod}}, hostDown: true, hostPIDNS: true,
 			want: Unknown, msg: []string{"does not answer the host either", "cannot be told"}},
-		{name: "healthy: every pod answered on both families", pods: fakePods{pods: []podnet.Pod{apiPod, webPod}}, hostPIDNS: true,
+		{name: "healthy: every pod answered on both families", pods: fakePods{pods: []podprobe.Pod{apiPod, webPod}}, hostPIDNS: true,
 			want: OK, msg: []string{"answers api-0, web-0 on 169.254.25.10, fd00:25::10 over udp and tcp, as it answers the host", "2 pod network namespaces"},
 			notIn: []string{"fe80"}, probed: []string{"api-0", "web-0"}},
 		{name: "incident 000 without Cilium's interfaces: the CNI's datapath",
-			pods:      fakePods{pods: []podnet.Pod{apiPod, webPod}, outcome: map[string]podnet.Outcome{"web-0": podnet.Timeout}},
+			pods:      fakePods{pods: []podprobe.Pod{apiPod, webPod}, outcome: map[string]podprobe.Outcome{"web-0": podprobe.Timeout}},
 			hostPIDNS: true, want: Problem,
 			msg:   []string{"web-0 (host side lxc4f2a9c1b7d3e) gets no answer from the cache on 169.254.25.10, fd00:25::10, which answers the host (1 of 2 pods): web-0: timeout on 169.254.25.10, fd00:25::10 over udp and tcp"},
 			notIn: []string{"api-0 (host side"}, hint: []string{"CNI's datapath", "tcpdump"}},
 		{name: "incident 000 on a Cilium node: hostLegacyRouting",
-			pods:      fakePods{pods: []podnet.Pod{apiPod, webPod}, outcome: map[string]podnet.Outcome{"web-0": podnet.Timeout}},
+			pods:      fakePods{pods: []podprobe.Pod{apiPod, webPod}, outcome: map[string]podprobe.Outcome{"web-0": podprobe.Timeout}},
 			hostPIDNS: true, mod: ciliumHost, want: Problem,
 			msg: []string{"web-0 (host side lxc4f2a9c1b7d3e)"}, notIn: []string{"api-0 (host side"},
 			hint: []string{"bpf.hostLegacyRouting=true", "LocalRedirectPolicy", "cilium#36761"}},
 		{name: "incident 004: the rule on the pod's branch ENI",
-			pods:      fakePods{pods: []podnet.Pod{apiPod, webPod}, outcome: map[string]podnet.Outcome{"api-0": podnet.Timeout}},
+			pods:      fakePods{pods: []podprobe.Pod{apiPod, webPod}, outcome: map[string]podprobe.Outcome{"api-0": podprobe.Timeout}},
 			hostPIDNS: true, mod: branchENI, want: Problem,
 			msg:   []string{"api-0 (host side vlan8c0e1d2f3a4)"},
 			notIn: []string{"web-0 (host side"},
 			hint:  []string{"`10: from all iif vlan8c0e1d2f3a4 lookup 102` sends what api-0 sends to 169.254.25.10 around the local table", "fd00:25::10", "POD_SECURITY_GROUP_ENFORCING_MODE=standard"}},
 		{name: "a pod whose host side was not found is still named",
-			pods:      fakePods{pods: []podnet.Pod{pod("ipvlan-0", "")}, outcome: map[string]podnet.Outcome{"ipvlan-0": podnet.Refused}},
+			pods:      fakePods{pods: []podprobe.Pod{pod("ipvlan-0", "")}, outcome: map[string]podprobe.Outcome{"ipvlan-0": podprobe.Refused}},
 			hostPIDNS: true, want: Problem, msg: []string{"ipvlan-0 (host-side interface not found)", "refused"}},
 		{name: "at most probes.maxPods, the first by name", pods: fakePods{pods: many(20)}, hostPIDNS: true,
 			want: OK, msg: []string{"16 of 20, probes.maxPods", "pod-07 and 8 more"}, notIn: []string{"pod-08"}, probed: podNames(many(16))},
 		{name: "a branch-ENI pod among many others is still asked from", hostPIDNS: true,
-			pods: fakePods{pods: append(many(20), pod("zz-api-0", apiPod.HostIf)), outcome: map[string]podnet.Outcome{"zz-api-0": podnet.Timeout}},
+			pods: fakePods{pods: append(many(20), pod("zz-api-0", apiPod.HostIf)), outcome: map[string]podprobe.Outcome{"zz-api-0": podprobe.Timeout}},
 			want: Problem, msg: []string{"zz-api-0 (host side vlan8c0e1d2f3a4) gets no answer", "16 of 21, probes.maxPods"},
 			probed: append(podNames(many(15)), "zz-api-0")},
-		{name: "no namespace could be entered", pods: fakePods{pods: []podnet.Pod{webPod}, enter: map[string]error{"web-0": errors.New("enter namespace: operation not permitted")}},
+		{name: "no namespace could be entered", pods: fakePods{pods: []podprobe.Pod{webPod}, enter: map[string]error{"web-0": errors.New("enter namespace: operation not permitted")}},
 			hostPIDNS: true, want: Unknown, msg: []string{"no pod network namespace could be entered", "operation not permitted"}, hint: []string{"CAP_SYS_ADMIN"}},
 		{name: "a pod gone meanwhile does not hide the others",
-			pods:      fakePods{pods: []podnet.Pod{apiPod, webPod}, enter: map[string]error{"api-0": errors.New("open namespace: no such file")}, outcome: map[string]podnet.Outcome{"web-0": podnet.Timeout}},
+			pods:      fakePods{pods: []podprobe.Pod{apiPod, webPod}, enter: map[string]error{"api-0": errors.New("open namespace: no such file")}, outcome: map[string]podprobe.Outcome{"web-0": podprobe.Timeout}},
 			hostPIDNS: true, want: Problem, msg: []string{"(1 of 1 pods)", "web-0 (host side", "api-0 could not be entered"}},
 		{name: "UDP fails, TCP is answered: each failed query is named",
-			pods: fakePods{pods: []podnet.Pod{webPod}, outcome: map[string]podnet.Outcome{"web-0": podnet.Timeout}, udpOnly: map[string]bool{"web-0": true}}, hostPIDNS: true,
+			pods: fakePods{pods: []podprobe.Pod{webPod}, outcome: map[string]podprobe.Outcome{"web-0": podprobe.Timeout}, udpOnly: map[string]bool{"web-0": true}}, hostPIDNS: true,
 			want: Problem, msg: []string{"web-0 (host side lxc4f2a9c1b7d3e) gets no answer", "web-0: 169.254.25.10 over udp: timeout, fd00:25::10 over udp: timeout; probed"},
 			notIn: []string{"over tcp"}},
 	}
@@ -290,7 +288,7 @@ func TestPodsCheck(t *testing.T) {
 }
 
 func TestPickPods(t *testing.T) {
-	var pods []podnet.Pod
+	var pods []podprobe.Pod
 	for i := range 6 {
 		pods = append(pods, pod(fmt.Sprintf("a-%d", i), fmt.Sprintf("lxc%012d", i)))
 	}
@@ -311,7 +309,7 @@ func TestPickPods(t *testing.T) {
 	}
 }
 
-func podNames(ps []podnet.Pod) []string {
+func podNames(ps []podprobe.Pod) []string {
 	var out []string
 	for _, p := range ps {
 		out = append(out, p.Name)
@@ -322,9 +320,9 @@ func podNames(ps []podnet.Pod) []string {
 // TestRoutesNamesThePodsBehindARule: incident 004 seen by nodelocaldns.routes names the pods behind
 // the interface the rule catches, IPv6 hints use `ip -6`.
 func TestRoutesNamesThePodsBehindARule(t *testing.T) {
-	fp := &fakePods{pods: []podnet.Pod{apiPod, webPod}}
+	fp := &fakePods{pods: []podprobe.Pod{apiPod, webPod}}
 	env, _ := podNode(t, fp, func(_ *config.Config, _ *node.Snapshot, n *dualNet) {
-		n.rules = []hostnet.Rule{{Family: 6, Priority: 10, Table: 102, IIF: apiPod.HostIf}, {Family: 6, Priority: 20, Table: hostnet.TableLocal}, localRuleAt(0)}
+		n.rules = []netstate.Rule{{Family: 6, Priority: 10, Table: 102, IIF: apiPod.HostIf}, {Family: 6, Priority: 20, Table: netstate.TableLocal}, localRuleAt(0)}
 	})
 	r := runCheck(env, "nodelocaldns.routes")
 	checkResult(t, r, Problem, []string{"traffic arriving on vlan8c0e1d2f3a4 (pod api-0) to fd00:25::10"}, []string{"web-0", "169.254.25.10 before"},
@@ -335,7 +333,7 @@ func TestRoutesNamesThePodsBehindARule(t *testing.T) {
 // carries the kernel's fe80:: address besides 169.254.25.10/32 and fd00:25::10/128. Every live check
 // is ok and none names the fe80:: address; the reboot baseline leaves it out.
 func TestHealthyDualStackUpInterface(t *testing.T) {
-	fp := &fakePods{pods: []podnet.Pod{apiPod, webPod}}
+	fp := &fakePods{pods: []podprobe.Pod{apiPod, webPod}}
 	env, _ := podNode(t, fp, func(_ *config.Config, _ *node.Snapshot, _ *dualNet) {})
 	env.Host.Firewall = func(context.Context) []Backend {
 		var rs []RawRule
@@ -380,7 +378,7 @@ func TestHealthyDualStackUpInterface(t *testing.T) {
 func TestIPv6Faults(t *testing.T) {
 	t.Run("no IPv6 local route", func(t *testing.T) {
 		env, rec := podNode(t, &fakePods{}, func(_ *config.Config, _ *node.Snapshot, n *dualNet) {
-			n.routes = slices.DeleteFunc(n.routes, func(r hostnet.Route) bool { return r.Dst.Addr() == cache6 })
+			n.routes = slices.DeleteFunc(n.routes, func(r netstate.Route) bool { return r.Dst.Addr() == cache6 })
 		})
 		checkResult(t, runCheck(env, "nodelocaldns.routes"), Problem, []string{"no local-table route for fd00:25::10"}, []string{"169.254.25.10"},
 			[]string{"`ip -6 route replace local fd00:25::10 dev nodelocaldns table local scope host`"})
@@ -426,7 +424,7 @@ func TestCacheModes(t *testing.T) {
 		mode, says string
 	}{{config.CacheLRP, "cache mode lrp (nodeLocalDNS.mode: lrp)"}, {config.CacheNone, "cache mode none"}, {config.CacheAuto, "cache mode lrp or none (auto: no nodelocaldns interface"}} {
 		t.Run(tc.mode, func(t *testing.T) {
-			fp := &fakePods{pods: []podnet.Pod{webPod}}
+			fp := &fakePods{pods: []podprobe.Pod{webPod}}
 			env, rec := podNode(t, fp, noInterface(tc.mode))
 			for _, id := range []string{"nodelocaldns.interface", "nodelocaldns.routes", "nodelocaldns.iptables"} {
 				checkResult(t, runCheck(env, id), Skipped, []string{tc.says}, nil, nil)
@@ -440,7 +438,7 @@ func TestCacheModes(t *testing.T) {
 		})
 	}
 	t.Run("lrp with the redirect gone", func(t *testing.T) {
-		env, rec := podNode(t, &fakePods{pods: []podnet.Pod{webPod}}, noInterface(config.CacheLRP))
+		env, rec := podNode(t, &fakePods{pods: []podprobe.Pod{webPod}}, noInterface(config.CacheLRP))
 		rec.refuse = true
 		checkResult(t, runCheck(env, "nodelocaldns.dns"), Problem, []string{"nothing listens behind the cluster DNS 10.233.0.10"}, nil, []string{"LocalRedirectPolicy"})
 		checkResult(t, runCheck(env, "nodelocaldns.pods"), Unknown, []string{"the cluster DNS does not answer the host either"}, nil, nil)

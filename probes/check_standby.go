@@ -9,24 +9,24 @@ import (
 	"time"
 
 	"github.com/nodedns/nodedns/internal/nodefs"
-	"github.com/nodedns/nodedns/internal/standby"
+	"github.com/nodedns/nodedns/internal/standby/statefile"
 )
 
-// readStandby reads the daemon's standby state (standby.StatePath). ok is false when there is none
+// readStandby reads the daemon's standby state (statefile.Path). ok is false when there is none
 // or its daemon is gone: the daemon marks it unknown when it stops, so only a crash leaves one
 // that claims more.
-func (env *Env) readStandby() (st standby.Status, ok bool, err error) {
+func (env *Env) readStandby() (st statefile.Status, ok bool, err error) {
 	if env.Files == nil {
 		return st, false, nil
 	}
-	data, err := env.Files.ReadFile(standby.StatePath, nodefs.State)
+	data, err := env.Files.ReadFile(statefile.Path, nodefs.State)
 	if errors.Is(err, fs.ErrNotExist) {
 		return st, false, nil
 	}
 	if err != nil {
 		return st, false, err
 	}
-	st, err = standby.ParseStatus(standby.StatePath, data)
+	st, err = statefile.Parse(statefile.Path, data)
 	if err != nil {
 		return st, false, err
 	}
@@ -60,12 +60,12 @@ func (nodelocalStandby) Run(_ context.Context, env *Env) Result {
 			Hint: "systemctl status nodedns"}
 	}
 	switch st.State {
-	case standby.Active:
+	case statefile.Active:
 		return Result{Status: Problem,
 			Message: fmt.Sprintf("the node-local cache is down: nodedns stands in on %s since %s, %d queries (%s)",
 				addrList(st.Covering), st.Since.Local().Format(time.RFC3339), st.Queries, st.Targets),
 			Hint: "pods keep resolving through nodedns, without the cache's caching: check the node-local-dns pod on this node (kubectl -n kube-system logs ds/nodelocaldns)"}
-	case standby.Ready:
+	case statefile.Ready:
 		return Result{Status: OK, Message: "ready to stand in for the cache: " + st.Targets}
 	}
 	return Result{Status: Unknown, Message: "cannot stand in for the cache: " + st.Why}
@@ -73,10 +73,10 @@ func (nodelocalStandby) Run(_ context.Context, env *Env) Result {
 
 // standbyActive reports the standby state when it stands in: what nodelocaldns.dns adds while the standby answers on the cache's addresses: its
 // answers are not the cache's, and the node condition must stay visible.
-func (env *Env) standbyActive() (standby.Status, bool) {
+func (env *Env) standbyActive() (statefile.Status, bool) {
 	if !env.Config.NodeLocalDNS.Standby {
-		return standby.Status{}, false
+		return statefile.Status{}, false
 	}
 	st, ok, err := env.readStandby()
-	return st, ok && err == nil && st.State == standby.Active
+	return st, ok && err == nil && st.State == statefile.Active
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nodedns/nodedns/internal/config"
-	"github.com/nodedns/nodedns/internal/edges/hostnet"
+	"github.com/nodedns/nodedns/internal/hostnet/netstate"
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/resolvconf"
@@ -20,32 +20,41 @@ import (
 
 var cache = netip.MustParseAddr("169.254.25.10")
 
-func localRuleAt(prio int) hostnet.Rule {
-	return hostnet.Rule{Family: 4, Priority: prio, Table: hostnet.TableLocal}
+func localRuleAt(prio int) netstate.Rule {
+	return netstate.Rule{Family: 4, Priority: prio, Table: netstate.TableLocal}
 }
 
-// fakeNet is a hostnet.Reader for the unprivileged tests: netlink needs a network namespace of our own
+// fakeNet is a NetReader for the unprivileged tests: netlink needs a network namespace of our own
 // (the privileged tests in live_test.go read the real one).
 type fakeNet struct {
-	link   *hostnet.Link
-	routes []hostnet.Route
-	rules  []hostnet.Rule
+	link   *netstate.Link
+	routes []netstate.Route
+	rules  []netstate.Rule
 }
 
-func (f fakeNet) Link(string) (*hostnet.Link, error) { return f.link, nil }
-func (f fakeNet) LocalRoutes(fam int) ([]hostnet.Route, error) {
+func (f fakeNet) Link(string) (*netstate.Link, error) { return f.link, nil }
+func (f fakeNet) LocalRoutes(fam int) ([]netstate.Route, error) {
 	if fam == 6 {
 		return nil, nil
 	}
 	return f.routes, nil
 }
-func (f fakeNet) Rules(fam int) ([]hostnet.Rule, error) {
+func (f fakeNet) Rules(fam int) ([]netstate.Rule, error) {
 	if fam == 6 {
 		return nil, nil
 	}
 	return f.rules, nil
 }
-func (f fakeNet) Uplink() (*hostnet.Uplink, error) { return nil, nil }
+
+// noProcesses gives h the /proc seams of a node where no DNS server runs; the tests that need the
+// cache's process give it themselves (cacheProcessOf).
+func noProcesses(h *Host) *Host {
+	h.FindCache = func([]netip.Addr) *CacheProcess { return nil }
+	h.FindPodCache = func() *CacheProcess { return nil }
+	h.FindDNSServers = func() []*CacheProcess { return nil }
+	h.ProcStat = func(int) ([]byte, error) { return nil, fs.ErrNotExist }
+	return h
+}
 
 type memState struct{ data []byte }
 
@@ -102,21 +111,20 @@ func testEnv(t *testing.T, h dns.HandlerFunc, search string) (*Env, *memState) {
 	s.ResolvConf = readResolvForTest(t, "nameserver 10.0.0.2\nsearch "+search+"\n")
 	p := policy.Compute(s, cfg)
 	st := &memState{}
-	host := &Live{
+	host := noProcesses(&Host{
 		Net: fakeNet{
-			link:   &hostnet.Link{Name: "nodelocaldns", Index: 7, Type: "bridge", OperState: "unknown", Addrs: []netip.Prefix{netip.MustParsePrefix("169.254.25.10/32")}},
-			routes: []hostnet.Route{{Dst: netip.MustParsePrefix("169.254.25.10/32"), LinkIndex: 7}},
-			rules:  []hostnet.Rule{localRuleAt(0)},
+			link:   &netstate.Link{Name: "nodelocaldns", Index: 7, Type: "bridge", OperState: "unknown", Addrs: []netip.Prefix{netip.MustParsePrefix("169.254.25.10/32")}},
+			routes: []netstate.Route{{Dst: netip.MustParsePrefix("169.254.25.10/32"), LinkIndex: 7}},
+			rules:  []netstate.Rule{localRuleAt(0)},
 		},
 		Firewall: func(context.Context) []Backend { return nil },
 		DNS:      redirect{dnsServer(t, h)},
 		DNSPort:  53,
-		Proc:     t.TempDir(),
 		BootID:   func() (string, error) { return "boot-1", nil },
 		Uptime:   func() (time.Duration, error) { return time.Hour, nil },
 		State:    st,
 		Random:   func() string { return "r4nd0m" },
-	}
+	})
 	return &Env{Snapshot: s, Config: cfg, Plan: p, Live: true, Host: host}, st
 }
 

@@ -185,9 +185,9 @@ func normZone(z string) string {
 	return z
 }
 
-// forwardTarget reads one forward TO: an address ("10.0.0.2", "dns://10.0.0.2:53", "[fd00::2]:53",
+// ForwardTarget reads one forward TO: an address ("10.0.0.2", "dns://10.0.0.2:53", "[fd00::2]:53",
 // "tls://1.1.1.1") or a resolv.conf path. ok is false for anything else (a placeholder).
-func forwardTarget(to string) (addr netip.Addr, file string, ok bool) {
+func ForwardTarget(to string) (addr netip.Addr, file string, ok bool) {
 	if strings.HasPrefix(to, "/") {
 		return netip.Addr{}, to, true
 	}

@@ -50,9 +50,9 @@ func TestParseCorefile(t *testing.T) {
 		addr string
 		file string
 	}{{"dns://10.0.0.2:53", "10.0.0.2", ""}, {"[fd00::2]:53", "fd00::2", ""}, {"127.0.0.53", "127.0.0.53", ""}, {"/etc/resolv.conf", "", "/etc/resolv.conf"}} {
-		a, file, ok := forwardTarget(tc.to)
+		a, file, ok := ForwardTarget(tc.to)
 		if !ok || file != tc.file || (tc.addr != "" && a.String() != tc.addr) {
-			t.Errorf("forwardTarget(%q) = %v %q %v", tc.to, a, file, ok)
+			t.Errorf("ForwardTarget(%q) = %v %q %v", tc.to, a, file, ok)
 		}
 	}
 	if _, err := ParseCorefile([]byte(".:53 {\n forward . 1.1.1.1\n")); err == nil {
@@ -77,7 +77,7 @@ func FuzzParseCorefile(f *testing.F) {
 				t.Fatalf("forward without a target: %+v", fw)
 			}
 			for _, to := range fw.To {
-				forwardTarget(to)
+				ForwardTarget(to)
 			}
 		}
 	})
@@ -189,13 +189,13 @@ func TestForwardTarget(t *testing.T) {
 		{to: "kube-dns.kube-system.svc.cluster.local"},
 	}
 	for _, tc := range tests {
-		a, file, ok := forwardTarget(tc.to)
+		a, file, ok := ForwardTarget(tc.to)
 		var want netip.Addr
 		if tc.addr != "" {
 			want = netip.MustParseAddr(tc.addr)
 		}
 		if a != want || file != tc.file || ok != tc.ok {
-			t.Errorf("forwardTarget(%q) = %v %q %v, want %v %q %v", tc.to, a, file, ok, want, tc.file, tc.ok)
+			t.Errorf("ForwardTarget(%q) = %v %q %v, want %v %q %v", tc.to, a, file, ok, want, tc.file, tc.ok)
 		}
 	}
 }

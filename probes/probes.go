@@ -4,12 +4,15 @@
 //
 // The files: probes.go is the report, the Env every check reads and the message helpers the checks
 // share; check_<family>.go holds the checks of one family of ids (resolvconf, kubelet, resolved,
-// dhcp, addressing, nodelocaldns, pods, dns, boot); parse_<format>.go a parser of outside input the live
-// checks use (iptables-save, nf_tables expressions, the Corefile, /proc): pure functions of bytes,
-// of decoded expressions or of a directory root, with no check logic, each with a table test and the
-// decoders with a fuzz target (as CoreDNS's loop plugin parses in setup.go and acts in loop.go). live.go is the running node as the live checks
-// see it: its seams and what they read once per report. baseline.go is boot.persistence's state
-// file, writers.go the daemon's backoffs shown on the checks they break.
+// dhcp, addressing, nodelocaldns, pods, dns, boot); parse_<format>.go a parser of outside input the
+// live checks use (iptables-save, the Corefile, /proc's socket tables and process stat): pure
+// functions of bytes, with no check logic, each with a table test and the decoders with a fuzz
+// target (as CoreDNS's loop plugin parses in setup.go and acts in loop.go). host.go is the running
+// node as the live checks reach it: its seams, in pure terms (these types, netstate's and
+// podprobe's records), and what they read once per report; internal/live fills the seams with the
+// real node (netlink, nf_tables, iptables-legacy-save, DNS, /proc, podnet), so this package imports
+// none of that. baseline.go is boot.persistence's state file, writers.go the daemon's backoffs
+// shown on the checks they break.
 package probes
 
 import (
@@ -63,7 +66,7 @@ type Env struct {
 	Live bool
 	// Host is the running node for the live checks (netlink, nf_tables, DNS probes, /proc, the boot
 	// id and the reboot baseline); nil under --root, where those checks report skipped.
-	Host *Live
+	Host *Host
 	// Files reads the node's files that are no input of the snapshot (the daemon's writers state);
 	// nil: they are not read.
 	Files nodefs.Reader
@@ -135,7 +138,7 @@ func Run(ctx context.Context, env *Env, checks []Check) Report {
 
 // prefetcher is a check whose live reads can run before its turn. prefetch prepares them on the
 // caller's goroutine (the seams such as Random are called there) and returns what reads, to run
-// concurrently with the checks before it, or nil; Run then finds the result read once (the Live's
+// concurrently with the checks before it, or nil; Run then finds the result read once (the Host's
 // sync.Once caches).
 type prefetcher interface {
 	prefetch(ctx context.Context, env *Env) func()

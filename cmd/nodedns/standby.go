@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/live"
 	"github.com/nodedns/nodedns/internal/metrics"
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/internal/standby"
 	"github.com/nodedns/nodedns/internal/store"
-	"github.com/nodedns/nodedns/probes"
 )
 
 // startStandby runs the standby beside the daemon when nodeLocalDNS.standby is on, on a live node
@@ -43,7 +43,7 @@ func startStandby(ctx context.Context, g *globals, rec *metrics.Recorder, st *st
 			return standby.Inputs{CacheAddrs: f.CacheAddrs, ClusterDomain: f.ClusterDomain, ClusterDNS: cfg.ClusterDNS, Upstreams: f.Upstreams}, nil
 		},
 		FindCache: func(addrs []netip.Addr) *standby.Cache {
-			cp := probes.FindCacheProcess("/proc", addrs)
+			cp := live.FindCacheProcess("/proc", addrs)
 			if cp == nil {
 				return nil
 			}

@@ -13,8 +13,9 @@ import (
 	"log/slog"
 
 	"github.com/nodedns/nodedns/internal/config"
-	"github.com/nodedns/nodedns/internal/edges/hostnet"
+	"github.com/nodedns/nodedns/internal/hostnet"
 	"github.com/nodedns/nodedns/internal/kubelet"
+	"github.com/nodedns/nodedns/internal/live"
 	"github.com/nodedns/nodedns/internal/reconcile"
 	"github.com/nodedns/nodedns/internal/store"
 	"github.com/nodedns/nodedns/probes"
@@ -31,7 +32,7 @@ type Edges struct {
 	Store *store.Store
 	// Probes is the live host the self-check probes (netlink, nf_tables, DNS, /proc, its state
 	// file); nil under --root, where only the file checks run.
-	Probes *probes.Live
+	Probes *probes.Host
 	// Events are the live change notices (`nodedns run` only); none under --root.
 	Events []reconcile.EventSource
 
@@ -82,7 +83,7 @@ func New(root string, cfg config.Config, log *slog.Logger) *Edges {
 	n.Actors = []reconcile.Actor{resolved, nm, commands{}, KubeletRestarter{Log: log}}
 	if n.Live() {
 		e.Events = []reconcile.EventSource{resolved, nm}
-		e.Probes = probes.NewLive(cfg.Probes.Timeout, probes.FileState{Store: st})
+		e.Probes = live.New(cfg.Probes.Timeout, live.FileState{Store: st})
 	}
 	e.closers = []io.Closer{resolved, nm}
 	return e

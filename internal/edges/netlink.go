@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/nodedns/nodedns/internal/edges/hostnet"
+	"github.com/nodedns/nodedns/internal/hostnet"
 	"github.com/nodedns/nodedns/internal/node"
 )
 

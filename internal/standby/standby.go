@@ -11,18 +11,21 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nodedns/nodedns/internal/standby/statefile"
 )
 
-// States of the standby (docs/contract.md "Standby"; the check nodelocaldns.standby reports them).
+// States of the standby (docs/contract.md "Standby"; the check nodelocaldns.standby reports them),
+// as its state file (statefile) says them.
 const (
-	Ready   = "ready"   // the cache answers; the standby would stand in
-	Active  = "active"  // standing in on at least one address
-	Unknown = "unknown" // cannot stand in; Why says why
+	Ready   = statefile.Ready
+	Active  = statefile.Active
+	Unknown = statefile.Unknown
 )
 
 // StatePath is the node path of the standby's state file: its status for `nodedns check` and the
 // cache's cluster DNS as its Corefile last said.
-const StatePath = "/var/lib/nodedns/standby.json"
+const StatePath = statefile.Path
 
 // Cache is the process holding the cache's listener, as the check finds it.
 type Cache struct {
@@ -71,39 +74,10 @@ type Metrics interface {
 }
 
 // Status is what the standby says about itself, kept in the state file for `nodedns check`.
-type Status struct {
-	PID   int       `json:"pid"`
-	State string    `json:"state"`
-	Since time.Time `json:"since"`
-	// Queries counts the queries answered in the current stand-in (Active).
-	Queries int64 `json:"queries"`
-	// Covering are the addresses the standby holds now.
-	Covering []netip.Addr `json:"covering,omitempty"`
-	// Targets says where it forwards (or would).
-	Targets string `json:"targets,omitempty"`
-	Why     string `json:"why,omitempty"`
-	// CorefileClusterDNS is where the cache's Corefile, as last seen, sends the cluster domain.
-	CorefileClusterDNS []netip.Addr `json:"corefileClusterDNS,omitempty"`
-	// Takeovers counts stand-ins since the daemon started; LastTakeoverDelay is the time from the
-	// cache's exit to the standby's sockets being bound.
-	Takeovers         int           `json:"takeovers"`
-	LastTakeoverDelay time.Duration `json:"lastTakeoverDelay,omitempty"`
-	Updated           time.Time     `json:"updated"`
-}
+type Status = statefile.Status
 
 // ParseStatus reads the state file; name is for the error.
-func ParseStatus(name string, data []byte) (Status, error) {
-	var s Status
-	if err := json.Unmarshal(data, &s); err != nil {
-		return Status{}, fmt.Errorf("%s: %w", name, err)
-	}
-	switch s.State {
-	case Ready, Active, Unknown:
-	default:
-		return Status{}, fmt.Errorf("%s: unknown state %q", name, s.State)
-	}
-	return s, nil
-}
+func ParseStatus(name string, data []byte) (Status, error) { return statefile.Parse(name, data) }
 
 // Status returns the current status.
 func (s *Standby) Status() Status {

@@ -1,4 +1,4 @@
-package probes_test
+package live_test
 
 import (
 	"bytes"
@@ -77,7 +77,7 @@ func newLiveNode(t testing.TB, s nstest.Suite, withCache bool) *liveNode {
 	nstest.Veth(t, n.nd, n.up, nodeAddr+"/24", upstreamAddr+"/24")
 	n.startUpstream(t, healthyUpstream...)
 
-	unit, err := os.ReadFile("../packaging/systemd/nodedns.service")
+	unit, err := os.ReadFile("../../packaging/systemd/nodedns.service")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,26 +6,18 @@ import (
 	"os"
 	"runtime"
 
+	"github.com/nodedns/nodedns/probes/podprobe"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
-// NSID identifies a namespace: the device and inode of its nsfs file. /proc/PID/ns/net and a bind
-// mount of it under /run/netns have the same pair, so it deduplicates what the two scans find.
-type NSID struct{ Dev, Ino uint64 }
-
-func (id NSID) String() string { return fmt.Sprintf("%d:%d", id.Dev, id.Ino) }
-
-// IsZero reports an unknown namespace.
-func (id NSID) IsZero() bool { return id == NSID{} }
-
 // statNS returns the identity of the namespace file at p (following the /proc magic link).
-func statNS(p string) (NSID, error) {
+func statNS(p string) (podprobe.NSID, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(p, &st); err != nil {
-		return NSID{}, fmt.Errorf("stat %s: %w", p, err)
+		return podprobe.NSID{}, fmt.Errorf("stat %s: %w", p, err)
 	}
-	return NSID{Dev: st.Dev, Ino: st.Ino}, nil
+	return podprobe.NSID{Dev: st.Dev, Ino: st.Ino}, nil
 }
 
 // errStaleNS says a namespace file now names another namespace than the one found (its process
@@ -33,7 +25,7 @@ func statNS(p string) (NSID, error) {
 var errStaleNS = errors.New("the namespace is no longer the one found")
 
 // openNS opens the namespace file at p and checks that it is still want (when want is known).
-func openNS(p string, want NSID) (netns.NsHandle, error) {
+func openNS(p string, want podprobe.NSID) (netns.NsHandle, error) {
 	ns, err := netns.GetFromPath(p)
 	if err != nil {
 		return netns.None(), fmt.Errorf("open namespace %s: %w", p, err)
@@ -46,7 +38,7 @@ func openNS(p string, want NSID) (netns.NsHandle, error) {
 		ns.Close()
 		return netns.None(), fmt.Errorf("stat namespace %s: %w", p, err)
 	}
-	if (NSID{Dev: st.Dev, Ino: st.Ino}) != want {
+	if (podprobe.NSID{Dev: st.Dev, Ino: st.Ino}) != want {
 		ns.Close()
 		return netns.None(), fmt.Errorf("open namespace %s: %w", p, errStaleNS)
 	}
@@ -107,7 +99,7 @@ func selfNSPath(nstype int) string {
 
 // hostnameOf reads the hostname of the UTS namespace at p (a process's /proc/PID/ns/uts).
 func hostnameOf(p string) (string, error) {
-	ns, err := openNS(p, NSID{})
+	ns, err := openNS(p, podprobe.NSID{})
 	if err != nil {
 		return "", err
 	}

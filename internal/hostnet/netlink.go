@@ -1,7 +1,8 @@
 // Package hostnet reads the host's network state from the kernel over rtnetlink: an interface with
 // its addresses, the local routing table, the policy routing rules and the default-route uplink.
 // Every dump is retried while the kernel reports it interrupted (as cilium's safenetlink does), so
-// no caller judges a torn view. It only reads.
+// no caller judges a torn view. It only reads. What it reads comes as netstate's records, which the
+// self-check judges without importing this package.
 package hostnet
 
 import (
@@ -10,65 +11,23 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/nodedns/nodedns/internal/hostnet/netstate"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
-// Link is a network interface as the checks need it.
-type Link struct {
-	Name      string
-	Index     int
-	Type      string // bridge, dummy, ...: any type carries a cache address (this CI kernel has no dummy)
-	AdminUp   bool
-	OperState string
-	Addrs     []netip.Prefix
-}
-
-// Route is a local-table route.
-type Route struct {
-	Dst       netip.Prefix
-	LinkIndex int
-}
-
-// Rule is one policy routing rule (`ip rule`).
-type Rule struct {
-	Family   int // 4 or 6
-	Priority int
-	Table    int // 255 is local; 0 with no Goto is a non-lookup action (blackhole, unreachable, ...)
-	Goto     int // 0 when none (a goto always targets a later, so non-zero, priority)
-	Src, Dst netip.Prefix
-	IIF, OIF string
-	Mark     uint32
-	Mask     uint32 // 0 when the rule has no fwmark selector
-	Invert   bool
-}
-
-// The routing table ids of rtnetlink(7).
-const (
-	TableLocal = unix.RT_TABLE_LOCAL
-	TableMain  = unix.RT_TABLE_MAIN
-)
-
-// Uplink is the interface that carries the IPv4 default route, with its IPv4 addresses.
-type Uplink struct {
-	IfName  string
-	IfIndex int
-	Gateway netip.Addr
-	Addrs   []netip.Prefix
-}
-
 // Reader reads the kernel's view of interfaces, routes and rules.
 type Reader interface {
 	// Link returns the named interface with its addresses; nil and no error when it does not exist.
-	Link(name string) (*Link, error)
+	Link(name string) (*netstate.Link, error)
 	// LocalRoutes returns the routes of the local table for family 4 or 6.
-	LocalRoutes(family int) ([]Route, error)
+	LocalRoutes(family int) ([]netstate.Route, error)
 	// Rules returns the policy routing rules for family 4 or 6.
-	Rules(family int) ([]Rule, error)
+	Rules(family int) ([]netstate.Rule, error)
 	// Uplink returns the interface of the IPv4 default route (the main table's, lowest metric);
 	// nil and no error when there is none.
-	Uplink() (*Uplink, error)
+	Uplink() (*netstate.Uplink, error)
 }
 
 type netlinkReader struct{ h *netlink.Handle }
@@ -115,7 +74,7 @@ func nlFamily(family int) int {
 	return netlink.FAMILY_V4
 }
 
-func (r netlinkReader) Link(name string) (*Link, error) {
+func (r netlinkReader) Link(name string) (*netstate.Link, error) {
 	l, err := r.h.LinkByName(name)
 	if err != nil {
 		var nf netlink.LinkNotFoundError
@@ -125,7 +84,7 @@ func (r netlinkReader) Link(name string) (*Link, error) {
 		return nil, fmt.Errorf("read link %s: %w", name, err)
 	}
 	a := l.Attrs()
-	out := &Link{Name: a.Name, Index: a.Index, Type: l.Type(), AdminUp: a.Flags&net.FlagUp != 0, OperState: a.OperState.String()}
+	out := &netstate.Link{Name: a.Name, Index: a.Index, Type: l.Type(), AdminUp: a.Flags&net.FlagUp != 0, OperState: a.OperState.String()}
 	addrs, err := RetryDump("list addresses of "+name, func() ([]netlink.Addr, error) { return r.h.AddrList(l, netlink.FAMILY_ALL) })
 	if err != nil {
 		return out, err
@@ -138,34 +97,34 @@ func (r netlinkReader) Link(name string) (*Link, error) {
 	return out, nil
 }
 
-func (r netlinkReader) LocalRoutes(family int) ([]Route, error) {
-	filter := &netlink.Route{Table: TableLocal}
+func (r netlinkReader) LocalRoutes(family int) ([]netstate.Route, error) {
+	filter := &netlink.Route{Table: netstate.TableLocal}
 	rs, err := RetryDump(fmt.Sprintf("list local routes (IPv%d)", family), func() ([]netlink.Route, error) {
 		return r.h.RouteListFiltered(nlFamily(family), filter, netlink.RT_FILTER_TABLE)
 	})
 	if err != nil {
 		return nil, err
 	}
-	var out []Route
+	var out []netstate.Route
 	for _, rt := range rs {
 		if rt.Type != unix.RTN_LOCAL {
 			continue
 		}
 		if p, ok := prefixOf(rt.Dst); ok {
-			out = append(out, Route{Dst: p, LinkIndex: rt.LinkIndex})
+			out = append(out, netstate.Route{Dst: p, LinkIndex: rt.LinkIndex})
 		}
 	}
 	return out, nil
 }
 
-func (r netlinkReader) Rules(family int) ([]Rule, error) {
+func (r netlinkReader) Rules(family int) ([]netstate.Rule, error) {
 	rs, err := RetryDump(fmt.Sprintf("list rules (IPv%d)", family), func() ([]netlink.Rule, error) { return r.h.RuleList(nlFamily(family)) })
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Rule, 0, len(rs))
+	out := make([]netstate.Rule, 0, len(rs))
 	for _, x := range rs {
-		ru := Rule{Family: family, Priority: x.Priority, Table: x.Table, Goto: x.Goto, IIF: x.IifName, OIF: x.OifName, Mark: x.Mark, Invert: x.Invert}
+		ru := netstate.Rule{Family: family, Priority: x.Priority, Table: x.Table, Goto: x.Goto, IIF: x.IifName, OIF: x.OifName, Mark: x.Mark, Invert: x.Invert}
 		if ru.Goto < 0 {
 			ru.Goto = 0
 		}
@@ -193,9 +152,9 @@ func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
 	return netip.PrefixFrom(a.Unmap(), ones), true
 }
 
-func (r netlinkReader) Uplink() (*Uplink, error) {
+func (r netlinkReader) Uplink() (*netstate.Uplink, error) {
 	routes, err := RetryDump("list routes", func() ([]netlink.Route, error) {
-		return r.h.RouteListFiltered(unix.AF_INET, &netlink.Route{Table: TableMain}, netlink.RT_FILTER_TABLE)
+		return r.h.RouteListFiltered(unix.AF_INET, &netlink.Route{Table: netstate.TableMain}, netlink.RT_FILTER_TABLE)
 	})
 	if err != nil {
 		return nil, err
@@ -222,7 +181,7 @@ func (r netlinkReader) Uplink() (*Uplink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("link %d of the default route: %w", def.LinkIndex, err)
 	}
-	u := &Uplink{IfName: link.Attrs().Name, IfIndex: def.LinkIndex}
+	u := &netstate.Uplink{IfName: link.Attrs().Name, IfIndex: def.LinkIndex}
 	if gw, ok := netip.AddrFromSlice(def.Gw); ok {
 		u.Gateway = gw.Unmap()
 	}

@@ -12,11 +12,13 @@
 // Parsers of outside input (cgroup files, /run/netns names) are pure and live in parse.go; the /proc
 // and /run scans take their roots from Options so tests point them at a fixture tree.
 //
-// The check nodelocaldns.pods uses it in one round:
+// It speaks the pure vocabulary of probes/podprobe (Pod, Query, Report...), which the check
+// nodelocaldns.pods judges without importing this package. The check, through the live host, uses
+// it in one round:
 //
 //	pods, err := podnet.Find(ctx, podnet.Options{}) // sorted by name; none on a fresh node: skipped
 //	pods = pods[:min(len(pods), maxPods)]
-//	rep := podnet.Probe(ctx, pods, podnet.Query{Name: "kubernetes.default.svc.cluster.local.",
+//	rep := podnet.Probe(ctx, pods, podprobe.Query{Name: "kubernetes.default.svc.cluster.local.",
 //		Targets: cacheAddrs, Timeout: probesTimeout})
 //	for _, f := range rep.Failures() { /* f.Pod.Name, f.Pod.HostIf, f.Results */ }
 //
@@ -37,49 +39,13 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/nodedns/nodedns/internal/edges/hostnet"
+	"github.com/nodedns/nodedns/internal/hostnet"
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/probes/podprobe"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
-
-// How a pod got its name (Pod.NamedBy).
-const (
-	NamedByHostname = "hostname" // the hostname of the pod's UTS namespace: the pod name
-	NamedByNetns    = "netns"    // the runtime's name under /run/netns
-	NamedByPID      = "pid"      // a process in the namespace, as "pid N"
-)
-
-// Pod is one pod network namespace.
-type Pod struct {
-	// Name is the pod name (its UTS hostname), else the netns name, else "pid N".
-	Name string
-	// NamedBy says which: NamedByHostname, NamedByNetns or NamedByPID.
-	NamedBy string
-	// ID identifies the namespace; Probe refuses a namespace file that no longer names it.
-	ID NSID
-	// NetNS is the file to open to enter the namespace: the /run/netns bind mount when there is one
-	// (it lives as long as the sandbox), else a process's ns/net.
-	NetNS string
-	// Netns is the runtime's name for it under /run/netns ("" when it has none) and Runtime the
-	// runtime that name belongs to (RuntimeContainerd, RuntimeCRIO).
-	Netns, Runtime string
-	// PID is a process in the namespace as the proc root numbers it (a kubepods one when there is
-	// one: the sandbox's pause process has the lowest PID); 0 when none was found.
-	PID int
-	// Kubepods is true when a process in kubelet's pod cgroups holds the namespace; PodUID and QoS
-	// come from its cgroup path.
-	Kubepods    bool
-	PodUID, QoS string
-	// PodIf is the pod's interface whose peer is HostIf, the host-side interface its traffic
-	// arrives on (the veth peer: lxc… for Cilium, eni…/vlan… for the AWS VPC CNI, cali… for
-	// Calico), HostIfIndex its index. Empty when no peer was found (an ipvlan pod, a link in a third
-	// namespace).
-	PodIf       string
-	HostIf      string
-	HostIfIndex int
-}
 
 // Options say where Find looks.
 type Options struct {
@@ -132,7 +98,7 @@ func (o Options) hostProc() string {
 // 1's: a hostNetwork pod is in kubepods but shares it), never one that is neither (a VPN's, another
 // program's). Each namespace appears once, sorted by name. An unreadable proc root is an error; a
 // process that exits during the scan, a name or a peer that cannot be read, are not.
-func Find(ctx context.Context, o Options) ([]Pod, error) {
+func Find(ctx context.Context, o Options) ([]podprobe.Pod, error) {
 	o = o.withDefaults()
 	hostNet := idSet(o.Logger, filepath.Join(o.hostProc(), "ns/net"), filepath.Join(o.ProcRoot, "1/ns/net"))
 	hostUTS := idSet(o.Logger, filepath.Join(o.hostProc(), "ns/uts"), filepath.Join(o.ProcRoot, "1/ns/uts"))
@@ -167,18 +133,18 @@ func Find(ctx context.Context, o Options) ([]Pod, error) {
 	if err := enrich(ctx, o, cands, hostUTS); err != nil {
 		return nil, err
 	}
-	pods := make([]Pod, len(cands))
+	pods := make([]podprobe.Pod, len(cands))
 	for i, c := range cands {
 		pods[i] = c.pod
 	}
-	slices.SortFunc(pods, func(a, b Pod) int {
+	slices.SortFunc(pods, func(a, b podprobe.Pod) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID.Dev, b.ID.Dev), cmp.Compare(a.ID.Ino, b.ID.Ino))
 	})
 	return pods, nil
 }
 
-func idSet(log *slog.Logger, paths ...string) map[NSID]bool {
-	set := map[NSID]bool{}
+func idSet(log *slog.Logger, paths ...string) map[podprobe.NSID]bool {
+	set := map[podprobe.NSID]bool{}
 	for _, p := range paths {
 		id, err := statNS(p)
 		if err != nil {
@@ -194,7 +160,7 @@ func idSet(log *slog.Logger, paths ...string) map[NSID]bool {
 type procInfo struct {
 	PID    int
 	Cgroup Cgroup
-	Net    NSID
+	Net    podprobe.NSID
 }
 
 type procScan struct {
@@ -250,7 +216,7 @@ func readBounded(p string, limit int64) ([]byte, error) {
 // netnsEntry is one pod-like name under /run/netns.
 type netnsEntry struct {
 	Name, Runtime, Path string
-	ID                  NSID
+	ID                  podprobe.NSID
 }
 
 // scanNetns lists the pod sandboxes' names under dir; a missing dir (no runtime yet) is no error.
@@ -282,7 +248,7 @@ func scanNetns(dir string) ([]netnsEntry, error) {
 
 // cand is a pod namespace before it is named and paired.
 type cand struct {
-	pod  Pod
+	pod  podprobe.Pod
 	pids []int // processes in it: kubepods ones first, each group by PID
 }
 
@@ -290,13 +256,13 @@ type cand struct {
 // namespaces that are neither in kubepods nor named by a runtime. A namespace file under /run/netns
 // whose inode is a regular file's (not nsfs) still has an identity; it is only a pod if a process
 // holds the same one or it carries a runtime's name, and entering it fails later, harmlessly.
-func merge(s procScan, named []netnsEntry, host map[NSID]bool) []*cand {
-	byID := map[NSID]*cand{}
+func merge(s procScan, named []netnsEntry, host map[podprobe.NSID]bool) []*cand {
+	byID := map[podprobe.NSID]*cand{}
 	var order []*cand
-	get := func(id NSID) *cand {
+	get := func(id podprobe.NSID) *cand {
 		c, ok := byID[id]
 		if !ok {
-			c = &cand{pod: Pod{ID: id}}
+			c = &cand{pod: podprobe.Pod{ID: id}}
 			byID[id] = c
 			order = append(order, c)
 		}
@@ -342,7 +308,7 @@ type system struct {
 	// hostname reads the hostname of the UTS namespace file at p.
 	hostname func(p string) (string, error)
 	// podLinks lists the links of the network namespace file at p (checked to still be id).
-	podLinks func(p string, id NSID) ([]link, error)
+	podLinks func(p string, id podprobe.NSID) ([]link, error)
 	// hostLinks lists the host's links.
 	hostLinks func() ([]link, error)
 }
@@ -358,7 +324,7 @@ type link struct {
 func realSystem(host string) *system {
 	return &system{
 		hostname: hostnameOf,
-		podLinks: func(p string, id NSID) ([]link, error) {
+		podLinks: func(p string, id podprobe.NSID) ([]link, error) {
 			ns, err := openNS(p, id)
 			if err != nil {
 				return nil, err
@@ -370,7 +336,7 @@ func realSystem(host string) *system {
 			if host == "" {
 				return linksIn(netns.None())
 			}
-			ns, err := openNS(filepath.Join(host, "ns/net"), NSID{})
+			ns, err := openNS(filepath.Join(host, "ns/net"), podprobe.NSID{})
 			if err != nil {
 				return nil, err
 			}
@@ -411,7 +377,7 @@ func linksIn(ns netns.NsHandle) ([]link, error) {
 }
 
 // enrich names each candidate and finds its host-side interface, several namespaces at a time.
-func enrich(ctx context.Context, o Options, cands []*cand, hostUTS map[NSID]bool) error {
+func enrich(ctx context.Context, o Options, cands []*cand, hostUTS map[podprobe.NSID]bool) error {
 	host, err := o.sys.hostLinks()
 	if err != nil {
 		// Without the host's links no peer can be named; the pods are still pods.
@@ -450,7 +416,7 @@ const namingTries = 3
 
 // name names a pod by the hostname of a process's UTS namespace unless that is the host's (a
 // process that did not get its own: its hostname is the node's), else by its netns name, else by PID.
-func name(o Options, c *cand, hostUTS map[NSID]bool) {
+func name(o Options, c *cand, hostUTS map[podprobe.NSID]bool) {
 	tries := 0
 	for _, pid := range c.pids {
 		if tries == namingTries {
@@ -467,14 +433,14 @@ func name(o Options, c *cand, hostUTS map[NSID]bool) {
 			o.Logger.Debug("pod hostname not readable", "netns", c.pod.NetNS, "pid", pid, "err", err)
 			continue
 		}
-		c.pod.Name, c.pod.NamedBy = h, NamedByHostname
+		c.pod.Name, c.pod.NamedBy = h, podprobe.NamedByHostname
 		return
 	}
 	if c.pod.Netns != "" {
-		c.pod.Name, c.pod.NamedBy = c.pod.Netns, NamedByNetns
+		c.pod.Name, c.pod.NamedBy = c.pod.Netns, podprobe.NamedByNetns
 		return
 	}
-	c.pod.Name, c.pod.NamedBy = "pid "+strconv.Itoa(c.pod.PID), NamedByPID
+	c.pod.Name, c.pod.NamedBy = "pid "+strconv.Itoa(c.pod.PID), podprobe.NamedByPID
 }
 
 // pair finds the host-side peer of the pod's interface: a pod link whose IFLA_LINK is a host link of

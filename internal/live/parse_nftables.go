@@ -1,4 +1,4 @@
-package probes
+package live
 
 import (
 	"encoding/binary"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/xt"
+	"github.com/nodedns/nodedns/probes"
 	"golang.org/x/sys/unix"
 )
 
@@ -16,8 +17,8 @@ import (
 // forky) writes daddr first and the IPv4 protocol as a payload load of the ip header's protocol
 // byte (IPv6 still as meta l4proto); both keep `-j NOTRACK` as xt CT revision 2.
 // It returns false for rules of the other family in an inet table.
-func nftRule(family int, chain string, exprs []expr.Any) (RawRule, bool) {
-	rr := RawRule{Family: family, Chain: chain}
+func nftRule(family int, chain string, exprs []expr.Any) (probes.RawRule, bool) {
+	rr := probes.RawRule{Family: family, Chain: chain}
 	type load struct {
 		kind   string // "l4proto", "daddr", "dport", "nfproto", "other"
 		len    int
@@ -107,7 +108,7 @@ func nftRule(family int, chain string, exprs []expr.Any) (RawRule, bool) {
 	return rr, true
 }
 
-func portOf(r [2]uint16, inv bool, rr *RawRule) uint16 {
+func portOf(r [2]uint16, inv bool, rr *probes.RawRule) uint16 {
 	switch {
 	case inv:
 		rr.Other = true

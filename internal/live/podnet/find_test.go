@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodedns/nodedns/probes/podprobe"
 )
 
 // fixture builds a proc root and a run root in which each namespace is a regular file: hard links
@@ -17,13 +18,13 @@ type fixture struct {
 	t          *testing.T
 	proc, run  string
 	hostLinks  []link
-	podLinks   map[NSID][]link
-	linkErrors map[NSID]error
+	podLinks   map[podprobe.NSID][]link
+	linkErrors map[podprobe.NSID]error
 }
 
 func newFixture(t *testing.T) *fixture {
 	dir := t.TempDir()
-	f := &fixture{t: t, proc: filepath.Join(dir, "proc"), run: filepath.Join(dir, "run"), podLinks: map[NSID][]link{}, linkErrors: map[NSID]error{}}
+	f := &fixture{t: t, proc: filepath.Join(dir, "proc"), run: filepath.Join(dir, "run"), podLinks: map[podprobe.NSID][]link{}, linkErrors: map[podprobe.NSID]error{}}
 	f.mkdir(f.proc)
 	f.mkdir(filepath.Join(f.run, "netns"))
 	f.mkdir(filepath.Join(dir, "ns"))
@@ -71,7 +72,7 @@ func (f *fixture) process(pid, cgroup, net, uts string) {
 
 func (f *fixture) netns(name, net string) { f.link(net, filepath.Join(f.run, "netns", name)) }
 
-func (f *fixture) id(p string) NSID {
+func (f *fixture) id(p string) podprobe.NSID {
 	id, err := statNS(p)
 	if err != nil {
 		f.t.Fatal(err)
@@ -85,7 +86,7 @@ func (f *fixture) options() Options {
 			data, err := os.ReadFile(p)
 			return strings.TrimSpace(string(data)), err
 		},
-		podLinks: func(p string, id NSID) ([]link, error) {
+		podLinks: func(p string, id podprobe.NSID) ([]link, error) {
 			if got := f.id(p); got != id {
 				return nil, errStaleNS
 			}
@@ -168,12 +169,12 @@ func TestFindFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Pod{
-		{Name: "cni-" + uid5, NamedBy: NamedByNetns, ID: f.id(early), NetNS: filepath.Join(f.run, "netns", "cni-"+uid5), Netns: "cni-" + uid5, Runtime: RuntimeContainerd},
-		{Name: "crio-pod", NamedBy: NamedByHostname, ID: f.id(crio), NetNS: filepath.Join(f.run, "netns", uid4), Netns: uid4, Runtime: RuntimeCRIO, PID: 500},
-		{Name: "pid 200", NamedBy: NamedByPID, ID: f.id(anon), NetNS: filepath.Join(f.proc, "200", "ns/net"), PID: 200, Kubepods: true, PodUID: uid2, QoS: "besteffort",
+	want := []podprobe.Pod{
+		{Name: "cni-" + uid5, NamedBy: podprobe.NamedByNetns, ID: f.id(early), NetNS: filepath.Join(f.run, "netns", "cni-"+uid5), Netns: "cni-" + uid5, Runtime: RuntimeContainerd},
+		{Name: "crio-pod", NamedBy: podprobe.NamedByHostname, ID: f.id(crio), NetNS: filepath.Join(f.run, "netns", uid4), Netns: uid4, Runtime: RuntimeCRIO, PID: 500},
+		{Name: "pid 200", NamedBy: podprobe.NamedByPID, ID: f.id(anon), NetNS: filepath.Join(f.proc, "200", "ns/net"), PID: 200, Kubepods: true, PodUID: uid2, QoS: "besteffort",
 			PodIf: "eth0", HostIf: "vlan0123456789a", HostIfIndex: 18},
-		{Name: "web-0", NamedBy: NamedByHostname, ID: f.id(web), NetNS: filepath.Join(f.run, "netns", "cni-"+uid), Netns: "cni-" + uid, Runtime: RuntimeContainerd, PID: 100, Kubepods: true, PodUID: uid, QoS: "burstable",
+		{Name: "web-0", NamedBy: podprobe.NamedByHostname, ID: f.id(web), NetNS: filepath.Join(f.run, "netns", "cni-"+uid), Netns: "cni-" + uid, Runtime: RuntimeContainerd, PID: 100, Kubepods: true, PodUID: uid, QoS: "burstable",
 			PodIf: "eth0", HostIf: "lxc0123456789ab", HostIfIndex: 17},
 	}
 	if d := cmp.Diff(want, got); d != "" {
@@ -228,7 +229,7 @@ func TestFindNamingTries(t *testing.T) {
 	if err != nil || len(got) != 1 {
 		t.Fatalf("Find = %v, %v", got, err)
 	}
-	if got[0].Name != "cni-"+uid || got[0].NamedBy != NamedByNetns || calls != namingTries {
+	if got[0].Name != "cni-"+uid || got[0].NamedBy != podprobe.NamedByNetns || calls != namingTries {
 		t.Errorf("named %q by %s after %d hostname reads, want the netns name after %d", got[0].Name, got[0].NamedBy, calls, namingTries)
 	}
 }

@@ -1,47 +1,49 @@
 package probes
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
-	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/google/nftables"
 	"github.com/miekg/dns"
-	"github.com/nodedns/nodedns/internal/edges/hostnet"
-	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/hostnet/netstate"
 	"github.com/nodedns/nodedns/internal/policy"
-	"github.com/nodedns/nodedns/probes/podnet"
+	"github.com/nodedns/nodedns/probes/podprobe"
 )
 
-// Live is the running node as the live checks see it: netlink, nf_tables and iptables-legacy, DNS
-// queries, /proc, the boot id and the state file. Each field is a seam: NewLive fills them with the
-// real thing, and unit tests replace the ones that cannot run unprivileged. Under --root Env.Host is
+// Host is the running node as the live checks reach it: netlink, nf_tables and iptables-legacy, DNS
+// queries, /proc, the boot id and the state file. Each field is a seam in pure terms (this package's
+// types, netstate's and podprobe's records), so that the checks import none of the code that reads
+// the node: internal/live fills them with the real thing, and unit tests replace the ones that
+// cannot run unprivileged. Under --root Env.Host is
 // nil and every live check is skipped.
 //
 // What the checks observe is read once per report and shared: nodelocaldns.dns, dns.loop and
 // boot.persistence judge the same interface, routes and rules that nodelocaldns.interface and
 // nodelocaldns.routes reported.
-type Live struct {
-	Net      hostnet.Reader
+type Host struct {
+	Net      NetReader
 	Firewall func(ctx context.Context) []Backend
 	DNS      Exchanger
 	// DNSPort is the port probes send to (53; tests run their servers elsewhere).
 	DNSPort uint16
-	// Proc is the proc filesystem the cache process is found in ("/proc").
-	Proc string
+	// FindCache finds the cache's process bound to one of addrs on port 53 (interface mode);
+	// FindPodCache the one that runs in a network namespace of its own (lrp and none modes, lowest
+	// PID first); FindDNSServers every node-cache or coredns process on the node with a port-53
+	// socket, by PID. Each is read from /proc, its Corefile and resolv.conf files through the
+	// process's own root; nil when none runs.
+	FindCache      func(addrs []netip.Addr) *CacheProcess
+	FindPodCache   func() *CacheProcess
+	FindDNSServers func() []*CacheProcess
+	// ProcStat returns /proc/PID/stat of a process (ParseProcStatStart reads it).
+	ProcStat func(pid int) ([]byte, error)
 	// BootID returns the kernel's boot id (/proc/sys/kernel/random/boot_id).
 	BootID func() (string, error)
 	// Uptime returns how long ago the kernel booted (/proc/uptime).
@@ -54,8 +56,8 @@ type Live struct {
 	// namespaces); ProbePods sends one probe round from some of them and from the host
 	// (podnet.Probe). nodelocaldns.pods uses both, nodelocaldns.routes names the pods behind an
 	// interface a rule catches.
-	Pods      func(ctx context.Context, log *slog.Logger) ([]podnet.Pod, error)
-	ProbePods func(ctx context.Context, pods []podnet.Pod, q podnet.Query) podnet.Report
+	Pods      func(ctx context.Context, log *slog.Logger) ([]podprobe.Pod, error)
+	ProbePods func(ctx context.Context, pods []podprobe.Pod, q podprobe.Query) podprobe.Report
 	// HostPIDNS reports whether nodedns runs in the host's (initial) PID namespace, where every pod's
 	// processes are visible in /proc; a container without hostPID sees none.
 	HostPIDNS func() bool
@@ -70,7 +72,7 @@ type Live struct {
 	nxOnce  sync.Once
 	nx      []answer
 	podOnce sync.Once
-	pods    []podnet.Pod
+	pods    []podprobe.Pod
 	podsErr error
 	cpOnce  sync.Once
 	cp      *CacheProcess
@@ -82,38 +84,8 @@ type Live struct {
 // deadline (node-problem-detector's rule timeout) needs that many timeouts and a little more.
 const ProbeRounds = 4
 
-// NewLive returns the real node's live seams. timeout bounds every DNS query (config probes.timeout).
-func NewLive(timeout time.Duration, state StateStore) *Live {
-	return &Live{
-		Net:      hostnet.New(),
-		Firewall: ReadFirewall,
-		DNS:      DNSClient{Timeout: timeout},
-		DNSPort:  53,
-		Proc:     "/proc",
-		BootID:   readBootID,
-		Uptime:   readUptime,
-		State:    state,
-		Random:   randomLabel,
-		Pods: func(ctx context.Context, log *slog.Logger) ([]podnet.Pod, error) {
-			return podnet.Find(ctx, podnet.Options{Logger: log})
-		},
-		ProbePods: podnet.Probe,
-		HostPIDNS: inInitialPIDNS,
-	}
-}
-
-// procPIDInitIno is the inode of the initial PID namespace (PROC_PID_INIT_INO in the kernel's
-// include/linux/proc_ns.h, fixed since Linux 3.8): /proc/self/ns/pid links to pid:[4026531836]
-// exactly when nodedns runs in the host's PID namespace.
-const procPIDInitIno = 0xEFFFFFFC
-
-func inInitialPIDNS() bool {
-	l, err := os.Readlink("/proc/self/ns/pid")
-	return err == nil && l == fmt.Sprintf("pid:[%d]", uint32(procPIDInitIno))
-}
-
 // podNamespaces finds the pod network namespaces once per report.
-func (env *Env) podNamespaces(ctx context.Context) ([]podnet.Pod, error) {
+func (env *Env) podNamespaces(ctx context.Context) ([]podprobe.Pod, error) {
 	l := env.Host
 	l.podOnce.Do(func() {
 		if l.Pods == nil {
@@ -130,9 +102,9 @@ func (env *Env) cacheProcess() *CacheProcess {
 	l := env.Host
 	l.cpOnce.Do(func() {
 		if env.cacheMode().Interface() {
-			l.cp = FindCacheProcess(l.Proc, env.Plan.Facts.CacheAddrs)
+			l.cp = l.FindCache(env.Plan.Facts.CacheAddrs)
 		} else {
-			l.cp = FindPodCache(l.Proc)
+			l.cp = l.FindPodCache()
 		}
 	})
 	return l.cp
@@ -145,46 +117,27 @@ func (env *Env) cacheMode() policy.CacheMode {
 	return policy.ResolveCacheMode(env.Config, env.Snapshot, nv.link != nil || nv.linkErr != nil)
 }
 
-func readBootID() (string, error) {
-	b, err := nodefs.ReadKernel("/proc/sys/kernel/random/boot_id", procKind)
-	if err != nil {
-		return "", fmt.Errorf("read boot id: %w", err)
-	}
-	return strings.TrimSpace(string(b)), nil
-}
-
-func readUptime() (time.Duration, error) {
-	b, err := nodefs.ReadKernel("/proc/uptime", procKind)
-	if err != nil {
-		return 0, fmt.Errorf("read uptime: %w", err)
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0, fmt.Errorf("read uptime: empty /proc/uptime")
-	}
-	s, err := strconv.ParseFloat(f[0], 64)
-	if err != nil {
-		return 0, fmt.Errorf("read uptime: %w", err)
-	}
-	return time.Duration(s * float64(time.Second)), nil
-}
-
-func randomLabel() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return "nodedns-" + hex.EncodeToString(b[:])
+// NetReader reads the kernel's view of the nodelocaldns interface, the local routing table and the
+// policy rules, as netstate's records (hostnet.Reader over rtnetlink is the real one).
+type NetReader interface {
+	// Link returns the named interface with its addresses; nil and no error when it does not exist.
+	Link(name string) (*netstate.Link, error)
+	// LocalRoutes returns the routes of the local table for family 4 or 6.
+	LocalRoutes(family int) ([]netstate.Route, error)
+	// Rules returns the policy routing rules for family 4 or 6.
+	Rules(family int) ([]netstate.Rule, error)
 }
 
 // netView is the nodelocaldns interface, the local-table routes and the policy rules, read once.
 type netView struct {
-	link    *hostnet.Link
+	link    *netstate.Link
 	linkErr error
-	routes  []hostnet.Route
-	rules   []hostnet.Rule
+	routes  []netstate.Route
+	rules   []netstate.Rule
 	err     error // routes or rules could not be read
 }
 
-func (l *Live) netState(ifname string) *netView {
+func (l *Host) netState(ifname string) *netView {
 	l.netOnce.Do(func() {
 		l.net.link, l.net.linkErr = l.Net.Link(ifname)
 		var errs []string
@@ -207,7 +160,7 @@ func (l *Live) netState(ifname string) *netView {
 	return &l.net
 }
 
-func (l *Live) firewall(ctx context.Context) []Backend {
+func (l *Host) firewall(ctx context.Context) []Backend {
 	l.fwOnce.Do(func() { l.fw = l.Firewall(ctx) })
 	return l.fw
 }
@@ -253,19 +206,6 @@ type Exchanger interface {
 	Exchange(ctx context.Context, m *dns.Msg, network string, server netip.AddrPort) (*dns.Msg, error)
 }
 
-// DNSClient is the real Exchanger: miekg/dns over UDP or TCP with a per-query timeout.
-type DNSClient struct{ Timeout time.Duration }
-
-// Exchange implements Exchanger.
-func (c DNSClient) Exchange(ctx context.Context, m *dns.Msg, network string, server netip.AddrPort) (*dns.Msg, error) {
-	cl := &dns.Client{Net: network, Timeout: c.Timeout, UDPSize: dns.DefaultMsgSize}
-	r, _, err := cl.ExchangeContext(ctx, m, server.String())
-	if err != nil {
-		return nil, fmt.Errorf("query %s %s over %s at %s: %w", m.Question[0].Name, dns.TypeToString[m.Question[0].Qtype], network, server, err)
-	}
-	return r, nil
-}
-
 // answer is one probe's outcome.
 type answer struct {
 	server  netip.Addr
@@ -304,7 +244,7 @@ func isTimeout(err error) bool {
 
 // query runs the queries in parallel: probe queries are independent and each may take the whole
 // timeout, so a sequence would multiply it.
-func (l *Live) query(ctx context.Context, qs []answer) []answer {
+func (l *Host) query(ctx context.Context, qs []answer) []answer {
 	var wg sync.WaitGroup
 	for i := range qs {
 		wg.Add(1)
@@ -390,110 +330,4 @@ type Backend struct {
 	Name  string // "nf_tables" or "iptables-legacy"
 	Rules []RawRule
 	Err   error
-}
-
-// ReadFirewall reads the raw-table rules of both backends: nf_tables over netlink (iptables-nft and
-// native nft rules) and iptables-legacy's tables.
-func ReadFirewall(ctx context.Context) []Backend {
-	return []Backend{readNftables(), readLegacy(ctx)}
-}
-
-// nfConntrackPriority is NF_IP_PRI_CONNTRACK: a notrack must run at a lower (earlier) priority to
-// take effect, as the raw table's -300 does.
-const nfConntrackPriority = -200
-
-func readNftables() Backend {
-	b := Backend{Name: "nf_tables"}
-	c, err := nftables.New()
-	if err != nil {
-		b.Err = fmt.Errorf("open nf_tables netlink: %w", err)
-		return b
-	}
-	chains, err := c.ListChains()
-	if err != nil {
-		b.Err = fmt.Errorf("list nf_tables chains: %w", err)
-		return b
-	}
-	for _, ch := range chains {
-		if ch.Hooknum == nil || ch.Priority == nil || int(*ch.Priority) >= nfConntrackPriority {
-			continue
-		}
-		var chain string
-		switch *ch.Hooknum {
-		case *nftables.ChainHookPrerouting:
-			chain = "PREROUTING"
-		case *nftables.ChainHookOutput:
-			chain = "OUTPUT"
-		default:
-			continue
-		}
-		var fams []int
-		switch ch.Table.Family {
-		case nftables.TableFamilyIPv4:
-			fams = []int{4}
-		case nftables.TableFamilyIPv6:
-			fams = []int{6}
-		case nftables.TableFamilyINet:
-			fams = []int{4, 6}
-		default:
-			continue
-		}
-		rules, err := c.GetRules(ch.Table, ch)
-		if err != nil {
-			b.Err = errors.Join(b.Err, fmt.Errorf("list rules of %s %s: %w", ch.Table.Name, ch.Name, err))
-			continue
-		}
-		for _, r := range rules {
-			for _, f := range fams {
-				if rr, ok := nftRule(f, chain, r.Exprs); ok {
-					b.Rules = append(b.Rules, rr)
-				}
-			}
-		}
-	}
-	return b
-}
-
-// readLegacy reads iptables-legacy's raw tables with iptables-legacy-save. Legacy tables live in the
-// kernel as x_tables blobs read with getsockopt(IPT_SO_GET_ENTRIES), whose layout is per match and
-// target revision; iptables-legacy-save is the one maintained decoder of them (no Go library
-// reads them). The table list in /proc/net/ip_tables_names (per network namespace) is read first,
-// so a node without a legacy raw table runs no command and loads no module.
-func readLegacy(ctx context.Context) Backend {
-	b := Backend{Name: "iptables-legacy"}
-	for _, v := range []struct {
-		family int
-		names  string
-		cmd    string
-	}{{4, "/proc/net/ip_tables_names", "iptables-legacy-save"}, {6, "/proc/net/ip6_tables_names", "ip6tables-legacy-save"}} {
-		names, err := nodefs.ReadKernel(v.names, procKind)
-		if err != nil || !slicesContainsLine(names, "raw") {
-			continue
-		}
-		path, err := exec.LookPath(v.cmd)
-		if err != nil {
-			b.Err = errors.Join(b.Err, fmt.Errorf("a legacy raw table exists (%s) but %s is not installed to read it", v.names, v.cmd))
-			continue
-		}
-		out, err := exec.CommandContext(ctx, path, "-t", "raw").Output()
-		if err != nil {
-			b.Err = errors.Join(b.Err, fmt.Errorf("%s -t raw: %w", v.cmd, err))
-			continue
-		}
-		rs, err := ParseIptablesSave(v.family, out)
-		if err != nil {
-			b.Err = errors.Join(b.Err, fmt.Errorf("%s -t raw: %w", v.cmd, err))
-		}
-		b.Rules = append(b.Rules, rs...)
-	}
-	return b
-}
-
-func slicesContainsLine(data []byte, want string) bool {
-	for _, l := range bytes.Split(data, []byte("\n")) {
-		if strings.TrimSpace(string(l)) == want {
-			return true
-		}
-	}
-	return false
 }

@@ -12,110 +12,16 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/nodedns/nodedns/probes/podprobe"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
-
-// Outcome is what one query got.
-type Outcome int
-
-const (
-	// Answered: a DNS response came back (whatever its rcode: the packet reached a server).
-	Answered Outcome = iota
-	// Timeout: nothing came back within the round's timeout (a drop: incident 000's BPF program, incident
-	// 004's blackhole route: a silent drop on the input path, seen as a timeout on kernel 6.18).
-	Timeout
-	// Refused: the connection was refused (ICMP port unreachable on UDP, a RST on TCP): the address
-	// is reached but nothing listens on the port.
-	Refused
-	// Error: the query could not be sent or failed otherwise (no route from the pod, the namespace
-	// gone, a malformed reply).
-	Error
-)
-
-func (o Outcome) String() string {
-	switch o {
-	case Answered:
-		return "answered"
-	case Timeout:
-		return "timeout"
-	case Refused:
-		return "refused"
-	case Error:
-		return "error"
-	}
-	return fmt.Sprintf("Outcome(%d)", int(o))
-}
-
-// Result is one query: one target address over one protocol, from one namespace.
-type Result struct {
-	Addr    netip.Addr
-	Net     string // "udp" or "tcp"
-	Outcome Outcome
-	// Rcode is the response's rcode when Outcome is Answered.
-	Rcode int
-	// Err says why when Outcome is not Answered.
-	Err error
-	// RTT is the time from sending the query to its outcome.
-	RTT time.Duration
-}
-
-func (r Result) String() string {
-	s := fmt.Sprintf("%s over %s: %s", r.Addr, r.Net, r.Outcome)
-	switch {
-	case r.Outcome == Answered:
-		s += " " + dns.RcodeToString[r.Rcode]
-	case r.Outcome == Error && r.Err != nil:
-		s += " (" + r.Err.Error() + ")"
-	}
-	return s
-}
-
-// PodResult is what one pod namespace got.
-type PodResult struct {
-	Pod Pod
-	// Err is set when no query could be sent from the namespace at all (it is gone, or cannot be
-	// entered); Results is then empty. Such a pod is not a DNS failure.
-	Err error
-	// Results has one entry per target and protocol, in Query.Targets order, udp before tcp.
-	Results []Result
-}
-
-// Report is one probe round.
-type Report struct {
-	// Host is what the host's own namespace got, for comparison (same order as PodResult.Results);
-	// HostErr is set when the host's queries could not be sent at all.
-	Host    []Result
-	HostErr error
-	Pods    []PodResult
-	// Elapsed is the round's wall time.
-	Elapsed time.Duration
-}
-
-// DefaultTimeout is a round's timeout when Query.Timeout is zero (docs/contract.md's probes.timeout).
-const DefaultTimeout = 2 * time.Second
-
-// Query is one probe round's question.
-type Query struct {
-	// Name is asked (type Type, default A) of every target, e.g. kubernetes.default.svc.cluster.local.
-	Name string
-	Type uint16
-	// Targets are the addresses to ask (cache addresses, or the cluster DNS addresses in lrp mode),
-	// IPv4 and IPv6 alike; Port defaults to 53.
-	Targets []netip.Addr
-	Port    uint16
-	// Timeout bounds the whole round, not each query: every pod's queries run at once, so a
-	// round with 40 pods that all time out takes one Timeout, not 40. Default 2s (probes.timeout).
-	Timeout time.Duration
-	// Host is as Options.Host: "" asks from this process's own network namespace.
-	Host string
-}
 
 // Probe asks every target over UDP and TCP from each pod's namespace and from the host's, all at
 // once, within one timeout. It probes every pod it is given: the caller picks at most
 // probes.maxPods of them (Find sorts them by name, so the pick is stable). Nothing is created inside
 // a pod's namespace but the query sockets, which close when the round ends.
-func Probe(ctx context.Context, pods []Pod, q Query) Report {
+func Probe(ctx context.Context, pods []podprobe.Pod, q podprobe.Query) podprobe.Report {
 	start := time.Now()
 	if q.Type == 0 {
 		q.Type = dns.TypeA
@@ -124,18 +30,18 @@ func Probe(ctx context.Context, pods []Pod, q Query) Report {
 		q.Port = 53
 	}
 	if q.Timeout <= 0 {
-		q.Timeout = DefaultTimeout
+		q.Timeout = podprobe.DefaultTimeout
 	}
 	ctx, cancel := context.WithDeadline(ctx, start.Add(q.Timeout))
 	defer cancel()
-	rep := Report{Pods: make([]PodResult, len(pods))}
+	rep := podprobe.Report{Pods: make([]podprobe.PodResult, len(pods))}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		var ns netns.NsHandle = netns.None()
 		if q.Host != "" {
-			h, err := openNS(filepath.Join(q.Host, "ns/net"), NSID{})
+			h, err := openNS(filepath.Join(q.Host, "ns/net"), podprobe.NSID{})
 			if err != nil {
 				rep.HostErr = err
 				return
@@ -164,35 +70,9 @@ func Probe(ctx context.Context, pods []Pod, q Query) Report {
 	return rep
 }
 
-// Failures returns the pods that were not answered where the host was: for each, the results of the
-// queries the host got an answer to and the pod did not. Pods that could not be probed at all
-// (PodResult.Err) are not failures; neither is a query the host was not answered on either
-// (nodelocaldns.dns reports that one).
-func (r Report) Failures() []PodResult {
-	hostOK := map[[2]string]bool{}
-	for _, h := range r.Host {
-		if h.Outcome == Answered {
-			hostOK[[2]string{h.Addr.String(), h.Net}] = true
-		}
-	}
-	var out []PodResult
-	for _, p := range r.Pods {
-		var bad []Result
-		for _, res := range p.Results {
-			if res.Outcome != Answered && hostOK[[2]string{res.Addr.String(), res.Net}] {
-				bad = append(bad, res)
-			}
-		}
-		if len(bad) > 0 {
-			out = append(out, PodResult{Pod: p.Pod, Results: bad})
-		}
-	}
-	return out
-}
-
 // probeFrom makes the round's sockets inside ns (netns.None(): this thread's own namespace) and runs
 // the queries over them from this process's threads.
-func probeFrom(ctx context.Context, ns netns.NsHandle, q Query) ([]Result, error) {
+func probeFrom(ctx context.Context, ns netns.NsHandle, q podprobe.Query) ([]podprobe.Result, error) {
 	type spec struct {
 		addr    netip.Addr
 		network string
@@ -231,7 +111,7 @@ func probeFrom(ctx context.Context, ns netns.NsHandle, q Query) ([]Result, error
 		}
 		return nil, err
 	}
-	out := make([]Result, len(specs))
+	out := make([]podprobe.Result, len(specs))
 	var wg sync.WaitGroup
 	for i, s := range specs {
 		wg.Add(1)
@@ -267,10 +147,10 @@ func sockaddr(ap netip.AddrPort) unix.Sockaddr {
 
 // exchange sends one query over fd (a non-blocking socket, already in its namespace, owned and
 // closed here) and waits for the answer until ctx's deadline.
-func exchange(ctx context.Context, fd int, network string, server netip.AddrPort, name string, qtype uint16) Result {
-	res := Result{Addr: server.Addr(), Net: network}
+func exchange(ctx context.Context, fd int, network string, server netip.AddrPort, name string, qtype uint16) podprobe.Result {
+	res := podprobe.Result{Addr: server.Addr(), Net: network}
 	start := time.Now()
-	fail := func(err error) Result {
+	fail := func(err error) podprobe.Result {
 		res.RTT = time.Since(start)
 		res.Outcome, res.Err = classify(ctx, err)
 		return res
@@ -311,22 +191,22 @@ func exchange(ctx context.Context, fd int, network string, server netip.AddrPort
 			continue
 		}
 		res.RTT = time.Since(start)
-		res.Outcome, res.Rcode = Answered, r.Rcode
+		res.Outcome, res.Rcode = podprobe.Answered, r.Rcode
 		return res
 	}
 }
 
 // classify turns an I/O error into an outcome. A deadline is a timeout; a cancelled context (the
 // caller gave up) is an error, not a verdict on the path.
-func classify(ctx context.Context, err error) (Outcome, error) {
+func classify(ctx context.Context, err error) (podprobe.Outcome, error) {
 	var ne net.Error
 	switch {
 	case errors.Is(err, unix.ECONNREFUSED):
-		return Refused, err
+		return podprobe.Refused, err
 	case errors.Is(ctx.Err(), context.Canceled):
-		return Error, fmt.Errorf("%w: %w", context.Canceled, err)
+		return podprobe.Error, fmt.Errorf("%w: %w", context.Canceled, err)
 	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return Timeout, err
+		return podprobe.Timeout, err
 	}
-	return Error, err
+	return podprobe.Error, err
 }

@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodedns/nodedns/internal/live/podnet"
 	"github.com/nodedns/nodedns/internal/testutil/nstest"
-	"github.com/nodedns/nodedns/probes/podnet"
+	"github.com/nodedns/nodedns/probes/podprobe"
 )
 
 // node is a sandbox node with its own PID and UTS namespaces (so a /proc scan sees only its
@@ -26,7 +27,8 @@ type node struct {
 // newNode runs on this machine's Debian only, not per suite: podnet reads /proc and the pods'
 // namespaces and sends queries itself; the node's netfilter (the NOTRACK rules, the seed's nft drop)
 // lives in the kernel, which enforces it the same whichever suite's iptables or nft wrote it, and
-// podnet never reads it. The probes' live tests run per suite where nodedns does read those rules.
+// podnet never reads it. The live checks' tests (internal/live) run per suite where nodedns does
+// read those rules.
 func newNode(t testing.TB) *node {
 	t.Helper()
 	nstest.Require(t)
@@ -41,11 +43,11 @@ func (n *node) options() podnet.Options {
 	return podnet.Options{ProcRoot: n.sb.Path("/proc"), RunRoot: n.sb.Path("/run"), Host: fmt.Sprintf("/proc/%d", n.sb.PID)}
 }
 
-func (n *node) query(timeout time.Duration) podnet.Query {
-	return podnet.Query{Name: nstest.ClusterName, Targets: n.cache.Addrs, Timeout: timeout, Host: fmt.Sprintf("/proc/%d", n.sb.PID)}
+func (n *node) query(timeout time.Duration) podprobe.Query {
+	return podprobe.Query{Name: nstest.ClusterName, Targets: n.cache.Addrs, Timeout: timeout, Host: fmt.Sprintf("/proc/%d", n.sb.PID)}
 }
 
-func (n *node) find(t testing.TB) []podnet.Pod {
+func (n *node) find(t testing.TB) []podprobe.Pod {
 	t.Helper()
 	pods, err := podnet.Find(context.Background(), n.options())
 	if err != nil {
@@ -88,7 +90,7 @@ type summary struct {
 	Kubepods                                         bool
 }
 
-func summarize(pods []podnet.Pod) []summary {
+func summarize(pods []podprobe.Pod) []summary {
 	var out []summary
 	for _, p := range pods {
 		out = append(out, summary{p.Name, p.NamedBy, p.HostIf, p.PodIf, p.Netns, p.PodUID, p.QoS, p.Kubepods})
@@ -97,13 +99,13 @@ func summarize(pods []podnet.Pod) []summary {
 }
 
 // answeredAll fails unless every query in rs was answered NOERROR.
-func answeredAll(t testing.TB, who string, rs []podnet.Result, targets int) {
+func answeredAll(t testing.TB, who string, rs []podprobe.Result, targets int) {
 	t.Helper()
 	if len(rs) != 2*targets {
 		t.Errorf("%s: %d results, want %d: %v", who, len(rs), 2*targets, rs)
 	}
 	for _, r := range rs {
-		if r.Outcome != podnet.Answered || r.Rcode != 0 {
+		if r.Outcome != podprobe.Answered || r.Rcode != 0 {
 			t.Errorf("%s: %s (%v)", who, r, r.Err)
 		}
 	}
@@ -138,8 +140,8 @@ func TestPodsHealthy(t *testing.T) {
 
 	pods := n.find(t)
 	want := []summary{
-		{"api-0", podnet.NamedByHostname, api.HostIf, "eth0", api.Netns, apiUID, "besteffort", true},
-		{"web-0", podnet.NamedByHostname, web.HostIf, "eth0", web.Netns, webUID, "burstable", true},
+		{"api-0", podprobe.NamedByHostname, api.HostIf, "eth0", api.Netns, apiUID, "besteffort", true},
+		{"web-0", podprobe.NamedByHostname, web.HostIf, "eth0", web.Netns, webUID, "burstable", true},
 	}
 	if d := cmp.Diff(want, summarize(pods)); d != "" {
 		t.Fatalf("Find (-want +got):\n%s", d)
@@ -198,7 +200,7 @@ nft add rule inet nstest_seed000 pre iifname "lxc*" ip6 daddr fd00:25::10 drop
 			answeredAll(t, "api-0", pr.Results, 2)
 		}
 	}
-	requireFailure(t, rep, web, podnet.Timeout)
+	requireFailure(t, rep, web, podprobe.Timeout)
 	requireThreadsHome(t)
 }
 
@@ -223,11 +225,11 @@ done
 			answeredAll(t, web.Name, pr.Results, 2)
 		}
 	}
-	requireFailure(t, rep, api, podnet.Timeout)
+	requireFailure(t, rep, api, podprobe.Timeout)
 }
 
 // requireFailure asserts that Failures is exactly pod p with every query failed as want.
-func requireFailure(t testing.TB, rep podnet.Report, p *nstest.Pod, want podnet.Outcome) {
+func requireFailure(t testing.TB, rep podprobe.Report, p *nstest.Pod, want podprobe.Outcome) {
 	t.Helper()
 	f := rep.Failures()
 	if len(f) != 1 || f[0].Pod.Name != p.Name || f[0].Pod.HostIf != p.HostIf {
@@ -263,7 +265,7 @@ func TestNotPods(t *testing.T) {
 
 	web := n.sb.AddPod(t, nstest.PodOptions{Name: "web-0"})
 	got := summarize(n.find(t))
-	want := []summary{{"web-0", podnet.NamedByHostname, web.HostIf, "eth0", web.Netns, "", "", false}}
+	want := []summary{{"web-0", podprobe.NamedByHostname, web.HostIf, "eth0", web.Netns, "", "", false}}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("Find (-want +got):\n%s", d)
 	}
@@ -279,8 +281,8 @@ func TestPodNaming(t *testing.T) {
 	early := n.sb.AddPod(t, nstest.PodOptions{Name: "early", Netns: nstest.UUID(t), NoProcess: true, HostIf: "cali1a2b3c4d5e6"})
 	pods := n.find(t)
 	want := []summary{
-		{early.Netns, podnet.NamedByNetns, early.HostIf, "eth0", early.Netns, "", "", false},
-		{fmt.Sprintf("pid %d", anon.NodePID), podnet.NamedByPID, anon.HostIf, "eth0", "", webUID, "guaranteed", true},
+		{early.Netns, podprobe.NamedByNetns, early.HostIf, "eth0", early.Netns, "", "", false},
+		{fmt.Sprintf("pid %d", anon.NodePID), podprobe.NamedByPID, anon.HostIf, "eth0", "", webUID, "guaranteed", true},
 	}
 	if d := cmp.Diff(want, summarize(pods)); d != "" {
 		t.Fatalf("Find (-want +got):\n%s", d)

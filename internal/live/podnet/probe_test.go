@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
+	"github.com/nodedns/nodedns/probes/podprobe"
 )
 
 // serveDNS answers every query on addr (udp and tcp) with an A record, until the test ends.
@@ -75,11 +76,11 @@ func freePort(t *testing.T) uint16 {
 
 type outcome struct {
 	Addr, Net string
-	Outcome   Outcome
+	Outcome   podprobe.Outcome
 	Rcode     int
 }
 
-func outcomes(rs []Result) []outcome {
+func outcomes(rs []podprobe.Result) []outcome {
 	var out []outcome
 	for _, r := range rs {
 		out = append(out, outcome{r.Addr.String(), r.Net, r.Outcome, r.Rcode})
@@ -96,7 +97,7 @@ func TestProbeHost(t *testing.T) {
 	serveDNS(t, "127.0.0.1:"+p)
 	serveDNS(t, "[::1]:"+p)
 	silent(t, "127.0.0.2:"+p)
-	q := Query{
+	q := podprobe.Query{
 		Name:    "kubernetes.default.svc.cluster.local",
 		Targets: []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1"), netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3")},
 		Port:    port,
@@ -107,16 +108,16 @@ func TestProbeHost(t *testing.T) {
 		t.Fatal(rep.HostErr)
 	}
 	want := []outcome{
-		{"127.0.0.1", "udp", Answered, dns.RcodeSuccess}, {"127.0.0.1", "tcp", Answered, dns.RcodeSuccess},
-		{"::1", "udp", Answered, dns.RcodeSuccess}, {"::1", "tcp", Answered, dns.RcodeSuccess},
-		{"127.0.0.2", "udp", Timeout, 0}, {"127.0.0.2", "tcp", Timeout, 0},
-		{"127.0.0.3", "udp", Refused, 0}, {"127.0.0.3", "tcp", Refused, 0},
+		{"127.0.0.1", "udp", podprobe.Answered, dns.RcodeSuccess}, {"127.0.0.1", "tcp", podprobe.Answered, dns.RcodeSuccess},
+		{"::1", "udp", podprobe.Answered, dns.RcodeSuccess}, {"::1", "tcp", podprobe.Answered, dns.RcodeSuccess},
+		{"127.0.0.2", "udp", podprobe.Timeout, 0}, {"127.0.0.2", "tcp", podprobe.Timeout, 0},
+		{"127.0.0.3", "udp", podprobe.Refused, 0}, {"127.0.0.3", "tcp", podprobe.Refused, 0},
 	}
 	if d := cmp.Diff(want, outcomes(rep.Host)); d != "" {
 		t.Errorf("host outcomes (-want +got):\n%s", d)
 	}
 	for _, r := range rep.Host {
-		if (r.Outcome == Answered) != (r.Err == nil) {
+		if (r.Outcome == podprobe.Answered) != (r.Err == nil) {
 			t.Errorf("%s: error %v", r, r.Err)
 		}
 	}
@@ -132,12 +133,12 @@ func TestProbeCancelled(t *testing.T) {
 	silent(t, "127.0.0.2:"+strconv.Itoa(int(port)))
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
-	rep := Probe(ctx, nil, Query{Name: "x.", Targets: []netip.Addr{netip.MustParseAddr("127.0.0.2")}, Port: port, Timeout: time.Minute})
+	rep := Probe(ctx, nil, podprobe.Query{Name: "x.", Targets: []netip.Addr{netip.MustParseAddr("127.0.0.2")}, Port: port, Timeout: time.Minute})
 	if len(rep.Host) != 2 {
 		t.Fatalf("host results %v", rep.Host)
 	}
 	for _, r := range rep.Host {
-		if r.Outcome != Error || !errors.Is(r.Err, context.Canceled) {
+		if r.Outcome != podprobe.Error || !errors.Is(r.Err, context.Canceled) {
 			t.Errorf("%s: %v, want an error wrapping context.Canceled", r, r.Err)
 		}
 	}
@@ -150,11 +151,11 @@ func TestProbeGonePod(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	pods := []Pod{
-		{Name: "gone", NetNS: "/nonexistent/ns/net", ID: NSID{1, 2}},
-		{Name: "reused", NetNS: "/proc/self/ns/net", ID: NSID{self.Dev, self.Ino + 1}},
+	pods := []podprobe.Pod{
+		{Name: "gone", NetNS: "/nonexistent/ns/net", ID: podprobe.NSID{Dev: 1, Ino: 2}},
+		{Name: "reused", NetNS: "/proc/self/ns/net", ID: podprobe.NSID{Dev: self.Dev, Ino: self.Ino + 1}},
 	}
-	rep := Probe(context.Background(), pods, Query{Name: "x.", Targets: []netip.Addr{netip.MustParseAddr("127.0.0.1")}, Port: 9, Timeout: 100 * time.Millisecond})
+	rep := Probe(context.Background(), pods, podprobe.Query{Name: "x.", Targets: []netip.Addr{netip.MustParseAddr("127.0.0.1")}, Port: 9, Timeout: 100 * time.Millisecond})
 	for _, p := range rep.Pods {
 		if p.Err == nil || len(p.Results) != 0 {
 			t.Errorf("%s: err %v results %v", p.Pod.Name, p.Err, p.Results)
@@ -165,40 +166,5 @@ func TestProbeGonePod(t *testing.T) {
 	}
 	if f := rep.Failures(); len(f) != 0 {
 		t.Errorf("failures %v", f)
-	}
-}
-
-func TestFailures(t *testing.T) {
-	a4, a6 := netip.MustParseAddr("169.254.25.10"), netip.MustParseAddr("fd00:25::10")
-	res := func(a netip.Addr, n string, o Outcome) Result { return Result{Addr: a, Net: n, Outcome: o} }
-	rep := Report{
-		// The host is answered on everything but TCP to the IPv6 address.
-		Host: []Result{res(a4, "udp", Answered), res(a4, "tcp", Answered), res(a6, "udp", Answered), res(a6, "tcp", Timeout)},
-		Pods: []PodResult{
-			{Pod: Pod{Name: "ok"}, Results: []Result{res(a4, "udp", Answered), res(a4, "tcp", Answered), res(a6, "udp", Answered), res(a6, "tcp", Answered)}},
-			{Pod: Pod{Name: "cut"}, Results: []Result{res(a4, "udp", Timeout), res(a4, "tcp", Timeout), res(a6, "udp", Refused), res(a6, "tcp", Timeout)}},
-			{Pod: Pod{Name: "same-as-host"}, Results: []Result{res(a4, "udp", Answered), res(a4, "tcp", Answered), res(a6, "udp", Answered), res(a6, "tcp", Timeout)}},
-			{Pod: Pod{Name: "gone"}, Err: errStaleNS},
-		},
-	}
-	want := []PodResult{{Pod: Pod{Name: "cut"}, Results: []Result{res(a4, "udp", Timeout), res(a4, "tcp", Timeout), res(a6, "udp", Refused)}}}
-	if d := cmp.Diff(want, rep.Failures(), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); d != "" {
-		t.Errorf("Failures (-want +got):\n%s", d)
-	}
-}
-
-func TestResultString(t *testing.T) {
-	a := netip.MustParseAddr("fd00:25::10")
-	for _, tt := range []struct {
-		r    Result
-		want string
-	}{
-		{Result{Addr: a, Net: "udp", Outcome: Answered, Rcode: dns.RcodeNameError}, "fd00:25::10 over udp: answered NXDOMAIN"},
-		{Result{Addr: a, Net: "tcp", Outcome: Timeout, Err: errors.New("i/o timeout")}, "fd00:25::10 over tcp: timeout"},
-		{Result{Addr: a, Net: "tcp", Outcome: Error, Err: errors.New("network is unreachable")}, "fd00:25::10 over tcp: error (network is unreachable)"},
-	} {
-		if got := tt.r.String(); got != tt.want {
-			t.Errorf("%q, want %q", got, tt.want)
-		}
 	}
 }

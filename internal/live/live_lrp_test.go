@@ -1,4 +1,4 @@
-package probes_test
+package live_test
 
 import (
 	"fmt"

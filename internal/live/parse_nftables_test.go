@@ -1,4 +1,4 @@
-package probes
+package live
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/xt"
+	"github.com/nodedns/nodedns/probes"
 	"golang.org/x/sys/unix"
 )
 
@@ -71,13 +72,13 @@ func TestNftRule(t *testing.T) {
 		name   string
 		family int
 		exprs  []expr.Any
-		want   RawRule
+		want   probes.RawRule
 		ok     bool
 	}{
 		{
 			name: "iptables-nft -d ADDR -p udp --dport 53 -j NOTRACK", family: 4,
 			exprs: exprs(l4proto(unix.IPPROTO_UDP), daddr(eq, 16, 169, 254, 25, 10), dport(eq, 53), &expr.Counter{}, ctTarget(3, 0)),
-			want:  RawRule{Dst: cacheDst, Proto: unix.IPPROTO_UDP, DPort: 53, Notrack: true}, ok: true,
+			want:  probes.RawRule{Dst: cacheDst, Proto: unix.IPPROTO_UDP, DPort: 53, Notrack: true}, ok: true,
 		},
 		{
 			// iptables-nft 1.8.13 (Debian forky), dumped the same way: the address first, the
@@ -86,17 +87,17 @@ func TestNftRule(t *testing.T) {
 			exprs: exprs(daddr(eq, 16, 169, 254, 25, 10),
 				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 9, Len: 1}, &expr.Cmp{Op: eq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
 				dport(eq, 53), &expr.Counter{}, ctTarget(3, 0)),
-			want: RawRule{Dst: cacheDst, Proto: unix.IPPROTO_UDP, DPort: 53, Notrack: true}, ok: true,
+			want: probes.RawRule{Dst: cacheDst, Proto: unix.IPPROTO_UDP, DPort: 53, Notrack: true}, ok: true,
 		},
 		{
 			name: "iptables-nft -p tcp -m tcp --dport 53 -m comment -j CT --notrack", family: 4,
 			exprs: exprs(l4proto(unix.IPPROTO_TCP), daddr(eq, 16, 169, 254, 25, 10), dport(eq, 53), &expr.Match{Name: "comment", Info: &comment}, &expr.Counter{}, ctTarget(1, 0)),
-			want:  RawRule{Dst: cacheDst, Proto: unix.IPPROTO_TCP, DPort: 53, Notrack: true}, ok: true,
+			want:  probes.RawRule{Dst: cacheDst, Proto: unix.IPPROTO_TCP, DPort: 53, Notrack: true}, ok: true,
 		},
 		{
 			name: "iptables-nft -j CT --zone 1 is no NOTRACK", family: 4,
 			exprs: exprs(l4proto(unix.IPPROTO_UDP), daddr(eq, 16, 169, 254, 25, 10), dport(eq, 53), &expr.Counter{}, ctTarget(0, 1)),
-			want:  RawRule{Dst: cacheDst, Proto: unix.IPPROTO_UDP, DPort: 53}, ok: true,
+			want:  probes.RawRule{Dst: cacheDst, Proto: unix.IPPROTO_UDP, DPort: 53}, ok: true,
 		},
 		{
 			name: "iptables-nft -d 169.254.16.0/20: a masked load", family: 4,
@@ -105,7 +106,7 @@ func TestNftRule(t *testing.T) {
 				&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: []byte{255, 255, 240, 0}, Xor: []byte{0, 0, 0, 0}},
 				&expr.Cmp{Op: eq, Register: 1, Data: []byte{169, 254, 16, 0}},
 				dport(eq, 53), &expr.Counter{}, ctTarget(3, 0)),
-			want: RawRule{Dst: netip.MustParsePrefix("169.254.16.0/20"), Proto: unix.IPPROTO_UDP, DPort: 53, Notrack: true}, ok: true,
+			want: probes.RawRule{Dst: netip.MustParsePrefix("169.254.16.0/20"), Proto: unix.IPPROTO_UDP, DPort: 53, Notrack: true}, ok: true,
 		},
 		{
 			// iptables-nft loads only the two bytes of a prefix on a byte boundary. The decoder does
@@ -113,17 +114,17 @@ func TestNftRule(t *testing.T) {
 			// never proves coverage on its own.
 			name: "iptables-nft -d 169.254.0.0/16: a short load", family: 4,
 			exprs: exprs(l4proto(unix.IPPROTO_UDP), daddr(eq, 16, 169, 254), dport(eq, 53), &expr.Counter{}, ctTarget(3, 0)),
-			want:  RawRule{Proto: unix.IPPROTO_UDP, DPort: 53, Notrack: true, Other: true}, ok: true,
+			want:  probes.RawRule{Proto: unix.IPPROTO_UDP, DPort: 53, Notrack: true, Other: true}, ok: true,
 		},
 		{
 			name: "iptables-nft ! -d ADDR", family: 4,
 			exprs: exprs(l4proto(unix.IPPROTO_UDP), daddr(expr.CmpOpNeq, 16, 169, 254, 25, 10), dport(eq, 53), &expr.Counter{}, ctTarget(3, 0)),
-			want:  RawRule{Proto: unix.IPPROTO_UDP, DPort: 53, Notrack: true, Other: true}, ok: true,
+			want:  probes.RawRule{Proto: unix.IPPROTO_UDP, DPort: 53, Notrack: true, Other: true}, ok: true,
 		},
 		{
 			name: "iptables-nft ! --dport 53", family: 4,
 			exprs: exprs(l4proto(unix.IPPROTO_UDP), daddr(eq, 16, 169, 254, 25, 10), dport(expr.CmpOpNeq, 53), &expr.Counter{}, ctTarget(3, 0)),
-			want:  RawRule{Dst: cacheDst, Proto: unix.IPPROTO_UDP, Notrack: true, Other: true}, ok: true,
+			want:  probes.RawRule{Dst: cacheDst, Proto: unix.IPPROTO_UDP, Notrack: true, Other: true}, ok: true,
 		},
 		{
 			name: "iptables-nft -i eth0 --dport 53:54", family: 4,
@@ -132,17 +133,17 @@ func TestNftRule(t *testing.T) {
 				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 				&expr.Range{Op: eq, Register: 1, FromData: []byte{0, 53}, ToData: []byte{0, 54}},
 				&expr.Counter{}, ctTarget(3, 0)),
-			want: RawRule{Proto: unix.IPPROTO_UDP, Notrack: true, Other: true}, ok: true,
+			want: probes.RawRule{Proto: unix.IPPROTO_UDP, Notrack: true, Other: true}, ok: true,
 		},
 		{
 			name: "ip6tables-nft -d fd00::10/128", family: 6,
 			exprs: exprs(l4proto(unix.IPPROTO_UDP), daddr(eq, 24, 0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10), dport(eq, 53), &expr.Counter{}, ctTarget(3, 0)),
-			want:  RawRule{Dst: netip.MustParsePrefix("fd00::10/128"), Proto: unix.IPPROTO_UDP, DPort: 53, Notrack: true}, ok: true,
+			want:  probes.RawRule{Dst: netip.MustParsePrefix("fd00::10/128"), Proto: unix.IPPROTO_UDP, DPort: 53, Notrack: true}, ok: true,
 		},
 		{
 			name: "nft inet: ip daddr ADDR udp dport 53 notrack, read for IPv4", family: 4,
 			exprs: exprs(nfproto(unix.NFPROTO_IPV4), daddr(eq, 16, 169, 254, 25, 10), l4proto(unix.IPPROTO_UDP), dport(eq, 53), &expr.Notrack{}),
-			want:  RawRule{Dst: cacheDst, Proto: unix.IPPROTO_UDP, DPort: 53, Notrack: true}, ok: true,
+			want:  probes.RawRule{Dst: cacheDst, Proto: unix.IPPROTO_UDP, DPort: 53, Notrack: true}, ok: true,
 		},
 		{
 			name: "nft inet: an IPv4 rule is not an IPv6 one", family: 6,
@@ -157,57 +158,57 @@ func TestNftRule(t *testing.T) {
 		{
 			name: "nft inet: meta l4proto first, th dport, a counter", family: 4,
 			exprs: exprs(l4proto(unix.IPPROTO_UDP), nfproto(unix.NFPROTO_IPV4), daddr(eq, 16, 169, 254, 25, 10), dport(eq, 53), &expr.Counter{}, &expr.Notrack{}),
-			want:  RawRule{Dst: cacheDst, Proto: unix.IPPROTO_UDP, DPort: 53, Notrack: true}, ok: true,
+			want:  probes.RawRule{Dst: cacheDst, Proto: unix.IPPROTO_UDP, DPort: 53, Notrack: true}, ok: true,
 		},
 		{
 			name: "ip protocol from the IPv4 header", family: 4,
 			exprs: exprs(&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 9, Len: 1}, &expr.Cmp{Op: eq, Register: 1, Data: []byte{unix.IPPROTO_TCP}}, &expr.Notrack{}),
-			want:  RawRule{Proto: unix.IPPROTO_TCP, Notrack: true}, ok: true,
+			want:  probes.RawRule{Proto: unix.IPPROTO_TCP, Notrack: true}, ok: true,
 		},
 		{
 			name: "next header from the IPv6 header", family: 6,
 			exprs: exprs(&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 6, Len: 1}, &expr.Cmp{Op: eq, Register: 1, Data: []byte{unix.IPPROTO_UDP}}, &expr.Notrack{}),
-			want:  RawRule{Proto: unix.IPPROTO_UDP, Notrack: true}, ok: true,
+			want:  probes.RawRule{Proto: unix.IPPROTO_UDP, Notrack: true}, ok: true,
 		},
 		{
 			name: "an xt udp match for port 53 and the old NOTRACK target", family: 4,
 			exprs: exprs(daddr(eq, 16, 169, 254, 25, 10), &expr.Match{Name: "udp", Info: &xt.Udp{SrcPorts: [2]uint16{0, 0xffff}, DstPorts: [2]uint16{53, 53}}}, &expr.Target{Name: "NOTRACK"}),
-			want:  RawRule{Dst: cacheDst, Proto: unix.IPPROTO_UDP, DPort: 53, Notrack: true}, ok: true,
+			want:  probes.RawRule{Dst: cacheDst, Proto: unix.IPPROTO_UDP, DPort: 53, Notrack: true}, ok: true,
 		},
 		{
 			name: "an xt udp match for any port", family: 4,
 			exprs: exprs(&expr.Match{Name: "udp", Info: &xt.Udp{DstPorts: [2]uint16{0, 0xffff}}}, &expr.Notrack{}),
-			want:  RawRule{Proto: unix.IPPROTO_UDP, Notrack: true}, ok: true,
+			want:  probes.RawRule{Proto: unix.IPPROTO_UDP, Notrack: true}, ok: true,
 		},
 		{
 			name: "an xt udp match for a port range", family: 4,
 			exprs: exprs(&expr.Match{Name: "udp", Info: &xt.Udp{DstPorts: [2]uint16{53, 54}}}, &expr.Notrack{}),
-			want:  RawRule{Proto: unix.IPPROTO_UDP, Notrack: true, Other: true}, ok: true,
+			want:  probes.RawRule{Proto: unix.IPPROTO_UDP, Notrack: true, Other: true}, ok: true,
 		},
 		{
 			name: "an xt tcp match with ! --dport", family: 4,
 			exprs: exprs(&expr.Match{Name: "tcp", Info: &xt.Tcp{DstPorts: [2]uint16{53, 53}, InvFlags: xt.TcpInvDestPorts}}, &expr.Notrack{}),
-			want:  RawRule{Proto: unix.IPPROTO_TCP, Notrack: true, Other: true}, ok: true,
+			want:  probes.RawRule{Proto: unix.IPPROTO_TCP, Notrack: true, Other: true}, ok: true,
 		},
 		{
 			name: "another xt match", family: 4,
 			exprs: exprs(&expr.Match{Name: "mark", Info: &xt.Unknown{1, 0, 0, 0}}, &expr.Notrack{}),
-			want:  RawRule{Notrack: true, Other: true}, ok: true,
+			want:  probes.RawRule{Notrack: true, Other: true}, ok: true,
 		},
 		{
 			name: "an expression the decoder does not know", family: 4,
 			exprs: exprs(daddr(eq, 16, 169, 254, 25, 10), &expr.Lookup{SourceRegister: 1, SetName: "cache"}, &expr.Notrack{}),
-			want:  RawRule{Dst: cacheDst, Notrack: true, Other: true}, ok: true,
+			want:  probes.RawRule{Dst: cacheDst, Notrack: true, Other: true}, ok: true,
 		},
 		{
 			name: "a CT target whose info is cut short", family: 4,
 			exprs: exprs(daddr(eq, 16, 169, 254, 25, 10), &expr.Target{Name: "CT", Rev: 2, Info: &xt.Unknown{1}}),
-			want:  RawRule{Dst: cacheDst}, ok: true,
+			want:  probes.RawRule{Dst: cacheDst}, ok: true,
 		},
 		{
 			name: "an accept verdict is no NOTRACK", family: 4,
 			exprs: exprs(daddr(eq, 16, 169, 254, 25, 10), &expr.Verdict{Kind: expr.VerdictAccept}),
-			want:  RawRule{Dst: cacheDst}, ok: true,
+			want:  probes.RawRule{Dst: cacheDst}, ok: true,
 		},
 	}
 	for _, tc := range tests {
@@ -307,7 +308,6 @@ func FuzzNftRule(f *testing.F) {
 		if rr.Dst.IsValid() && rr.Dst != rr.Dst.Masked() {
 			t.Fatalf("destination %s is not masked", rr.Dst)
 		}
-		ruleID(rr)
-		NotrackMissing([]Backend{{Rules: []RawRule{rr}}}, []netip.Addr{cache})
+		probes.NotrackMissing([]probes.Backend{{Rules: []probes.RawRule{rr}}}, []netip.Addr{cache})
 	})
 }
