@@ -70,7 +70,8 @@ var envFilePatterns = []string{
 
 // Writes are the node paths kubelet.manage may change (path.Match patterns): kubelet's config where
 // kubespray and kubeadm keep it, nodedns's drop-in in a --config-dir under /etc/kubernetes or
-// /var/lib/kubelet, the environment files above, RKE2's and k3s's config.yaml and config.yaml.d.
+// /var/lib/kubelet, the environment files above, RKE2's and k3s's config.yaml and the drop-ins of
+// config.yaml.d they read (RancherDropIn: .yaml and .yml in any letter case).
 // A place outside them is never edited (the plan blocks it, naming the file): restore may change
 // only what is declared.
 func Writes() []string {
@@ -80,7 +81,10 @@ func Writes() []string {
 		path.Join("/etc/kubernetes/*/*", DropInName), path.Join("/var/lib/kubelet/*/*", DropInName))
 	ws = append(ws, envFilePatterns...)
 	for _, sh := range []string{ShapeRKE2, ShapeK3s} {
-		ws = append(ws, RancherConfig(sh), path.Join(rancherDir(sh), "config.yaml.d/*.yaml"), path.Join(rancherDir(sh), "config.yaml.d/*.yml"))
+		ws = append(ws, RancherConfig(sh))
+		for _, pat := range rancherDropInPatterns {
+			ws = append(ws, path.Join(rancherDropInDir(sh), pat))
+		}
 	}
 	return ws
 }

@@ -79,3 +79,21 @@ func TestManageBlocks(t *testing.T) {
 		}
 	})
 }
+
+// TestManageRancherDropInAnyCase: a resolv-conf in a k3s config.yaml.d drop-in whose extension is
+// in upper case (k3s reads it: configfilearg's dotDFiles matches .yaml and .yml in any case) is the
+// file kubelet.manage edits; adding the key to config.yaml instead would lose to the drop-in.
+func TestManageRancherDropInAnyCase(t *testing.T) {
+	const dropIn = "/etc/rancher/k3s/config.yaml.d/50-dns.YAML"
+	root := writeTree(t, map[string]string{
+		"/etc/systemd/system/k3s.service":  "[Service]\nExecStart=/usr/local/bin/k3s server\n",
+		"/etc/resolv.conf":                 "nameserver 127.0.0.53\n",
+		"/run/systemd/resolve/resolv.conf": "nameserver 10.66.0.53\n",
+		"/etc/rancher/k3s/config.yaml":     "write-kubeconfig-mode: \"0644\"\n",
+		dropIn:                             "resolv-conf: /etc/resolv.conf\n",
+	})
+	e, ok := manageOn(t, root, config.Default())
+	if !ok || e.Blocked != "" || e.Path != dropIn || string(e.After) != "resolv-conf: "+nodednsFile+"\n" {
+		t.Errorf("got %+v (After %q); want %s pointed at %s", e, e.After, dropIn, nodednsFile)
+	}
+}

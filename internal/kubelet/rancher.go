@@ -29,6 +29,22 @@ func rancherDir(shape string) string { return path.Join("/etc/rancher", shape) }
 // RancherConfig is the config.yaml of RKE2 or k3s, where their hints point.
 func RancherConfig(shape string) string { return path.Join(rancherDir(shape), "config.yaml") }
 
+// rancherDropInDir is the directory of config.yaml's drop-ins (k3s's configfilearg: the config
+// file's name plus ".d").
+func rancherDropInDir(shape string) string { return RancherConfig(shape) + ".d" }
+
+// RancherDropIn reports whether RKE2 and k3s read a file of that name in config.yaml.d: k3s's
+// pkg/configfilearg (dotDFiles) takes every entry that is not a directory and whose name ends in
+// ".yaml" or ".yml" in any letter case (pkg/agent/util HasSuffixI, which lowers the name with
+// strings.ToLower), hidden names included.
+func RancherDropIn(name string) bool {
+	n := strings.ToLower(name)
+	return strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")
+}
+
+// rancherDropInPatterns are RancherDropIn's names as path.Match patterns (kubelet.manage's Writes).
+var rancherDropInPatterns = []string{"*.[yY][aA][mM][lL]", "*.[yY][mM][lL]"}
+
 // rancherOpts is what RKE2 and k3s read of their config: the last resolv-conf and data-dir, every
 // kubelet-arg, each with the file:line that set it.
 type rancherOpts struct {
@@ -67,18 +83,18 @@ func Complete(r nodefs.Reader, f Found) Found {
 func (in *Inputs) rancher(r nodefs.Reader, problem func(string, int, string), shape, unit string, env []systemd.EnvVar, proc *rancherProcess) Found {
 	found := Found{Unit: unit, Shape: shape, RancherConfig: RancherConfig(shape)}
 	var o rancherOpts
-	// k3s's configfilearg reads config.yaml, then config.yaml.d/*.yaml in name order; a later key
-	// replaces an earlier one, and a key ending in "+" appends to a list.
+	// k3s's configfilearg (readConfigFile) reads config.yaml, then its config.yaml.d drop-ins in
+	// name order; a later key replaces an earlier one, and a key ending in "+" appends to a list.
 	files := []string{RancherConfig(shape)}
-	dropDir := path.Join(rancherDir(shape), "config.yaml.d")
+	dropDir := rancherDropInDir(shape)
 	if es, err := r.ReadDir(dropDir); err == nil {
 		var names []string
 		for _, e := range es {
-			if !e.IsDir() && (strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
+			if !e.IsDir() && RancherDropIn(e.Name()) {
 				names = append(names, e.Name())
 			}
 		}
-		slices.Sort(names)
+		slices.Sort(names) // os.ReadDir's order, which dotDFiles keeps: bytewise
 		for _, n := range names {
 			files = append(files, path.Join(dropDir, n))
 		}
