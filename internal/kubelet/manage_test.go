@@ -97,3 +97,34 @@ func TestManageRancherDropInAnyCase(t *testing.T) {
 		t.Errorf("got %+v (After %q); want %s pointed at %s", e, e.After, dropIn, nodednsFile)
 	}
 }
+
+// TestManageRancherArgSpelling: kubelet.manage edits the kubelet-arg kubelet gets last and keeps
+// its spelling: written as resolv-conf=, a resolv_conf= entry would still be passed after it.
+func TestManageRancherArgSpelling(t *testing.T) {
+	const cfg = "/etc/rancher/rke2/config.yaml"
+	root := writeTree(t, map[string]string{
+		"/usr/local/lib/systemd/system/rke2-server.service": "[Service]\nExecStart=/usr/local/bin/rke2 server\n",
+		cfg: "kubelet-arg:\n- resolv_conf=/etc/resolv.conf\n- --resolv-conf=/run/systemd/resolve/resolv.conf\n",
+	})
+	e, ok := manageOn(t, root, config.Default())
+	want := "kubelet-arg:\n- resolv_conf=" + nodednsFile + "\n- --resolv-conf=/run/systemd/resolve/resolv.conf\n"
+	if !ok || e.Blocked != "" || e.Path != cfg || string(e.After) != want {
+		t.Errorf("got %+v (After %q); want %q", e, e.After, want)
+	}
+}
+
+// TestManageRancherKubeletDropIn: a drop-in of k3s's kubelet --config-dir that sets resolvConf after
+// k3s's own wins over anything k3s's config says: kubelet.manage refuses, naming it.
+func TestManageRancherKubeletDropIn(t *testing.T) {
+	const dropIn = "/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/50-dns.conf"
+	root := writeTree(t, map[string]string{
+		"/etc/systemd/system/k3s.service":  "[Service]\nExecStart=/usr/local/bin/k3s server\n",
+		"/etc/resolv.conf":                 "nameserver 127.0.0.53\n",
+		"/run/systemd/resolve/resolv.conf": "nameserver 10.66.0.53\n",
+		dropIn:                             "kind: KubeletConfiguration\nresolvConf: /etc/resolv.conf\n",
+	})
+	e, ok := manageOn(t, root, config.Default())
+	if !ok || e.Target != dropIn || !strings.Contains(e.Blocked, dropIn+" sets resolvConf: /etc/resolv.conf") {
+		t.Errorf("got %+v", e)
+	}
+}
