@@ -114,7 +114,6 @@ func TestProcessLiveShapes(t *testing.T) {
 		proc := startInPIDNamespace(t, "kubelet", []string{"/usr/bin/kubelet",
 			"--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf", "--kubeconfig=/etc/kubernetes/kubelet.conf",
 			"--config=/var/lib/kubelet/config.yaml",
-			"--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock", "--pod-infra-container-image=registry.k8s.io/pause:3.10",
 			"--resolv-conf=/etc/resolv.conf"}, nil, nil)
 		found, ok, err := FindProcess(proc)
 		if err != nil || !ok {
