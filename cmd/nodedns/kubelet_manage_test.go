@@ -74,6 +74,8 @@ func TestKubeletManageShapes(t *testing.T) {
 		// k3s: K3S_RESOLV_CONF in the unit's environment file; with none, resolv-conf: in config.yaml.
 		{tree: "kubelet/k3s-looping", file: "etc/systemd/system/k3s.service.env", unit: "k3s.service"},
 		{tree: "kubelet/k3s-healthy", file: "etc/rancher/k3s/config.yaml", unit: "k3s.service"},
+		// k3s with resolv-conf: in a config.yaml.d drop-in ending .YAML (k3s reads it): that drop-in.
+		{tree: "kubelet/k3s-dropin-uppercase", file: "etc/rancher/k3s/config.yaml.d/50-dns.YAML", unit: "k3s.service"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.tree, func(t *testing.T) {

@@ -15,8 +15,10 @@
 //   - config.go: the KubeletConfiguration file, its --config-dir drop-ins (walked as kubelet walks
 //     them) and --resolv-conf over both;
 //   - rancher.go: RKE2 and k3s, whose units name no kubelet config: the resolv.conf they choose
-//     and pass to kubelet (their config.yaml and config.yaml.d, kubelet-arg, *_RESOLV_CONF, their
-//     test of /etc/resolv.conf), from the files or from a running k3s (Complete);
+//     and hand kubelet (their config.yaml and the config.yaml.d drop-ins they read, kubelet-arg in
+//     the order they pass it, a drop-in of their kubelet --config-dir after their own,
+//     *_RESOLV_CONF, their test of /etc/resolv.conf), from the files or from a running k3s
+//     (Complete);
 //   - hint.go: how to point kubelet at a file, in each shape's own language;
 //   - manage.go: kubelet.manage (docs/contract.md "kubelet.manage"): the one place whose value
 //     wins, the edit that points it at nodedns's file or why it cannot, and Writes, the paths it

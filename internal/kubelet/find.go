@@ -185,9 +185,8 @@ func Watches(cfg config.Config, paths, dirs []string) []nodefs.Watch {
 			ws = append(ws, file(p))
 		}
 		for _, sh := range []string{ShapeRKE2, ShapeK3s} {
-			dir := rancherDir(sh)
-			ws = append(ws, file(path.Join(dir, "config.yaml")),
-				nodefs.Watch{Dir: path.Join(dir, "config.yaml.d"), Match: nodefs.Suffix(".yaml"), Complete: completeYAML})
+			ws = append(ws, file(RancherConfig(sh)),
+				nodefs.Watch{Dir: rancherDropInDir(sh), Match: RancherDropIn, Complete: completeYAML})
 		}
 	}
 	for _, p := range paths {

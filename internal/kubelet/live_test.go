@@ -214,7 +214,6 @@ func TestProcessLiveShapes(t *testing.T) {
 		proc := startInPIDNamespace(t, standIn{name: "kubelet", argv: []string{"/usr/bin/kubelet",
 			"--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf", "--kubeconfig=/etc/kubernetes/kubelet.conf",
 			"--config=/var/lib/kubelet/config.yaml",
-			"--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock", "--pod-infra-container-image=registry.k8s.io/pause:3.10",
 			"--resolv-conf=/etc/resolv.conf"}})
 		found := findLive(t, proc)
 		k := Load(nodefs.NewReader(trees+"kubeadm-healthy"), Complete(nodefs.NewReader(trees+"kubeadm-healthy"), found))

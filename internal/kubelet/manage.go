@@ -33,7 +33,7 @@ type Origin struct {
 	Kind string
 	Path string
 	Line int
-	Var  string
+	Var  string // the variable that carries it; for a kubelet-arg, the entry's name as written
 }
 
 // originAt makes an Origin from a "path:line" (RKE2's and k3s's config files); anything else is
@@ -70,7 +70,8 @@ var envFilePatterns = []string{
 
 // Writes are the node paths kubelet.manage may change (path.Match patterns): kubelet's config where
 // kubespray and kubeadm keep it, nodedns's drop-in in a --config-dir under /etc/kubernetes or
-// /var/lib/kubelet, the environment files above, RKE2's and k3s's config.yaml and config.yaml.d.
+// /var/lib/kubelet, the environment files above, RKE2's and k3s's config.yaml and the drop-ins of
+// config.yaml.d they read (RancherDropIn: .yaml and .yml in any letter case).
 // A place outside them is never edited (the plan blocks it, naming the file): restore may change
 // only what is declared.
 func Writes() []string {
@@ -80,7 +81,10 @@ func Writes() []string {
 		path.Join("/etc/kubernetes/*/*", DropInName), path.Join("/var/lib/kubelet/*/*", DropInName))
 	ws = append(ws, envFilePatterns...)
 	for _, sh := range []string{ShapeRKE2, ShapeK3s} {
-		ws = append(ws, RancherConfig(sh), path.Join(rancherDir(sh), "config.yaml.d/*.yaml"), path.Join(rancherDir(sh), "config.yaml.d/*.yml"))
+		ws = append(ws, RancherConfig(sh))
+		for _, pat := range rancherDropInPatterns {
+			ws = append(ws, path.Join(rancherDropInDir(sh), pat))
+		}
 	}
 	return ws
 }
@@ -136,24 +140,32 @@ func Manage(r nodefs.Reader, k Config, file string) (e Edit, ok bool) {
 	case OriginEnvFile:
 		if k.Shape == ShapeRKE2 || k.Shape == ShapeK3s {
 			return edit(r, o.Path, func(data []byte, _ bool) ([]byte, error) { return SetEnvVar(o.Path, data, o.Var, o.Line, file) },
-				fmt.Sprintf("%s=%s: %s passes it to kubelet as --resolv-conf", o.Var, file, k.Shape))
+				fmt.Sprintf("%s=%s: %s hands it to kubelet as its resolvConf", o.Var, file, k.Shape))
 		}
 		return edit(r, o.Path, func(data []byte, _ bool) ([]byte, error) { return SetEnvFlag(o.Path, data, o.Var, file) },
 			fmt.Sprintf("--resolv-conf=%s in %s: the flag wins over kubelet's config", file, o.Var))
 	case OriginRancherArg:
+		// The entry keeps its name as written (Var): its spelling decides where k3s passes it.
+		name := o.Var
+		if name == "" {
+			name = "resolv-conf"
+		}
 		return edit(r, o.Path, func(data []byte, _ bool) ([]byte, error) {
-			return SetYAMLListItem(data, "kubelet-arg", o.Line, "resolv-conf="+file)
-		}, fmt.Sprintf("kubelet-arg resolv-conf=%s: %s passes it to kubelet last, over its own choice", file, k.Shape))
+			return SetYAMLListItem(data, "kubelet-arg", o.Line, name+"="+file)
+		}, fmt.Sprintf("kubelet-arg %s=%s: %s passes it to kubelet last, over its own choice", name, file, k.Shape))
 	case OriginRancherKey:
 		return edit(r, o.Path, func(data []byte, _ bool) ([]byte, error) { return SetYAMLKey(data, "resolv-conf", file, AddedComment) },
-			fmt.Sprintf("resolv-conf: %s: %s passes it to kubelet as --resolv-conf", file, k.Shape))
+			fmt.Sprintf("resolv-conf: %s: %s hands it to kubelet as its resolvConf", file, k.Shape))
 	case OriginRancherChoice:
-		p := k.RancherConfig
-		if p == "" {
-			p = RancherConfig(k.Shape)
-		}
+		p := rancherConfigOf(k)
 		return edit(r, p, func(data []byte, _ bool) ([]byte, error) { return SetYAMLKey(data, "resolv-conf", file, AddedComment) },
-			fmt.Sprintf("resolv-conf: %s: %s passes it to kubelet as --resolv-conf instead of the file it chooses itself", file, k.Shape))
+			fmt.Sprintf("resolv-conf: %s: %s hands it to kubelet as its resolvConf instead of the file it chooses itself", file, k.Shape))
+	}
+	if (k.Shape == ShapeRKE2 || k.Shape == ShapeK3s) && k.ConfigDir != "" {
+		// A drop-in after RKE2's or k3s's own decides (rancher.go laterDropIn): their drop-in
+		// directory is theirs, and nothing their config says wins over it.
+		return block(k.ResolvConfFrom, "%s sets resolvConf: %s in %s's kubelet --config-dir, after %s's own %s: it wins over %s's resolv-conf, which nodedns would set; set resolvConf: %s there, or remove it, or add `kubelet-arg: [resolv-conf=%s]` to %s (a kubelet-arg wins over every drop-in), then restart %s",
+			k.ResolvConfFrom, k.ResolvConf, k.Shape, k.Shape, path.Base(RancherDefaults(k.ConfigDir, k.Shape)), k.Shape, file, file, rancherConfigOf(k), unitOr(k))
 	}
 	if k.ConfigDir != "" {
 		return dropIn(r, k, file)
@@ -234,6 +246,14 @@ func edit(r nodefs.Reader, p string, change func(data []byte, exists bool) ([]by
 	}
 	e.After = after
 	return e, true
+}
+
+// rancherConfigOf is the config.yaml of k's RKE2 or k3s.
+func rancherConfigOf(k Config) string {
+	if k.RancherConfig != "" {
+		return k.RancherConfig
+	}
+	return RancherConfig(k.Shape)
 }
 
 func unitOr(k Config) string {

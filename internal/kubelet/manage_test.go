@@ -79,3 +79,52 @@ func TestManageBlocks(t *testing.T) {
 		}
 	})
 }
+
+// TestManageRancherDropInAnyCase: a resolv-conf in a k3s config.yaml.d drop-in whose extension is
+// in upper case (k3s reads it: configfilearg's dotDFiles matches .yaml and .yml in any case) is the
+// file kubelet.manage edits; adding the key to config.yaml instead would lose to the drop-in.
+func TestManageRancherDropInAnyCase(t *testing.T) {
+	const dropIn = "/etc/rancher/k3s/config.yaml.d/50-dns.YAML"
+	root := writeTree(t, map[string]string{
+		"/etc/systemd/system/k3s.service":  "[Service]\nExecStart=/usr/local/bin/k3s server\n",
+		"/etc/resolv.conf":                 "nameserver 127.0.0.53\n",
+		"/run/systemd/resolve/resolv.conf": "nameserver 10.66.0.53\n",
+		"/etc/rancher/k3s/config.yaml":     "write-kubeconfig-mode: \"0644\"\n",
+		dropIn:                             "resolv-conf: /etc/resolv.conf\n",
+	})
+	e, ok := manageOn(t, root, config.Default())
+	if !ok || e.Blocked != "" || e.Path != dropIn || string(e.After) != "resolv-conf: "+nodednsFile+"\n" {
+		t.Errorf("got %+v (After %q); want %s pointed at %s", e, e.After, dropIn, nodednsFile)
+	}
+}
+
+// TestManageRancherArgSpelling: kubelet.manage edits the kubelet-arg kubelet gets last and keeps
+// its spelling: written as resolv-conf=, a resolv_conf= entry would still be passed after it.
+func TestManageRancherArgSpelling(t *testing.T) {
+	const cfg = "/etc/rancher/rke2/config.yaml"
+	root := writeTree(t, map[string]string{
+		"/usr/local/lib/systemd/system/rke2-server.service": "[Service]\nExecStart=/usr/local/bin/rke2 server\n",
+		cfg: "kubelet-arg:\n- resolv_conf=/etc/resolv.conf\n- --resolv-conf=/run/systemd/resolve/resolv.conf\n",
+	})
+	e, ok := manageOn(t, root, config.Default())
+	want := "kubelet-arg:\n- resolv_conf=" + nodednsFile + "\n- --resolv-conf=/run/systemd/resolve/resolv.conf\n"
+	if !ok || e.Blocked != "" || e.Path != cfg || string(e.After) != want {
+		t.Errorf("got %+v (After %q); want %q", e, e.After, want)
+	}
+}
+
+// TestManageRancherKubeletDropIn: a drop-in of k3s's kubelet --config-dir that sets resolvConf after
+// k3s's own wins over anything k3s's config says: kubelet.manage refuses, naming it.
+func TestManageRancherKubeletDropIn(t *testing.T) {
+	const dropIn = "/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/50-dns.conf"
+	root := writeTree(t, map[string]string{
+		"/etc/systemd/system/k3s.service":  "[Service]\nExecStart=/usr/local/bin/k3s server\n",
+		"/etc/resolv.conf":                 "nameserver 127.0.0.53\n",
+		"/run/systemd/resolve/resolv.conf": "nameserver 10.66.0.53\n",
+		dropIn:                             "kind: KubeletConfiguration\nresolvConf: /etc/resolv.conf\n",
+	})
+	e, ok := manageOn(t, root, config.Default())
+	if !ok || e.Target != dropIn || !strings.Contains(e.Blocked, dropIn+" sets resolvConf: /etc/resolv.conf") {
+		t.Errorf("got %+v", e)
+	}
+}

@@ -1,10 +1,11 @@
 package kubelet
 
 // rancher.go finds what kubelet reads on RKE2 and k3s nodes (docs/contract.md "Kubelet's config"):
-// their units name no kubelet config; RKE2 (built on k3s's agent) and k3s build kubelet's flags
-// themselves from their config.yaml, its config.yaml.d drop-ins and their units' environment, and
-// pass the resolv.conf they choose as kubelet's --resolv-conf, followed by the user's kubelet-arg
-// (so a kubelet-arg resolv-conf= wins: kubelet's flags are last-wins).
+// their units name no kubelet config; RKE2 (built on k3s's agent) and k3s build kubelet's command
+// line themselves from their config.yaml, its config.yaml.d drop-ins and their units' environment.
+// The resolv.conf they choose goes into their own drop-in of kubelet's --config-dir
+// (RancherDefaults, rewritten at every start), so a later drop-in there wins over it; the user's
+// kubelet-arg goes on kubelet's command line and wins over both (kubelet's flag precedence).
 
 import (
 	"bufio"
@@ -28,6 +29,22 @@ func rancherDir(shape string) string { return path.Join("/etc/rancher", shape) }
 
 // RancherConfig is the config.yaml of RKE2 or k3s, where their hints point.
 func RancherConfig(shape string) string { return path.Join(rancherDir(shape), "config.yaml") }
+
+// rancherDropInDir is the directory of config.yaml's drop-ins (k3s's configfilearg: the config
+// file's name plus ".d").
+func rancherDropInDir(shape string) string { return RancherConfig(shape) + ".d" }
+
+// RancherDropIn reports whether RKE2 and k3s read a file of that name in config.yaml.d: k3s's
+// pkg/configfilearg (dotDFiles) takes every entry that is not a directory and whose name ends in
+// ".yaml" or ".yml" in any letter case (pkg/agent/util HasSuffixI, which lowers the name with
+// strings.ToLower), hidden names included.
+func RancherDropIn(name string) bool {
+	n := strings.ToLower(name)
+	return strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")
+}
+
+// rancherDropInPatterns are RancherDropIn's names as path.Match patterns (kubelet.manage's Writes).
+var rancherDropInPatterns = []string{"*.[yY][aA][mM][lL]", "*.[yY][mM][lL]"}
 
 // rancherOpts is what RKE2 and k3s read of their config: the last resolv-conf and data-dir, every
 // kubelet-arg, each with the file:line that set it.
@@ -67,18 +84,18 @@ func Complete(r nodefs.Reader, f Found) Found {
 func (in *Inputs) rancher(r nodefs.Reader, problem func(string, int, string), shape, unit string, env []systemd.EnvVar, proc *rancherProcess) Found {
 	found := Found{Unit: unit, Shape: shape, RancherConfig: RancherConfig(shape)}
 	var o rancherOpts
-	// k3s's configfilearg reads config.yaml, then config.yaml.d/*.yaml in name order; a later key
-	// replaces an earlier one, and a key ending in "+" appends to a list.
+	// k3s's configfilearg (readConfigFile) reads config.yaml, then its config.yaml.d drop-ins in
+	// name order; a later key replaces an earlier one, and a key ending in "+" appends to a list.
 	files := []string{RancherConfig(shape)}
-	dropDir := path.Join(rancherDir(shape), "config.yaml.d")
+	dropDir := rancherDropInDir(shape)
 	if es, err := r.ReadDir(dropDir); err == nil {
 		var names []string
 		for _, e := range es {
-			if !e.IsDir() && (strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
+			if !e.IsDir() && RancherDropIn(e.Name()) {
 				names = append(names, e.Name())
 			}
 		}
-		slices.Sort(names)
+		slices.Sort(names) // os.ReadDir's order, which dotDFiles keeps: bytewise
 		for _, n := range names {
 			files = append(files, path.Join(dropDir, n))
 		}
@@ -136,12 +153,21 @@ func (in *Inputs) rancher(r nodefs.Reader, problem func(string, int, string), sh
 		found.How = fmt.Sprintf("%s runs kubelet (%s) with --config-dir %s", unit, shapeRuns(shape), found.ConfigDir)
 	}
 	found.HasResolvConf = true
+	arg := effectiveResolvArg(o.kubeletArgs)
 	switch {
-	case len(o.kubeletArgs) > 0 && lastResolvArg(o.kubeletArgs) >= 0:
-		i := lastResolvArg(o.kubeletArgs)
-		found.ResolvConf = strings.TrimPrefix(strings.TrimPrefix(o.kubeletArgs[i], "--"), "resolv-conf=")
-		found.ResolvConfHow = fmt.Sprintf("kubelet-arg resolv-conf (%s)", o.kubeletArgAt[i])
-		found.ResolvOrigin = originAt(OriginRancherArg, o.kubeletArgAt[i])
+	case arg >= 0:
+		name, value, _ := strings.Cut(o.kubeletArgs[arg], "=")
+		found.ResolvConf = value
+		found.ResolvConfHow = fmt.Sprintf("kubelet-arg resolv-conf (%s)", o.kubeletArgAt[arg])
+		found.ResolvOrigin = originAt(OriginRancherArg, o.kubeletArgAt[arg])
+		// The entry's name as written, which an edit keeps (effectiveResolvArg: the spelling decides
+		// where k3s passes it).
+		found.ResolvOrigin.Var = name
+	case found.ConfigDir != "" && laterDropIn(r, found.ConfigDir, shape):
+		// A drop-in after k3s's own sets resolvConf: kubelet merges it over k3s's choice, whatever
+		// that is. Load reads it from the drop-ins, as for any --config-dir.
+		found.HasResolvConf = false
+		return found
 	case o.resolvConf != "":
 		found.ResolvConf = o.resolvConf
 		found.ResolvConfHow = fmt.Sprintf("resolv-conf (%s)", o.resolvConfAt)
@@ -189,15 +215,67 @@ func envValue(env []systemd.EnvVar, name string) *systemd.EnvVar {
 	return nil
 }
 
-// lastResolvArg is the index of the last kubelet-arg setting resolv-conf, -1 when none.
-func lastResolvArg(args []string) int {
-	for i := len(args) - 1; i >= 0; i-- {
-		a := strings.TrimPrefix(args[i], "--")
-		if name, _, ok := strings.Cut(a, "="); ok && strings.ReplaceAll(name, "_", "-") == "resolv-conf" {
-			return i
+// effectiveResolvArg is the index of the kubelet-arg whose --resolv-conf kubelet gets last (kubelet's
+// flags are last-wins), -1 when none sets it. k3s hands kubelet-args to kubelet through pkg/util
+// GetArgs: grouped by their name as written ("--" taken off; a trailing "+" appends to the group, a
+// trailing "-" prepends), each group's values in order, the groups sorted by name; kubelet's flag
+// set reads "_" as "-". So a resolv_conf= comes after every resolv-conf=, whatever their order in
+// kubelet-arg.
+func effectiveResolvArg(args []string) int {
+	groups := map[string][]int{}
+	for i, a := range args {
+		name, _, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !ok {
+			continue // GetArgs makes it --NAME=true: no file
+		}
+		group := strings.TrimRight(name, "-+")
+		if strings.ReplaceAll(group, "_", "-") != "resolv-conf" {
+			continue
+		}
+		if strings.HasSuffix(name, "-") {
+			groups[group] = append([]int{i}, groups[group]...)
+		} else {
+			groups[group] = append(groups[group], i)
 		}
 	}
-	return -1
+	last := ""
+	for g := range groups {
+		if g > last {
+			last = g
+		}
+	}
+	if last == "" {
+		return -1
+	}
+	return groups[last][len(groups[last])-1]
+}
+
+// RancherDefaults is the drop-in RKE2 and k3s (1.32+) write into their kubelet --config-dir at
+// every start (pkg/daemons/agent writeKubeletConfig, "00-"+program+"-defaults.conf"): it holds the
+// resolv.conf they pick (defaultKubeletConfig: ResolverConfig) among their other defaults.
+func RancherDefaults(dir, shape string) string { return path.Join(dir, "00-"+shape+"-defaults.conf") }
+
+// laterDropIn reports whether a drop-in of dir that kubelet merges after RKE2's or k3s's own sets
+// resolvConf (a drop-in it cannot read counts: Load then reports it).
+func laterDropIn(r nodefs.Reader, dir, shape string) bool {
+	names, _, err := dropIns(r, dir)
+	if err != nil {
+		return false
+	}
+	own := RancherDefaults(dir, shape)
+	for _, p := range names {
+		if !after(dir, p, own) {
+			continue
+		}
+		data, err := r.ReadFile(p, nodefs.Config)
+		if err != nil {
+			return true
+		}
+		if f, err := parseFile(data, p); err != nil || f.resolvConf != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // read merges one config file into o.

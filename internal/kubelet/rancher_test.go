@@ -12,8 +12,9 @@ import (
 	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
-// TestRancherChoice: what RKE2 and k3s hand kubelet as --resolv-conf, in their precedence: the last
-// kubelet-arg resolv-conf=, else resolv-conf in config.yaml and config.yaml.d (later files win), else
+// TestRancherChoice: the resolv.conf kubelet gets from RKE2 and k3s, in their precedence: the
+// kubelet-arg resolv-conf= kubelet gets last, else a drop-in of their kubelet --config-dir after
+// their own, else resolv-conf in config.yaml and config.yaml.d (later files win), else
 // RKE2_RESOLV_CONF/K3S_RESOLV_CONF from the unit's environment files, else their own test of
 // /etc/resolv.conf and resolved's uplink file.
 func TestRancherChoice(t *testing.T) {
@@ -45,10 +46,39 @@ func TestRancherChoice(t *testing.T) {
 		{name: "rke2, config.yaml.d overrides config.yaml, in name order", shape: ShapeRKE2, resolv: "/etc/b.conf", how: "/etc/rancher/rke2/config.yaml.d/20-b.yaml:1",
 			files: map[string]string{"/usr/local/lib/systemd/system/rke2-server.service": rke2Unit, "/etc/rancher/rke2/config.yaml": "resolv-conf: /etc/main.conf\n",
 				"/etc/rancher/rke2/config.yaml.d/20-b.yaml": "resolv-conf: /etc/b.conf\n", "/etc/rancher/rke2/config.yaml.d/10-a.yaml": "resolv-conf: /etc/a.conf\n"}},
+		// k3s's configfilearg (dotDFiles) takes config.yaml.d/*.yaml and *.yml in any letter case
+		// of the extension (util.HasSuffixI), in os.ReadDir's name order.
+		{name: "k3s, a config.yaml.d drop-in ending .YAML counts", shape: ShapeK3s, resolv: "/etc/resolv.conf", how: "/etc/rancher/k3s/config.yaml.d/50-dns.YAML:1",
+			files: map[string]string{"/etc/systemd/system/k3s.service": "[Service]\nExecStart=/usr/local/bin/k3s server\n", "/etc/resolv.conf": stub,
+				"/run/systemd/resolve/resolv.conf": uplink, "/etc/rancher/k3s/config.yaml": "write-kubeconfig-mode: \"0644\"\n",
+				"/etc/rancher/k3s/config.yaml.d/50-dns.YAML": "resolv-conf: /etc/resolv.conf\n"}},
+		{name: "k3s, .Yml and .yaml drop-ins in byte order (upper case before lower)", shape: ShapeK3s, resolv: "/etc/b.conf", how: "/etc/rancher/k3s/config.yaml.d/B.Yml:1",
+			files: map[string]string{"/etc/systemd/system/k3s.service": "[Service]\nExecStart=/usr/local/bin/k3s server\n",
+				"/etc/rancher/k3s/config.yaml.d/0-A.yaml": "resolv-conf: /etc/a.conf\n", "/etc/rancher/k3s/config.yaml.d/B.Yml": "resolv-conf: /etc/b.conf\n",
+				"/etc/rancher/k3s/config.yaml.d/a.yaml": "kubelet-arg: [max-pods=50]\n", "/etc/rancher/k3s/config.yaml.d/z.yaml.bak": "resolv-conf: /etc/not-read.conf\n"}},
 		{name: "rke2, kubelet-arg beats resolv-conf; kubelet-arg+ appends", shape: ShapeRKE2, resolv: "/etc/arg.conf", how: "kubelet-arg resolv-conf (/etc/rancher/rke2/config.yaml:3)",
 			files: map[string]string{"/usr/local/lib/systemd/system/rke2-server.service": rke2Unit,
 				"/etc/rancher/rke2/config.yaml":             "resolv-conf: /etc/main.conf\nkubelet-arg:\n- resolv-conf=/etc/arg.conf\n",
 				"/etc/rancher/rke2/config.yaml.d/50-x.yaml": "kubelet-arg+:\n- max-pods=50\n"}},
+		// k3s hands kubelet-args to kubelet sorted by name as written (pkg/util GetArgs), and kubelet
+		// reads "_" as "-": resolv_conf= comes after resolv-conf= whatever their order in the list.
+		{name: "rke2, resolv_conf= is passed after resolv-conf=", shape: ShapeRKE2, resolv: "/etc/resolv.conf", how: "kubelet-arg resolv-conf (/etc/rancher/rke2/config.yaml:2)",
+			files: map[string]string{"/usr/local/lib/systemd/system/rke2-server.service": rke2Unit,
+				"/etc/rancher/rke2/config.yaml": "kubelet-arg:\n- resolv_conf=/etc/resolv.conf\n- --resolv-conf=/run/systemd/resolve/resolv.conf\n"}},
+		{name: "rke2, resolv-conf-= prepends: the plain one comes last", shape: ShapeRKE2, resolv: "/etc/b.conf", how: "(/etc/rancher/rke2/config.yaml:2)",
+			files: map[string]string{"/usr/local/lib/systemd/system/rke2-server.service": rke2Unit,
+				"/etc/rancher/rke2/config.yaml": "kubelet-arg:\n- resolv-conf=/etc/b.conf\n- resolv-conf-=/etc/a.conf\n"}},
+		// k3s (1.32+) hands kubelet the resolv.conf it picks in its own drop-in,
+		// DATA/agent/etc/kubelet.conf.d/00-k3s-defaults.conf: a later drop-in there wins over it.
+		{name: "k3s, a kubelet drop-in after k3s's own sets resolvConf", shape: ShapeK3s, resolv: "/etc/resolv.conf", how: "/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/50-dns.conf",
+			files: map[string]string{"/etc/systemd/system/k3s.service": "[Service]\nExecStart=/usr/local/bin/k3s server\n", "/etc/resolv.conf": stub,
+				"/run/systemd/resolve/resolv.conf":                                   uplink,
+				"/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf": "kind: KubeletConfiguration\nresolvConf: /run/systemd/resolve/resolv.conf\n",
+				"/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/50-dns.conf":          "kind: KubeletConfiguration\nresolvConf: /etc/resolv.conf\n"}},
+		{name: "k3s, kubelet-arg wins over every drop-in", shape: ShapeK3s, resolv: "/etc/arg.conf", how: "kubelet-arg",
+			files: map[string]string{"/etc/systemd/system/k3s.service": "[Service]\nExecStart=/usr/local/bin/k3s server\n",
+				"/etc/rancher/k3s/config.yaml":                              "kubelet-arg: [resolv-conf=/etc/arg.conf]\n",
+				"/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/50-dns.conf": "kind: KubeletConfiguration\nresolvConf: /etc/resolv.conf\n"}},
 		{name: "rke2, a later kubelet-arg replaces the list", shape: ShapeRKE2, resolv: "/etc/from-config.conf",
 			files: map[string]string{"/usr/local/lib/systemd/system/rke2-server.service": rke2Unit,
 				"/etc/rancher/rke2/config.yaml":             "resolv-conf: /etc/from-config.conf\nkubelet-arg: [resolv-conf=/etc/arg.conf]\n",
@@ -63,8 +93,9 @@ func TestRancherChoice(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := nodefs.NewReader(fixture.Tree(t, tc.files))
 			found, _, ps := Find(r, config.Default())
-			if found.Shape != tc.shape || found.ResolvConf != tc.resolv || !found.HasResolvConf || !strings.Contains(found.ResolvConfHow, tc.how) {
-				t.Errorf("found %+v, want %s with %s (%q)", found, tc.shape, tc.resolv, tc.how)
+			k := Load(r, found)
+			if found.Shape != tc.shape || k.ResolvConf != tc.resolv || !strings.Contains(k.ResolvConfFrom, tc.how) {
+				t.Errorf("found %+v, read %+v, want %s with %s (%q)", found, k, tc.shape, tc.resolv, tc.how)
 			}
 			var msgs []string
 			for _, p := range ps {
@@ -132,6 +163,7 @@ func FuzzRancherConfig(f *testing.F) {
 	f.Add([]byte("resolv-conf: /etc/x\nkubelet-arg:\n- resolv-conf=/y\n"))
 	f.Add([]byte("kubelet-arg+: a\ndata-dir: [x]\n"))
 	f.Add([]byte("&a [*a]"))
+	f.Add([]byte("kubelet-arg: [resolv_conf=/a, --resolv-conf=/b, resolv-conf-=/c, resolv-conf+=/d]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var o rancherOpts
 		if err := o.read(data, "/etc/rancher/k3s/config.yaml"); err != nil {
@@ -139,6 +171,11 @@ func FuzzRancherConfig(f *testing.F) {
 		}
 		if len(o.kubeletArgs) != len(o.kubeletArgAt) {
 			t.Fatalf("%d kubelet-args, %d sources", len(o.kubeletArgs), len(o.kubeletArgAt))
+		}
+		if i := effectiveResolvArg(o.kubeletArgs); i < -1 || i >= len(o.kubeletArgs) {
+			t.Fatalf("effectiveResolvArg %d of %d kubelet-args", i, len(o.kubeletArgs))
+		} else if i >= 0 && !strings.Contains(strings.ReplaceAll(o.kubeletArgs[i], "_", "-"), "resolv-conf") {
+			t.Fatalf("effectiveResolvArg picked %q", o.kubeletArgs[i])
 		}
 	})
 }
