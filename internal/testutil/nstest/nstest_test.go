@@ -46,13 +46,16 @@ func TestSandbox(t *testing.T) {
 	}
 }
 
-// TestSandboxPIDNamespace proves a sandbox with its own PID and UTS namespaces sees only its own
-// processes (so a scan of /proc cannot take this machine's processes for the node's), keeps its
-// hostname to itself, and reaps orphans.
+// TestSandboxPIDNamespace proves a sandbox sees only its own processes (so a scan of /proc cannot
+// take this machine's processes for the node's), one with its own UTS namespace keeps its hostname
+// to itself, and it reaps orphans.
 func TestSandboxPIDNamespace(t *testing.T) {
-	sb := NewWith(t, Options{PIDNamespace: true, UTSNamespace: true})
+	sb := NewWith(t, Options{UTSNamespace: true})
 	if got := strings.TrimSpace(sb.Run(t, "cat /proc/1/comm")); got != "sh" {
 		t.Errorf("the sandbox's PID 1 is %q, want its init shell", got)
+	}
+	if plain := New(t); strings.TrimSpace(plain.Run(t, "cat /proc/1/comm")) != "sh" {
+		t.Error("a sandbox made with New has no PID namespace of its own")
 	}
 	if out := sb.Run(t, "ls /proc | grep -c '^[0-9]'"); strings.TrimSpace(out) == "" || len(strings.TrimSpace(out)) > 1 {
 		t.Errorf("the sandbox sees %s processes, want a handful", strings.TrimSpace(out))
