@@ -14,6 +14,7 @@ package nstest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -501,7 +502,7 @@ func buildTool(pkg string) (string, error) {
 	}
 	tools.Lock()
 	if tools.dir == "" {
-		if tools.dir, err = os.MkdirTemp("", "nodedns-bin-"); err != nil {
+		if tools.dir, err = ProcessTempDir("nodedns-bin"); err != nil {
 			tools.Unlock()
 			return "", err
 		}
@@ -515,4 +516,22 @@ func buildTool(pkg string) (string, error) {
 		return "", fmt.Errorf("go build %s: %v: %s", pkg, err, out)
 	}
 	return bin, nil
+}
+
+// ProcessTempDir makes a temporary directory named after prefix and this process's PID, for files
+// that must outlive any one test of the process, and first removes those of processes that are
+// gone: a test process killed from outside runs no cleanup, so the next one removes what it left.
+func ProcessTempDir(prefix string) (string, error) {
+	old, _ := filepath.Glob(filepath.Join(os.TempDir(), prefix+"-*-*"))
+	for _, d := range old {
+		f := strings.SplitN(strings.TrimPrefix(filepath.Base(d), prefix+"-"), "-", 2)
+		pid, err := strconv.Atoi(f[0])
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			_ = os.RemoveAll(d)
+		}
+	}
+	return os.MkdirTemp("", fmt.Sprintf("%s-%d-", prefix, os.Getpid()))
 }
