@@ -60,7 +60,7 @@ func TestSandboxDiesWithItsTest(t *testing.T) {
 	if !left.Empty() {
 		t.Fatalf("30s after the SIGKILL of the test process, left: %s", left)
 	}
-	t.Logf("nothing left %v after the SIGKILL", time.Since(start).Round(time.Millisecond))
+	t.Logf("nothing left %v after the SIGKILL (%d dead processes not yet reaped by their reaper)", time.Since(start).Round(time.Millisecond), left.Dead)
 }
 
 // buildEverything is the child's test: everything TestSandboxDiesWithItsTest expects to die.

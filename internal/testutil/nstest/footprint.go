@@ -59,8 +59,14 @@ func TakeFootprint(marker string) (Footprint, error) {
 
 // Leftovers is what remains of a killed process tree.
 type Leftovers struct {
-	// Procs are processes still marked, or still in one of the tree's namespaces: "PID cmdline".
+	// Procs are processes still marked, or still in one of the tree's namespaces, and not dead:
+	// "PID cmdline".
 	Procs []string
+	// Dead counts the tree's processes that are dead but not yet reaped: zombies, and namespace
+	// inits that have released their namespaces and wait in their exit for the zombies of their
+	// namespace. Their parent reaps them, or, their parent killed too, this machine's PID 1 (or a
+	// subreaper): how soon is its business, not the tree's.
+	Dead int
 	// NetNS are the tree's network namespaces still held (by a process, an open descriptor or a
 	// bind mount such as a name under /run/netns), and the names `ip netns` lists that held
 	// them.
@@ -74,7 +80,7 @@ type Leftovers struct {
 func (l Leftovers) Empty() bool { return len(l.Procs)+len(l.NetNS)+len(l.Mounts) == 0 }
 
 func (l Leftovers) String() string {
-	return fmt.Sprintf("%d processes %q, %d network namespaces %q, %d mounts %q", len(l.Procs), l.Procs, len(l.NetNS), l.NetNS, len(l.Mounts), l.Mounts)
+	return fmt.Sprintf("%d processes %q, %d network namespaces %q, %d mounts %q (and %d dead, not yet reaped)", len(l.Procs), l.Procs, len(l.NetNS), l.NetNS, len(l.Mounts), l.Mounts, l.Dead)
 }
 
 // Left lists what remains of the tree: marked processes, processes in its namespaces, its network
@@ -97,7 +103,11 @@ func (f Footprint) Left(paths ...string) Leftovers {
 			}
 		}
 		if in {
-			l.Procs = append(l.Procs, p+" "+cmdline(pid))
+			if dead(pid) {
+				l.Dead++
+			} else {
+				l.Procs = append(l.Procs, p+" "+cmdline(pid))
+			}
 			continue
 		}
 		fds, _ := os.ReadDir(filepath.Join("/proc", p, "fd"))
@@ -160,6 +170,23 @@ func pids() []int {
 		}
 	}
 	return out
+}
+
+// dead reports whether pid is a zombie or exiting (PF_EXITING): it runs no code of its own any
+// more and has released its namespaces.
+func dead(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 7 {
+		return false
+	}
+	const pfExiting = 0x4 // include/linux/sched.h
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return f[0] == "Z" || f[0] == "X" || err == nil && flags&pfExiting != 0
 }
 
 func marked(pid int, marker string) bool {

@@ -398,9 +398,9 @@ func (sb *Sandbox) SystemBus(t testing.TB) *exec.Cmd {
 	sb.relay = true
 	sb.mu.Unlock()
 	if relay {
-		sb.Start(t, tool(t, "./internal/testutil/nstest/busproxy"), sb.relaySocket(), "/run/dbus/system_bus_socket")
+		sb.Start(t, tool(t, "./internal/testutil/nstest/busproxy"), relaySocket, "/run/dbus/system_bus_socket")
 		WaitFor(t, 10*time.Second, "the sandbox system bus relay's socket", func() bool {
-			_, err := os.Stat(sb.relaySocket())
+			_, err := os.Stat(sb.Path(relaySocket))
 			return err == nil
 		})
 	}
@@ -408,15 +408,18 @@ func (sb *Sandbox) SystemBus(t testing.TB) *exec.Cmd {
 }
 
 // BusAddress is the D-Bus address of the sandbox's system bus for a client in the test process
-// (after SystemBus): a relay inside the sandbox (internal/testutil/nstest/busproxy), so the bus
+// (after SystemBus): a relay inside the sandbox (internal/testutil/nstest/busproxy, listening in the
+// sandbox's /run: a path through the sandbox's directory can pass the 108 bytes a unix socket's
+// path may have), so the bus
 // sees a caller in the sandbox's PID namespace. A caller whose PID the bus cannot give (the test
 // process is outside that namespace) is refused by NetworkManager 1.42 ("Unable to determine UID
 // of the request") and aborts systemd-resolved 252 on its privileged calls (SetLinkDNSEx: "Assertion
 // 'c->pid > 0' failed at src/libsystemd/sd-bus/bus-creds.c:279, function sd_bus_creds_get_pid()").
 // The relay dials the bus anew for each connection, so it outlives a restart of the bus.
-func (sb *Sandbox) BusAddress() string { return "unix:path=" + sb.relaySocket() }
+func (sb *Sandbox) BusAddress() string { return "unix:path=" + sb.Path(relaySocket) }
 
-func (sb *Sandbox) relaySocket() string { return filepath.Join(sb.dir, "system-bus-relay.sock") }
+// relaySocket is where the bus relay listens, inside the sandbox.
+const relaySocket = "/run/nstest-bus-relay.sock"
 
 var vethSeq atomic.Int64
 
