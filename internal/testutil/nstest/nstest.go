@@ -66,6 +66,7 @@ type Sandbox struct {
 	holder *exec.Cmd
 	mu     sync.Mutex
 	procs  []*exec.Cmd
+	reaped map[*exec.Cmd]chan struct{} // StartPID's commands, waited for by StartPID
 	logs   []string
 	relay  bool // SystemBus started the bus relay
 	exited chan error
@@ -213,7 +214,14 @@ func (sb *Sandbox) cleanup() {
 	sb.mu.Unlock()
 	for _, p := range procs {
 		_ = p.Process.Kill() // gone with the namespace already; Wait reaps it
-		_ = p.Wait()
+		sb.mu.Lock()
+		reaped := sb.reaped[p]
+		sb.mu.Unlock()
+		if reaped != nil {
+			<-reaped
+		} else {
+			_ = p.Wait()
+		}
 	}
 	if sb.pidns != nil {
 		sb.pidns.Close()

@@ -277,10 +277,20 @@ func FakeCgroup(t testing.TB, pid int, path string, v1 bool) string {
 
 // StartPID runs a program in the background inside the sandbox, as Start does, and returns it with
 // the program's PID as this machine numbers it (the command's own: Start forks the program into the
-// sandbox's PID namespace itself).
+// sandbox's PID namespace itself). StartPID waits for the command itself, so a program that exits
+// is reaped at once, as a process of a node is by its init, and its /proc entry goes: do not Wait
+// for the command.
 func (sb *Sandbox) StartPID(t testing.TB, name string, args ...string) (*exec.Cmd, int) {
 	t.Helper()
 	cmd := sb.Start(t, name, args...)
+	reaped := make(chan struct{})
+	sb.mu.Lock()
+	if sb.reaped == nil {
+		sb.reaped = map[*exec.Cmd]chan struct{}{}
+	}
+	sb.reaped[cmd] = reaped
+	sb.mu.Unlock()
+	go func() { _ = cmd.Wait(); close(reaped) }()
 	return cmd, cmd.Process.Pid
 }
 

@@ -14,7 +14,8 @@ import (
 )
 
 // TestStartIsTheProgram: the command Start returns is the program itself, in the sandbox's PID
-// namespace: killing it and waiting for it leaves it gone.
+// namespace: killing it and waiting for it leaves it gone. StartPID's program is reaped without a
+// Wait.
 func TestStartIsTheProgram(t *testing.T) {
 	sb := New(t)
 	cmd := sb.Start(t, "sleep", "300")
@@ -22,9 +23,14 @@ func TestStartIsTheProgram(t *testing.T) {
 	// nsenter, joining the namespaces, then execs the program in place.
 	WaitFor(t, 10*time.Second, "Start's process to be the program", func() bool { return procComm(pid) == "sleep" })
 	requireInSandbox(t, sb, pid)
-	if _, pid2 := sb.StartPID(t, "sleep", "301"); pid2 == pid {
-		t.Error("StartPID returned the PID of another program")
-	}
+	_, pid2 := sb.StartPID(t, "sleep", "301")
+	WaitFor(t, 10*time.Second, "StartPID's program to run", func() bool { return procComm(pid2) == "sleep" })
+	// StartPID reaps its program: once killed, it leaves no zombie behind.
+	_ = syscall.Kill(pid2, syscall.SIGTERM)
+	WaitFor(t, 10*time.Second, "StartPID's program to be reaped", func() bool {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid2))
+		return err != nil
+	})
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
