@@ -122,11 +122,5 @@ func TestDemoDiesWithItsTest(t *testing.T) {
 		}
 		return run && cache
 	})
-	t.Logf("killing the demo's test binary with %d processes, %d PID, %d network and %d mount namespaces", len(fp.Procs), len(fp.PIDNS), len(fp.NetNS), len(fp.MntNS))
-	start := time.Now()
-	left := child.Kill(30*time.Second, fp)
-	if !left.Empty() {
-		t.Fatalf("30s after the SIGKILL of the demo's test binary, left: %s", left)
-	}
-	t.Logf("nothing left %v after the SIGKILL (%d dead processes not yet reaped by their reaper)", time.Since(start).Round(time.Millisecond), left.Dead)
+	child.KillLeavesNothing(t, fp, 30*time.Second)
 }

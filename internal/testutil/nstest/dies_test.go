@@ -54,13 +54,7 @@ func TestSandboxDiesWithItsTest(t *testing.T) {
 	if len(fp.PIDNS) < 3 || len(fp.NetNS) < 4 || len(fp.MntNS) < 3 {
 		t.Errorf("the child's namespaces: %d PID, %d network, %d mount; want at least 3 (two sandboxes and systemd's), 4 (and the pod's), 3", len(fp.PIDNS), len(fp.NetNS), len(fp.MntNS))
 	}
-	t.Logf("before the kill: %d processes, %d PID, %d network and %d mount namespaces", len(fp.Procs), len(fp.PIDNS), len(fp.NetNS), len(fp.MntNS))
-	start := time.Now()
-	left := child.Kill(30*time.Second, fp)
-	if !left.Empty() {
-		t.Fatalf("30s after the SIGKILL of the test process, left: %s", left)
-	}
-	t.Logf("nothing left %v after the SIGKILL (%d dead processes not yet reaped by their reaper)", time.Since(start).Round(time.Millisecond), left.Dead)
+	child.KillLeavesNothing(t, fp, 30*time.Second)
 }
 
 // buildEverything is the child's test: everything TestSandboxDiesWithItsTest expects to die.

@@ -303,18 +303,25 @@ func (c *ChildTest) WaitFor(t testing.TB, within time.Duration, what string, con
 	}
 }
 
-// Kill SIGKILLs the child, which runs none of its cleanups, and waits up to within until nothing of
-// fp (TakeFootprint while it ran) and of its directories is left; it returns what remains at the
-// end, after killing those processes so the machine is left clean either way.
-func (c *ChildTest) Kill(within time.Duration, fp Footprint) Leftovers {
+// KillLeavesNothing SIGKILLs the child, which runs none of its cleanups, and fails t unless nothing
+// of fp (TakeFootprint while it ran) and of its directories is left within the given time; what is
+// left is killed, so the machine is left clean either way.
+func (c *ChildTest) KillLeavesNothing(t testing.TB, fp Footprint, within time.Duration) {
+	t.Helper()
+	t.Logf("killing the child test with %d processes, %d PID, %d network and %d mount namespaces", len(fp.Procs), len(fp.PIDNS), len(fp.NetNS), len(fp.MntNS))
+	start := time.Now()
 	_ = c.Cmd.Process.Kill()
 	<-c.done
-	deadline := time.Now().Add(within)
+	deadline := start.Add(within)
 	for {
 		l := fp.Left(c.Tmp)
-		if l.Empty() || time.Now().After(deadline) {
+		if l.Empty() {
+			t.Logf("nothing left %v after the SIGKILL (%d dead processes not yet reaped by their reaper)", time.Since(start).Round(time.Millisecond), l.Dead)
+			return
+		}
+		if time.Now().After(deadline) {
 			l.Kill()
-			return l
+			t.Fatalf("%v after the SIGKILL of the child test, left: %s", within, l)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
