@@ -60,7 +60,9 @@ example: build
 # demo makes (this machine's /etc and network are never touched), without and then with `nodedns run`.
 # Needs root. The first run installs what is missing (dnsmasq-base and the other tools through apt;
 # systemd-resolved unpacked, never installed; CoreDNS v1.15.0 built into the cache .ci/run uses, about
-# 6 minutes on 2 cores); later runs reuse them and take about 20 seconds.
+# 6 minutes on 2 cores); later runs reuse them and take about 20 seconds. The demo is exec'd as its
+# own binary, so Ctrl-C or a SIGTERM reaches it and it removes what it made; killed outright, it
+# leaves nothing either (every namespace's init dies with it: internal/testutil/nstest).
 DEMO_COREDNS  ?= $(CI_CACHE)/coredns-v1.15.0
 DEMO_RESOLVED ?= $(CI_CACHE)/systemd-resolved
 demo:
@@ -87,8 +89,10 @@ demo:
 	  (cd / && GOFLAGS= GOBIN="$(DEMO_COREDNS)/bin" $$go install github.com/coredns/coredns@v1.15.0); \
 	fi; \
 	$(MAKE) --no-print-directory build GO=$$go >/dev/null; \
-	NODEDNS_COREDNS="$(DEMO_COREDNS)/bin/coredns" NODEDNS_RESOLVED_DIR="$(DEMO_RESOLVED)/root" \
-	  $$go run ./internal/demo/cmd --nodedns $(BIN)
+	$$go build -o bin/nodedns-demo ./internal/demo/cmd; \
+	$$go build -o bin/nstest-enter ./internal/testutil/nstest/enter; \
+	NODEDNS_COREDNS="$(DEMO_COREDNS)/bin/coredns" NODEDNS_RESOLVED_DIR="$(DEMO_RESOLVED)/root" NSTEST_ENTER="$(CURDIR)/bin/nstest-enter" \
+	  exec bin/nodedns-demo --nodedns $(BIN)
 
 # deb and rpm in dist/ with nfpm v2.45.2 (nfpm.yaml): the binary stamped with the package version, the
 # hardened unit, the commented default config, and the man page and completions `nodedns gen` writes.

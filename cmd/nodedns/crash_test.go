@@ -22,6 +22,7 @@ import (
 
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/testutil/nstest"
+	"github.com/nodedns/nodedns/internal/testutil/tied"
 )
 
 // The crash and race tests run the real binary under --root, as many times as it takes to hit every
@@ -285,7 +286,7 @@ func crashOnce(t *testing.T, bin, base, seed, command string, delay time.Duratio
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
+	if err := tied.Start(cmd); err != nil {
 		t.Error(err)
 		return
 	}
@@ -378,7 +379,7 @@ func startDaemon(t *testing.T, bin, root, tmp string) (*daemon, string) {
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	lb := &syncBuf{}
 	cmd.Stdout, cmd.Stderr = lb, lb
-	if err := cmd.Start(); err != nil {
+	if err := tied.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	d := &daemon{cmd: cmd, done: make(chan struct{})}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodedns/nodedns/internal/testutil/nstest"
+	"github.com/nodedns/nodedns/internal/testutil/tied"
 )
 
 // The daemon's figures (`make bench`, printed, not asserted). Each benchmark runs the real binary as
@@ -37,7 +38,7 @@ func benchDaemon(b *testing.B, root string) *exec.Cmd {
 	cmd := exec.Command(bin, "--root", root, "run")
 	lb := &syncBuf{}
 	cmd.Stderr = lb
-	if err := cmd.Start(); err != nil {
+	if err := tied.Start(cmd); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })

@@ -33,7 +33,8 @@ const liveDeadline = 30 * time.Second
 // applied once. GOTRACEBACK=all makes SIGQUIT dump every goroutine (goroutineDump).
 func startLiveRun(t *testing.T, sb *nstest.Sandbox, bin, cfg string) *daemonProc {
 	t.Helper()
-	// nsenter without --fork execs nodedns: the command's PID is the daemon's, so signals reach it.
+	// The command is the sandbox's enter helper: it passes signals on to nodedns (SIGTERM, SIGQUIT)
+	// and ends as nodedns ended.
 	cmd := sb.Cmd(context.Background(), bin, "--config", cfg, "--log-level", "debug", "run")
 	cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
 	lb := &syncBuf{}
@@ -235,8 +236,7 @@ func testRunLiveUnderFire(t *testing.T, s nstest.Suite) {
 	b := startLiveRun(t, sb, bin, cfg)
 	var fromKill, fromPush, down []time.Duration
 	for i := range 5 {
-		pid, err := strconv.Atoi(res.PID(t))
-		must(t, err)
+		pid := res.PID(t)
 		t0 := time.Now()
 		must(t, syscall.Kill(pid, syscall.SIGKILL))
 		res.Restart(t) // waits for the old process to be gone, starts resolved, waits until it answers
@@ -249,7 +249,7 @@ func testRunLiveUnderFire(t *testing.T, s nstest.Suite) {
 	var busKill, busPush []time.Duration
 	for i := range 2 {
 		t0 := time.Now()
-		// Only this sandbox's dbus-daemon, by its process: the sandbox shares the host's PID namespace.
+		// Only this sandbox's dbus-daemon, by its process (the command Start returns is the program itself).
 		must(t, sysbus.Process.Kill())
 		_ = sysbus.Wait()
 		sysbus = sb.SystemBus(t)
@@ -301,9 +301,7 @@ func testRunLiveUnderFire(t *testing.T, s nstest.Suite) {
 
 	// (c) SIGTERM right after a crash and a push: exit 0, no temp file left.
 	cd := startLiveRun(t, sb, bin, cfg)
-	pid, err := strconv.Atoi(res.PID(t))
-	must(t, err)
-	must(t, syscall.Kill(pid, syscall.SIGKILL))
+	must(t, syscall.Kill(res.PID(t), syscall.SIGKILL))
 	res.Restart(t)
 	push()
 	if code := cd.stop(t, syscall.SIGTERM); code != 0 {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nodedns/nodedns/internal/testutil/nstest"
+	"github.com/nodedns/nodedns/internal/testutil/tied"
 )
 
 // These tests run the real binary as `nodedns --root DIR run`: real inotify, real signals, real
@@ -57,7 +58,7 @@ func startRun(t *testing.T, root string, extra ...string) *daemonProc {
 	cmd := exec.Command(bin, append(args, "run")...)
 	lb := &syncBuf{}
 	cmd.Stderr, cmd.Stdout = lb, lb
-	if err := cmd.Start(); err != nil {
+	if err := tied.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	p := &daemonProc{cmd: cmd, log: lb, done: make(chan error, 1)}

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nodedns/nodedns/internal/testutil/nstest"
 )
@@ -95,4 +96,31 @@ func requireREADMEExcerpt(t *testing.T, out string) {
 			t.Errorf("README's demo output shows a line the real output lacks:\n%s\nreal output:\n%s", l, out)
 		}
 	}
+}
+
+// TestDemoDiesWithItsTest: TestDemo's test binary, killed with SIGKILL part-way (nodedns run and
+// the node-local cache up in its node), runs none of its cleanups and still leaves nothing on this
+// machine within a bounded wait: no process of it (CoreDNS, dnsmasq, dbus-daemon, resolved,
+// dhclient, nodedns run, the sandboxes' inits), none of its network namespaces, no mount.
+func TestDemoDiesWithItsTest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the demo runs real daemons: not in -short")
+	}
+	nstest.Require(t)
+	nstest.CoreDNS(t)
+	child := nstest.StartChildTest(t, "TestDemo")
+	var fp nstest.Footprint
+	child.WaitFor(t, 10*time.Minute, "nodedns run and the node-local cache in the demo's node", func() bool {
+		var err error
+		if fp, err = nstest.TakeFootprint(child.Marker); err != nil {
+			t.Fatal(err)
+		}
+		var run, cache bool
+		for _, cmd := range fp.Procs {
+			run = run || strings.Contains(cmd, "nodedns") && strings.HasSuffix(cmd, " run")
+			cache = cache || strings.Contains(cmd, "coredns") && strings.Contains(cmd, "Corefile-nodelocaldns")
+		}
+		return run && cache
+	})
+	child.KillLeavesNothing(t, fp, 30*time.Second)
 }

@@ -37,7 +37,7 @@ type node struct {
 func (d *demo) newNode(iface string, dhcp bool) *node {
 	t := d.t
 	n := &node{d: d, iface: iface}
-	n.sb = nstest.NewWith(t, nstest.Options{PIDNamespace: true, UTSNamespace: true})
+	n.sb = nstest.NewWith(t, nstest.Options{UTSNamespace: true})
 	n.lan = nstest.New(t)
 	n.sb.Isolate(t)
 	a, _ := nstest.Veth(t, n.sb, n.lan, nodeAddr+"/24", lanDNS+"/24")
@@ -229,24 +229,17 @@ func (p *proc) output() string {
 	return string(data)
 }
 
-// stop ends the process with sig (in a sandbox with its own PID namespace nsenter forks, so the
-// program, its only child, gets the signal) and waits for it.
+// stop ends the process with sig (the command is the sandbox's enter helper, which passes the
+// signal on to the program) and waits for it.
 func (p *proc) stop(sig syscall.Signal) {
 	if p.exited() {
 		return
 	}
-	if pid, err := nstest.ChildPID(p.cmd.Process.Pid); err == nil {
-		_ = syscall.Kill(pid, sig)
-	} else {
-		_ = p.cmd.Process.Signal(sig)
-	}
+	_ = p.cmd.Process.Signal(sig)
 	select {
 	case <-p.done:
 	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		if pid, err := nstest.ChildPID(p.cmd.Process.Pid); err == nil {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+		_ = p.cmd.Process.Kill() // the program dies with the helper
 		<-p.done
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/nodedns/nodedns/internal/testutil/nstest"
 )
 
 // Session lets the demo program use the test harness (internal/testutil/nstest), whose helpers take
@@ -85,7 +87,7 @@ func (s *Session) Cleanup(f func()) {
 }
 
 func (s *Session) TempDir() string {
-	d, err := os.MkdirTemp("", "nodedns-demo-")
+	d, err := nstest.ProcessTempDir("nodedns-demo")
 	if err != nil {
 		s.Fatal(err)
 	}

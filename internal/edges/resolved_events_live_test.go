@@ -52,7 +52,7 @@ func testResolvedEventsLive(t *testing.T, s nstest.Suite) {
 		res.Restart(t)
 		wait("systemd-resolved started")
 
-		// Only this sandbox's dbus-daemon, by its process: the sandbox shares the host's PID namespace.
+		// Only this sandbox's dbus-daemon, by its process (the command Start returns is the program itself).
 		if err := sysbus.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/nodedns/nodedns/internal/testutil/tied"
 )
 
 // TestReadConfigFileJudgesWhatItReads: the owner and mode are judged on the file that is read. An
@@ -55,7 +57,8 @@ func TestReadConfigFileJudgesWhatItReads(t *testing.T) {
 	loop := exec.Command("sh", "-c", `cd "$1" && while :; do ln -sfn "$2" a.tmp && mv -Tf a.tmp config.yaml; ln -sfn "$3" b.tmp && mv -Tf b.tmp config.yaml; done`,
 		"attacker", attacker, rootCfg, theirs)
 	loop.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}, Setpgid: true}
-	if err := loop.Start(); err != nil {
+	// An endless loop: tied, it dies with the test however the test ends.
+	if err := tied.Start(loop); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {

@@ -150,23 +150,38 @@ func inode(c syscall.Conn) uint64 {
 // serve forwards one query. The answer keeps the query's ID; the query goes on as the client sent
 // it (its EDNS0 OPT record and buffer size included), over the client's transport, so a truncated
 // UDP answer reaches the client truncated and it retries over TCP.
+//
+// The query is counted (Queries, OnQuery) before its answer is written: whoever holds the answer
+// reads a count that already includes it, so a client that asks and then reads the count (the
+// state file, the metrics) never sees fewer queries than it was answered.
 func (f *Forwarder) serve(w dns.ResponseWriter, req *dns.Msg) {
-	rcode := f.answer(w, req)
+	resp := f.answer(w, req)
+	wire, err := resp.Pack()
+	if err != nil {
+		// A target's answer this side cannot pack goes out as SERVFAIL, and is counted so.
+		resp = failure(req, dns.RcodeServerFailure)
+		if wire, err = resp.Pack(); err != nil {
+			return
+		}
+	}
 	f.queries.Add(1)
 	if f.OnQuery != nil {
-		f.OnQuery(rcode)
+		f.OnQuery(resp.Rcode)
 	}
+	_, _ = w.Write(wire)
 }
 
-func (f *Forwarder) answer(w dns.ResponseWriter, req *dns.Msg) int {
+// answer is the reply to req: the first target's that is neither SERVFAIL nor REFUSED (else the
+// last target's), or a reply of its own when no target answers or the query is refused here.
+func (f *Forwarder) answer(w dns.ResponseWriter, req *dns.Msg) *dns.Msg {
 	if len(req.Question) != 1 || req.Opcode != dns.OpcodeQuery {
-		return fail(w, req, dns.RcodeNotImplemented)
+		return failure(req, dns.RcodeNotImplemented)
 	}
 	select {
 	case f.sem <- struct{}{}:
 		defer func() { <-f.sem }()
 	default:
-		return fail(w, req, dns.RcodeServerFailure)
+		return failure(req, dns.RcodeServerFailure)
 	}
 	targets := f.Targets.Upstream
 	if f.isClusterName(req.Question[0].Name) {
@@ -188,12 +203,9 @@ func (f *Forwarder) answer(w dns.ResponseWriter, req *dns.Msg) int {
 				continue
 			}
 		}
-		if err := w.WriteMsg(resp); err != nil {
-			return dns.RcodeServerFailure
-		}
-		return resp.Rcode
+		return resp
 	}
-	return fail(w, req, dns.RcodeServerFailure)
+	return failure(req, dns.RcodeServerFailure)
 }
 
 func (f *Forwarder) isClusterName(name string) bool {
@@ -206,12 +218,13 @@ func (f *Forwarder) isClusterName(name string) bool {
 	return false
 }
 
-func fail(w dns.ResponseWriter, req *dns.Msg, rcode int) int {
+// failure is a reply to req with rcode and, when the query had an EDNS0 OPT record, one of the
+// same buffer size.
+func failure(req *dns.Msg, rcode int) *dns.Msg {
 	m := new(dns.Msg)
 	m.SetRcode(req, rcode)
 	if opt := req.IsEdns0(); opt != nil {
 		m.SetEdns0(opt.UDPSize(), opt.Do())
 	}
-	_ = w.WriteMsg(m)
-	return rcode
+	return m
 }

@@ -13,16 +13,20 @@ import (
 )
 
 // upstream is a real DNS server on a loopback address, answering as a cluster DNS or a LAN
-// resolver would: name -> A answer, a big answer truncated over UDP, the EDNS0 buffer it saw.
+// resolver would: name -> A answer, a big answer truncated over UDP, the EDNS0 buffer it saw, and
+// slow.example. held unanswered until release.
 type upstream struct {
 	addr    netip.Addr
-	answer  string // the A record it hands out
-	queries atomic.Int64
+	answer  string       // the A record it hands out
+	queries atomic.Int64 // counted as each query arrives, before it is answered
+	hold    chan struct{}
+	release func()
 }
 
 func startUpstream(t *testing.T, addr netip.Addr, port int, answer string) *upstream {
 	t.Helper()
-	u := &upstream{addr: addr, answer: answer}
+	u := &upstream{addr: addr, answer: answer, hold: make(chan struct{})}
+	u.release = sync.OnceFunc(func() { close(u.hold) })
 	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 		u.queries.Add(1)
 		m := new(dns.Msg)
@@ -31,8 +35,8 @@ func startUpstream(t *testing.T, addr netip.Addr, port int, answer string) *upst
 		_, tcp := w.RemoteAddr().(*net.TCPAddr)
 		switch q.Name {
 		case "slow.example.":
-			time.Sleep(3 * time.Second)
-			return
+			<-u.hold
+			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 30}, A: net.ParseIP(answer)})
 		case "big.example.":
 			if !tcp {
 				m.Truncated = true
@@ -63,6 +67,7 @@ func startUpstream(t *testing.T, addr netip.Addr, port int, answer string) *upst
 		<-started
 		t.Cleanup(func() { _ = s.Shutdown() })
 	}
+	t.Cleanup(u.release) // before the servers shut down
 	return u
 }
 
@@ -119,19 +124,20 @@ type rig struct {
 	rcodes       map[int]int
 }
 
-func newRig(t *testing.T, tg Targets, maxInFlight ...int) *rig {
+// newRig starts a forwarder (500 ms timeout, 64 queries in flight, unless an option changes it) to a
+// cluster DNS and a LAN resolver.
+func newRig(t *testing.T, tg Targets, opts ...func(*Forwarder)) *rig {
 	t.Helper()
 	up := freePort(t, clusterAddr, lanAddr)
 	r := &rig{rcodes: map[int]int{}}
 	r.cluster = startUpstream(t, clusterAddr, up, "10.233.0.1")
 	r.lan = startUpstream(t, lanAddr, up, "192.0.2.80")
 	port := freePort(t, listenAddr)
-	limit := 64
-	if len(maxInFlight) > 0 {
-		limit = maxInFlight[0]
-	}
-	r.f = &Forwarder{Targets: tg, Port: port, UpstreamPort: up, Timeout: 500 * time.Millisecond, MaxInFlight: limit,
+	r.f = &Forwarder{Targets: tg, Port: port, UpstreamPort: up, Timeout: 500 * time.Millisecond, MaxInFlight: 64,
 		OnQuery: func(rc int) { r.mu.Lock(); r.rcodes[rc]++; r.mu.Unlock() }}
+	for _, o := range opts {
+		o(r.f)
+	}
 	if err := r.f.Start([]netip.Addr{listenAddr}); err != nil {
 		t.Fatal(err)
 	}
@@ -218,40 +224,57 @@ func TestForwarderServfailWhenTheUpstreamFails(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("SERVFAIL took %v, beyond the forwarder's timeout", d)
 	}
-	// The count follows the answer: wait for it a moment.
-	for deadline := time.Now().Add(time.Second); ; time.Sleep(10 * time.Millisecond) {
-		r.mu.Lock()
-		n := r.rcodes[dns.RcodeServerFailure]
-		r.mu.Unlock()
-		if n == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("SERVFAILs counted: %d, want 2", n)
-			break
-		}
+	// Each query is counted before its answer is written: the count is settled once ask returns.
+	r.mu.Lock()
+	n := r.rcodes[dns.RcodeServerFailure]
+	r.mu.Unlock()
+	if n != 2 || r.f.Queries() != 2 {
+		t.Errorf("SERVFAILs counted: %d (queries %d), want 2", n, r.f.Queries())
 	}
 }
 
 func TestForwarderBoundsInFlight(t *testing.T) {
 	tg := targets()
 	tg.Upstream = []netip.Addr{lanAddr}
-	r := newRig(t, tg, 2) // two slots: the third concurrent query is refused at once
+	// Two slots, held by two queries the LAN resolver keeps until released (the forwarder's timeout
+	// is far beyond the test's length, so the slots stay taken however slow the machine): the third
+	// concurrent query is refused without being forwarded.
+	r := newRig(t, tg, func(f *Forwarder) { f.MaxInFlight = 2; f.Timeout = time.Minute })
+	t.Cleanup(r.lan.release) // before the forwarder's Stop waits for the held queries
+	held := make(chan *dns.Msg, 2)
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
 			m := new(dns.Msg)
 			m.SetQuestion("slow.example.", dns.TypeA)
-			_, _, _ = (&dns.Client{Timeout: 3 * time.Second}).Exchange(m, r.server)
+			a, _, err := (&dns.Client{Timeout: time.Minute}).Exchange(m, r.server)
+			if err != nil {
+				t.Errorf("held query: %v", err)
+			}
+			held <- a
 		})
 	}
-	time.Sleep(100 * time.Millisecond)
-	start := time.Now()
-	a := ask(t, r.server, "udp", "example.com.", dns.TypeA, 0)
-	if a.Rcode != dns.RcodeServerFailure || time.Since(start) > 200*time.Millisecond {
-		t.Errorf("over the in-flight bound: rcode %s after %v, want SERVFAIL at once", dns.RcodeToString[a.Rcode], time.Since(start))
+	// A query reaches the resolver only after taking its slot.
+	for deadline := time.Now().Add(30 * time.Second); r.lan.queries.Load() < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the two held queries did not reach the LAN resolver (it saw %d)", r.lan.queries.Load())
+		}
 	}
+	a := ask(t, r.server, "udp", "example.com.", dns.TypeA, 0)
+	if a.Rcode != dns.RcodeServerFailure {
+		t.Errorf("over the in-flight bound: rcode %s, want SERVFAIL", dns.RcodeToString[a.Rcode])
+	}
+	if n := r.lan.queries.Load(); n != 2 {
+		t.Errorf("over the in-flight bound: the LAN resolver saw %d queries, want only the 2 held: the third was forwarded", n)
+	}
+	r.lan.release()
 	wg.Wait()
+	close(held)
+	for a := range held {
+		if a == nil || a.Rcode != dns.RcodeSuccess || len(a.Answer) != 1 {
+			t.Errorf("a held query, once released: %v, want its answer", a)
+		}
+	}
 }
 
 // TestForwarderNeverQueriesItself: with the cache address (here, the forwarder's own) as the only

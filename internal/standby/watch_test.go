@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/nodedns/nodedns/internal/testutil/tied"
 )
 
 // TestWatchExitWakesOnTheFirstExit: the pidfd watch stays asleep while the processes run and wakes
@@ -16,7 +18,7 @@ func TestWatchExitWakesOnTheFirstExit(t *testing.T) {
 	var cmds []*exec.Cmd
 	for range 2 {
 		c := exec.Command("sleep", "30")
-		if err := c.Start(); err != nil {
+		if err := tied.Start(c); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })

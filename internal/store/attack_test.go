@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,10 +19,13 @@ import (
 
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"github.com/nodedns/nodedns/internal/testutil/tied"
 )
 
-// attackerUser is the unprivileged user the attack tests run their loop as (created when missing).
-const attackerUser = "nodedns-attacker"
+// attackerID is the unprivileged uid and gid the attack tests run their loop as. No passwd entry
+// is needed (the kernel checks numbers; nothing looks a name up), so no user is added to the
+// machine: a uid nobody is given, apart from root's 65534 nobody that other tests use.
+const attackerID = 64123
 
 // attackerEnv marks the re-executed test binary that runs the attacker loop; its value is the
 // directory attacked, attackerSentinel the file the loop points its symlinks at.
@@ -66,24 +68,6 @@ func TestAttackerLoop(t *testing.T) {
 	}
 }
 
-// attacker returns the uid and gid of the unprivileged attacker user, creating it when missing.
-func attacker(t *testing.T) (uid, gid int) {
-	t.Helper()
-	u, err := user.Lookup(attackerUser)
-	if err != nil {
-		out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", attackerUser).CombinedOutput()
-		if err != nil {
-			t.Skipf("cannot create the attacker user: %v: %s", err, out)
-		}
-		if u, err = user.Lookup(attackerUser); err != nil {
-			t.Fatal(err)
-		}
-	}
-	uid, _ = strconv.Atoi(u.Uid)
-	gid, _ = strconv.Atoi(u.Gid)
-	return uid, gid
-}
-
 // attackerBinary is a copy of this test binary the attacker user may run (go test builds it in a
 // directory only root can enter).
 func attackerBinary(t *testing.T) string {
@@ -98,6 +82,17 @@ func attackerBinary(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return bin
+}
+
+// hasSymlink reports whether dir holds a symlink.
+func hasSymlink(dir string) bool {
+	es, _ := os.ReadDir(dir)
+	for _, e := range es {
+		if e.Type()&fs.ModeSymlink != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // worldRoot is a node root every user can traverse (t.TempDir is root's only).
@@ -157,7 +152,7 @@ func TestForeignDirectoryAttack(t *testing.T) {
 	if os.Getenv(privilegedEnv) != "1" || os.Geteuid() != 0 {
 		t.Skip("runs an attacker loop as another user: needs root and " + privilegedEnv + "=1")
 	}
-	uid, gid := attacker(t)
+	uid, gid := attackerID, attackerID
 	for _, target := range []string{"/var/lib/node_exporter/textfile_collector/nodedns_check.prom", node.DhclientHook} {
 		t.Run(filepath.Base(filepath.Dir(target)), func(t *testing.T) {
 			root := worldRoot(t)
@@ -188,14 +183,21 @@ func TestForeignDirectoryAttack(t *testing.T) {
 			cmd := exec.Command(attackerBinary(t), "-test.run=^TestAttackerLoop$", "-test.count=1")
 			cmd.Env = append(os.Environ(), attackerEnv+"="+dir, attackerSentinel+"="+sentinel)
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-			if err := cmd.Start(); err != nil {
+			// The loop runs until killed: tied, it dies with this test however the test ends.
+			if err := tied.Start(cmd); err != nil {
 				t.Fatal(err)
 			}
 			defer func() {
 				cmd.Process.Kill()
 				cmd.Wait()
 			}()
-			time.Sleep(50 * time.Millisecond) // let the loop start planting
+			// The loop has begun once it planted its first symlink (as the attacker: the directory
+			// is writable by no one else).
+			for deadline := time.Now().Add(30 * time.Second); !hasSymlink(dir); time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the attacker loop (uid %d) planted nothing in 30s", uid)
+				}
+			}
 
 			for i := 0; i < 300; i++ {
 				_, err := s.Write(target, []byte("nodedns_check_status 1\n"), 0o644)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -153,8 +154,10 @@ func TestResolvedTimeoutLive(t *testing.T) { nstest.Suites(t, testResolvedTimeou
 func testResolvedTimeoutLive(t *testing.T, s nstest.Suite) {
 	lr := newLiveResolved(t, s, bus.ResolvedOptions{CallTimeout: 300 * time.Millisecond})
 	pid := lr.resolved.PID(t)
-	lr.sb.Run(t, "kill -STOP "+pid)
-	t.Cleanup(func() { _, _ = lr.sb.Try("kill -CONT " + pid) })
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
 	start := time.Now()
 	_, err := lr.client.Manager(context.Background())
 	if !errors.Is(err, context.DeadlineExceeded) {
@@ -169,7 +172,9 @@ func testResolvedTimeoutLive(t *testing.T, s nstest.Suite) {
 	if err := lr.client.Ping(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Ping = %v, want a deadline error", err)
 	}
-	lr.sb.Run(t, "kill -CONT "+pid)
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
 	if err := lr.client.Ping(context.Background()); err != nil {
 		t.Errorf("Ping after SIGCONT: %v", err)
 	}
@@ -199,7 +204,7 @@ func testResolvedEventsLive(t *testing.T, s nstest.Suite) {
 
 	// dbus-daemon goes away and comes back; resolved 252 exits with its bus, so it is started
 	// again as a service manager would.
-	// Only this sandbox's dbus-daemon, by its process: the sandbox shares the host's PID namespace.
+	// Only this sandbox's dbus-daemon, by its process (the command Start returns is the program itself).
 	if err := lr.sysbus.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

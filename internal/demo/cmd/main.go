@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -32,14 +33,20 @@ func main() {
 	if *verbose {
 		s.Out = os.Stderr
 	}
-	// Ctrl-C or a kill still removes every namespace and process the demo made.
+	// Ctrl-C or a SIGTERM removes every namespace, process and file the demo made (a SIGKILL
+	// leaves no process, namespace or mount either: the harness ties them to this process). The
+	// scenario, still running meanwhile, fails on what the cleanups remove: its result is not
+	// reported: the demo exits 130 once the handler has cleaned up.
+	var interrupted atomic.Bool
+	cleaned := make(chan struct{})
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-sigs
+		interrupted.Store(true)
 		fmt.Fprintln(os.Stderr, "\nnodedns demo: interrupted, cleaning up")
 		s.RunCleanups()
-		os.Exit(130)
+		close(cleaned)
 	}()
 
 	fmt.Println("nodedns demo: incidents 002 and 001 replayed with real CoreDNS, dnsmasq and systemd-resolved,")
@@ -49,6 +56,10 @@ func main() {
 	failed, skipped, msg := s.Do(func(t testing.TB) {
 		incs = demo.Run(t, demo.Options{Nodedns: *bin, Out: os.Stdout})
 	})
+	if interrupted.Load() {
+		<-cleaned
+		os.Exit(130)
+	}
 	switch {
 	case skipped:
 		fmt.Fprintf(os.Stderr, "nodedns demo: cannot run here: %s\n", msg)

@@ -299,43 +299,6 @@ func TestPodNaming(t *testing.T) {
 	}
 }
 
-// TestAddPodRefusesHostPIDNamespace: the harness never makes a pod in a sandbox that shares this
-// machine's PID namespace.
-func TestAddPodRefusesHostPIDNamespace(t *testing.T) {
-	nstest.Require(t)
-	sb := nstest.New(t)
-	ft := &fatalRecorder{TB: t}
-	func() {
-		defer func() { _ = recover() }()
-		sb.AddPod(ft, nstest.PodOptions{Name: "x"})
-	}()
-	if !strings.Contains(ft.msg, "no PID namespace") {
-		t.Errorf("AddPod in a sandbox without a PID namespace: %q", ft.msg)
-	}
-	if out := sb.Run(t, "ls /run/netns"); strings.TrimSpace(out) != "" {
-		t.Errorf("AddPod made %s before refusing", out)
-	}
-}
-
-// fatalRecorder stands in for the test in a call expected to fail it: Fatalf records the message
-// and stops the call.
-type fatalRecorder struct {
-	testing.TB
-	msg string
-}
-
-func (f *fatalRecorder) Fatalf(format string, args ...any) {
-	f.msg = fmt.Sprintf(format, args...)
-	panic("fatal")
-}
-
-func (f *fatalRecorder) Fatal(args ...any) {
-	f.msg = fmt.Sprint(args...)
-	panic("fatal")
-}
-
-func (f *fatalRecorder) Helper() {}
-
 // BenchmarkProbe prints the wall time of finding and probing 2 and 40 pod namespaces on a healthy
 // node (targets: under 100 ms with 2, under 1 s with 40), and of a round in which every one of 40
 // pods is cut off (seed 000 on all of them: one timeout for the round, not one per pod).

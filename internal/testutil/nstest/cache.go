@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -202,31 +201,18 @@ func (c *Cache) Start(t testing.TB) {
 	}
 }
 
-// Stop kills CoreDNS. In a sandbox with its own PID namespace the command is nsenter, which forks
-// the program and does not pass SIGKILL on: the program (its only child) is killed first.
+// Stop kills CoreDNS and waits until it is gone.
 func (c *Cache) Stop() {
 	if c.Cmd != nil && c.Cmd.Process != nil {
-		if c.sb.Opts.PIDNamespace {
-			if pid, err := ChildPID(c.Cmd.Process.Pid); err == nil {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
 		_ = c.Cmd.Process.Kill()
 		_ = c.Cmd.Wait()
 		c.Cmd = nil
 	}
 }
 
-// PID is the running CoreDNS's process ID as this machine numbers it (not nsenter's, in a sandbox
-// with its own PID namespace), or 0 when none runs.
+// PID is the running CoreDNS's process ID as this machine numbers it, or 0 when none runs.
 func (c *Cache) PID() int {
 	if c.Cmd == nil || c.Cmd.Process == nil {
-		return 0
-	}
-	if c.sb.Opts.PIDNamespace {
-		if pid, err := ChildPID(c.Cmd.Process.Pid); err == nil {
-			return pid
-		}
 		return 0
 	}
 	return c.Cmd.Process.Pid

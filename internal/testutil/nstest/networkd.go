@@ -91,7 +91,7 @@ func (d *DHCPServer) start(t testing.TB, o DHCPOptions) {
 // Restart stops dnsmasq and starts it again with new options; leases it handed out stay valid.
 func (d *DHCPServer) Restart(t testing.TB, o DHCPOptions) {
 	t.Helper()
-	// Only this dnsmasq, by its process: the sandbox shares the host's PID namespace.
+	// Only this dnsmasq, by its process (the command Start returns is the program itself).
 	_ = d.cmd.Process.Kill()
 	_ = d.cmd.Wait()
 	d.start(t, o)

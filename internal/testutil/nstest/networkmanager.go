@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -149,7 +148,7 @@ func StartNetworkManager(t testing.TB, o NMOptions) *NetworkManager {
 		dir = NMDir(t)
 	}
 	o.Suite.Need(t, "apt-get install dnsmasq-base dbus-daemon dbus-bin", "dnsmasq", "dbus-daemon", "dbus-send")
-	node := NewWith(t, Options{PIDNamespace: true, UTSNamespace: true, Suite: o.Suite})
+	node := NewWith(t, Options{UTSNamespace: true, Suite: o.Suite})
 	peer := New(t)
 	nm := &NetworkManager{Node: node, Peer: peer, Dir: dir,
 		Log: filepath.Join(node.Dir(), "NetworkManager.log"), pid: filepath.Join(node.Dir(), "NetworkManager.pid"),
@@ -220,15 +219,7 @@ func vethNoAddr(t testing.TB, node, peer *Sandbox, peerAddr string) (nodeIf, pee
 	t.Helper()
 	n := vethSeq.Add(1)
 	nodeIf, peerIf = fmt.Sprintf("nm%d%da", os.Getpid()%10000, n), fmt.Sprintf("nm%d%db", os.Getpid()%10000, n)
-	for _, s := range [][]string{
-		{"link", "add", nodeIf, "type", "veth", "peer", "name", peerIf},
-		{"link", "set", nodeIf, "netns", strconv.Itoa(node.PID)},
-		{"link", "set", peerIf, "netns", peer.Name},
-	} {
-		if out, err := exec.Command("ip", s...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", s, err, out)
-		}
-	}
+	VethPair(t, node, peer, nodeIf, peerIf)
 	node.Run(t, "ip link set "+nodeIf+" up")
 	peer.Run(t, fmt.Sprintf("ip addr add %s dev %s && ip link set %s up", peerAddr, peerIf, peerIf))
 	return nodeIf, peerIf
@@ -496,47 +487,12 @@ func (nm *NetworkManager) PrintConfig(t testing.TB, args ...string) (string, int
 	return "", 0
 }
 
-var (
-	proxyOnce sync.Once
-	proxyPath string
-	proxyErr  error
-)
-
 // ClientBusAddress returns a D-Bus address for a client in the test process that NetworkManager
-// accepts as a caller: a relay (internal/testutil/nstest/busproxy, built once) runs inside the node's
-// namespaces and connects to the node's bus from there. NM 1.42 refuses privileged calls (Reload,
-// GetSettings) from a connection whose PID it cannot see, and the test process is outside the
-// node's PID namespace.
+// accepts as a caller: the node's BusAddress, a relay inside the node's PID namespace (NM 1.42
+// refuses privileged calls, Reload and GetSettings, from a connection whose PID it cannot see).
 func (nm *NetworkManager) ClientBusAddress(t testing.TB) string {
 	t.Helper()
-	proxyOnce.Do(func() {
-		out, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			proxyErr = fmt.Errorf("go env GOMOD: %w", err)
-			return
-		}
-		dir, err := os.MkdirTemp("", "nodedns-busproxy-")
-		if err != nil {
-			proxyErr = err
-			return
-		}
-		proxyPath = filepath.Join(dir, "busproxy")
-		cmd := exec.Command("go", "build", "-o", proxyPath, "./internal/testutil/nstest/busproxy")
-		cmd.Dir = filepath.Dir(strings.TrimSpace(string(out)))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			proxyErr = fmt.Errorf("go build busproxy: %v: %s", err, out)
-		}
-	})
-	if proxyErr != nil {
-		t.Fatal(proxyErr)
-	}
-	sock := filepath.Join(nm.Node.Dir(), fmt.Sprintf("bus-proxy-%d.sock", vethSeq.Add(1)))
-	nm.Node.Start(t, proxyPath, sock, "/run/dbus/system_bus_socket")
-	WaitFor(t, 10*time.Second, "the bus relay's socket", func() bool {
-		_, err := os.Stat(sock)
-		return err == nil
-	})
-	return "unix:path=" + sock
+	return nm.Node.BusAddress()
 }
 
 // LogTail returns the last n lines of NetworkManager's log.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSandbox proves the isolation the other tests rely on: a private /run and /etc/resolv.conf, its
@@ -31,8 +32,12 @@ func TestSandbox(t *testing.T) {
 	}
 
 	aIf, _ := Veth(t, a, b, "10.77.0.1/24", "10.77.0.2/24")
-	// No ping on these machines: a UDP datagram makes the kernel resolve the peer over the veth.
-	a.Run(t, "bash -c 'echo hi > /dev/udp/10.77.0.2/9'; sleep 0.2; ip neigh show 10.77.0.2 | grep -q lladdr || (ip neigh; exit 1)")
+	// No ping on these machines: a UDP datagram makes the kernel resolve the peer over the veth
+	// (its neighbour entry gets the peer's address once the peer answers: wait for it).
+	WaitFor(t, 20*time.Second, "the peer's link-layer address over the veth", func() bool {
+		out, err := a.Try("bash -c 'echo hi > /dev/udp/10.77.0.2/9'; ip neigh show 10.77.0.2")
+		return err == nil && strings.Contains(out, "lladdr")
+	})
 	if out := a.Run(t, "ip -o link show"); !strings.Contains(out, aIf) || strings.Contains(out, "eth0") {
 		t.Errorf("sandbox links:\n%s", out)
 	}
@@ -46,13 +51,16 @@ func TestSandbox(t *testing.T) {
 	}
 }
 
-// TestSandboxPIDNamespace proves a sandbox with its own PID and UTS namespaces sees only its own
-// processes (so a scan of /proc cannot take this machine's processes for the node's), keeps its
-// hostname to itself, and reaps orphans.
+// TestSandboxPIDNamespace proves a sandbox sees only its own processes (so a scan of /proc cannot
+// take this machine's processes for the node's), one with its own UTS namespace keeps its hostname
+// to itself, and it reaps orphans.
 func TestSandboxPIDNamespace(t *testing.T) {
-	sb := NewWith(t, Options{PIDNamespace: true, UTSNamespace: true})
+	sb := NewWith(t, Options{UTSNamespace: true})
 	if got := strings.TrimSpace(sb.Run(t, "cat /proc/1/comm")); got != "sh" {
 		t.Errorf("the sandbox's PID 1 is %q, want its init shell", got)
+	}
+	if plain := New(t); strings.TrimSpace(plain.Run(t, "cat /proc/1/comm")) != "sh" {
+		t.Error("a sandbox made with New has no PID namespace of its own")
 	}
 	if out := sb.Run(t, "ls /proc | grep -c '^[0-9]'"); strings.TrimSpace(out) == "" || len(strings.TrimSpace(out)) > 1 {
 		t.Errorf("the sandbox sees %s processes, want a handful", strings.TrimSpace(out))
@@ -65,9 +73,11 @@ func TestSandboxPIDNamespace(t *testing.T) {
 	if got := strings.TrimSpace(sb.Run(t, "hostname")); got != "nstest-node" {
 		t.Errorf("sandbox hostname %q", got)
 	}
-	// An orphan (a double fork) that exits must not stay a zombie.
-	sb.Run(t, "sh -c 'sleep 0.1 &' ; sleep 0.5")
-	if out := sb.Run(t, "grep -l '^State:.*Z' /proc/[0-9]*/status || true"); strings.TrimSpace(out) != "" {
-		t.Errorf("zombies in the sandbox: %s", out)
-	}
+	// An orphan (a double fork) that exits must not stay a zombie: its entry in /proc goes once it
+	// is reaped.
+	orphan := strings.TrimSpace(sb.Run(t, "sh -c 'sleep 0.1 & echo $!'"))
+	WaitFor(t, 20*time.Second, "the sandbox's init to reap orphan "+orphan, func() bool {
+		out, err := sb.Try("[ -e /proc/" + orphan + " ] || echo reaped")
+		return err == nil && strings.TrimSpace(out) == "reaped"
+	})
 }

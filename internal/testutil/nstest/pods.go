@@ -67,14 +67,10 @@ type Pod struct {
 var podSeq atomic.Int64
 
 // AddPod makes a pod on the sandbox node and removes its process and cgroup when the test ends (the
-// namespace and veth go with the sandbox). The sandbox must have its own PID namespace: a pod scan
-// of /proc in a sandbox without one would see this machine's processes and could take the machine's
-// own network namespace for a pod, so AddPod refuses.
+// namespace and veth go with the sandbox). The sandbox's own PID namespace keeps a pod scan of its
+// /proc to the sandbox's processes: it cannot take this machine's network namespace for a pod.
 func (sb *Sandbox) AddPod(t testing.TB, o PodOptions) *Pod {
 	t.Helper()
-	if !sb.Opts.PIDNamespace {
-		t.Fatalf("AddPod: sandbox %s has no PID namespace of its own; make it with NewWith(t, Options{PIDNamespace: true}) so a /proc scan sees only its processes", sb.Name)
-	}
 	if o.Name == "" {
 		t.Fatal("AddPod: a pod needs a name")
 	}
@@ -280,22 +276,22 @@ func FakeCgroup(t testing.TB, pid int, path string, v1 bool) string {
 }
 
 // StartPID runs a program in the background inside the sandbox, as Start does, and returns it with
-// the program's own PID on this machine (in a sandbox with a PID namespace of its own, nsenter forks
-// the program: it is nsenter's only child). It waits until the program runs.
+// the program's PID as this machine numbers it (the command's own: Start forks the program into the
+// sandbox's PID namespace itself). StartPID waits for the command itself, so a program that exits
+// is reaped at once, as a process of a node is by its init, and its /proc entry goes: do not Wait
+// for the command.
 func (sb *Sandbox) StartPID(t testing.TB, name string, args ...string) (*exec.Cmd, int) {
 	t.Helper()
 	cmd := sb.Start(t, name, args...)
-	if !sb.Opts.PIDNamespace {
-		return cmd, cmd.Process.Pid
+	reaped := make(chan struct{})
+	sb.mu.Lock()
+	if sb.reaped == nil {
+		sb.reaped = map[*exec.Cmd]chan struct{}{}
 	}
-	var pid int
-	WaitFor(t, 10*time.Second, name+" to start in the sandbox", func() bool {
-		var err error
-		pid, err = ChildPID(cmd.Process.Pid)
-		return err == nil
-	})
-	t.Cleanup(func() { killWait(pid) })
-	return cmd, pid
+	sb.reaped[cmd] = reaped
+	sb.mu.Unlock()
+	go func() { _ = cmd.Wait(); close(reaped) }()
+	return cmd, cmd.Process.Pid
 }
 
 // killWait kills a process and waits (a while) until it is gone.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAddPod proves the pod harness: a pod's process has its own network and UTS namespaces with the
@@ -40,8 +41,13 @@ func TestAddPod(t *testing.T) {
 		}
 		mount, _ := cgroupMount(false)
 		cgroupDir = mount + p.Cgroup
-		// No ping here: a datagram makes each side resolve the other's address over the veth.
-		p.Run(t, fmt.Sprintf("bash -c 'echo > /dev/udp/%s/9; echo > /dev/udp/%s/9'; sleep 0.2; ip neigh show | grep -c lladdr | grep -q 2 || (ip neigh; exit 1)", p.HostIPv4, p.HostIPv6))
+		// No ping here: a datagram makes each side resolve the other's address over the veth
+		// (the pod's neighbour entries get the node side's address once it answers: wait for them).
+		send := fmt.Sprintf("bash -c 'echo > /dev/udp/%s/9; echo > /dev/udp/%s/9'; ip neigh show | grep -c lladdr", p.HostIPv4, p.HostIPv6)
+		WaitFor(t, 20*time.Second, "the node side's link-layer address in the pod, over IPv4 and IPv6", func() bool {
+			out, _ := sb.Try(p.in() + " sh -c " + Quote(send))
+			return strings.TrimSpace(out) == "2"
+		})
 		if out := sb.Run(t, "ip -o link show "+p.HostIf); !strings.Contains(out, "veth") && !strings.Contains(out, "@") {
 			t.Errorf("host side: %s", out)
 		}

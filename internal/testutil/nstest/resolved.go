@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,14 +130,23 @@ func (r *Resolved) Stop(t testing.TB) {
 	r.sb.Run(t, fmt.Sprintf(`p=$(cat %[1]s); kill "$p"; while kill -0 "$p" 2>/dev/null; do sleep 0.02; done; : > %[1]s`, Quote(pid)))
 }
 
-// PID returns resolved's process id.
-func (r *Resolved) PID(t testing.TB) string {
+// PID returns resolved's process id as this machine numbers it (the restart script records it as
+// the sandbox's PID namespace numbers it).
+func (r *Resolved) PID(t testing.TB) int {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(r.sb.dir, "resolved.pid"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.TrimSpace(string(data))
+	inside, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatalf("resolved's PID file: %v", err)
+	}
+	pid, err := r.sb.HostPID(inside)
+	if err != nil {
+		t.Fatalf("resolved: %v", err)
+	}
+	return pid
 }
 
 // WaitReady waits until resolved answers a ping on the sandbox's bus and has written its

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nodedns/nodedns/internal/testutil/tied"
 )
 
 // SystemdBin is systemd's own program on this machine kind (Debian 12, systemd 252).
@@ -102,12 +104,15 @@ func BootSystemd(t testing.TB, o SystemdOptions) *Systemd {
 	}
 	script := strings.Join(append(append([]string{"set -e"}, lines...), "exec "+boot), "\n")
 	s := &Systemd{Dir: dir, t: t, console: &syncWriter{}, done: make(chan struct{}), chrooted: r != ""}
+	// Tied to the test however it ends: script dies with the test (tied), unshare with script
+	// (setpriv's parent-death signal), systemd with unshare (--kill-child), and every process of
+	// the PID namespace with systemd, its init.
 	s.cmd = exec.Command("script", "-qfec",
-		"unshare --pid --fork --mount --net --cgroup --uts --ipc --propagation private sh -c "+Quote(script), "/dev/null")
+		"exec setpriv --pdeathsig KILL unshare --pid --fork --kill-child --mount --net --cgroup --uts --ipc --propagation private sh -c "+Quote(script), "/dev/null")
 	s.cmd.Stdout, s.cmd.Stderr = s.console, s.console
 	// Wait must not hang on a pipe a stray process in the namespace still holds.
 	s.cmd.WaitDelay = 5 * time.Second
-	if err := s.cmd.Start(); err != nil {
+	if err := tied.Start(s.cmd); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = s.cmd.Wait(); close(s.done) }()

@@ -1,8 +1,10 @@
 // Command busproxy relays connections from a unix socket to another one, byte for byte. nstest
-// runs it INSIDE a node sandbox's PID namespace so that a test process outside can talk to the
-// sandbox's system bus as a process of the node: NetworkManager asks the bus for a caller's PID and
-// refuses a caller whose PID its namespace cannot see ("Unable to determine UID of the request",
-// 1.42.4), while the connection the bus sees is the proxy's, made from inside.
+// runs it INSIDE a sandbox's PID namespace so that a test process outside can talk to the
+// sandbox's system bus as a process of the node (Sandbox.BusAddress): the bus gives a service a
+// caller's PID, which is none for a process outside its PID namespace; NetworkManager 1.42 then
+// refuses the call ("Unable to determine UID of the request") and systemd-resolved 252 aborts on
+// an assertion in sd_bus_creds_get_pid, while the connection the bus sees is the proxy's, made
+// from inside.
 //
 //	busproxy LISTEN_PATH TARGET_PATH
 package main
