@@ -16,18 +16,13 @@ var Dirs = []string{"/run/netplan", "/etc/netplan", "/lib/netplan"}
 // fileKind bounds a netplan file.
 var fileKind = nodefs.Kind{Name: "netplan file", Max: MaxFileSize}
 
-// Load reads and merges the netplan files of the node r reads. A file that is not valid YAML, or
-// whose structure netplan would reject at the level we read (e.g. `network` not a mapping, `dhcp4:
-// maybe`), is an error naming path:line:col and the reason; nothing partial is returned then. No
-// netplan directory at all: empty Config, no error. Files over 1 MiB are refused. Load never writes.
-func Load(r nodefs.Reader) (*Config, error) {
-	all, err, _, _ := LoadSplit(r, "")
-	return all, err
-}
-
-// LoadSplit reads the netplan files once and merges them twice: all of them (what netplan will run
-// with) and all but skip (what the rest of the node asks for). Each merge has its own error, so a
-// broken skip file spoils only the first. With skip "" both are the same merge.
+// LoadSplit reads the netplan files of the node r reads once and merges them twice: all of them
+// (what netplan will run with) and all but skip (what the rest of the node asks for). Each merge has
+// its own error, so a broken skip file spoils only the first. With skip "" both are the same merge.
+// A file that is not valid YAML, or whose structure netplan would reject at the level we read (e.g.
+// `network` not a mapping, `dhcp4: maybe`), is an error naming path:line:col and the reason; nothing
+// partial is returned then. No netplan directory at all: empty Config, no error. Files over 1 MiB
+// are refused. LoadSplit never writes.
 func LoadSplit(r nodefs.Reader, skip string) (all *Config, allErr error, others *Config, othersErr error) {
 	found, shadowed, err := find(r)
 	if err != nil {
@@ -105,7 +100,7 @@ func ReadFile(r nodefs.Reader, nodePath string) ([]byte, error) {
 	return data, nil
 }
 
-// Watches declares the directories Load reads. A netplan file is complete once it is valid YAML.
+// Watches declares the directories LoadSplit reads. A netplan file is complete once it is valid YAML.
 func Watches() []nodefs.Watch {
 	var ws []nodefs.Watch
 	for _, d := range Dirs {

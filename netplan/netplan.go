@@ -2,7 +2,7 @@
 // (the netplan.io of Debian 12, checked against it) does: which interfaces use DHCP, which
 // renderer manages them, and their static nameservers and search domains.
 //
-// Load finds the files (/lib, /etc and /run/netplan/*.yaml, /run shadowing
+// LoadSplit finds the files (/lib, /etc and /run/netplan/*.yaml, /run shadowing
 // /etc shadowing /lib by file name), Parse merges them. Two views come out:
 //
 //   - Interfaces: the per-interface result netplan itself computes, including
@@ -28,7 +28,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// MaxFileSize is the largest netplan file Load and Parse accept. Real files
+// MaxFileSize is the largest netplan file LoadSplit and Parse accept. Real files
 // are a few hundred bytes; anything near this is not a network config.
 const MaxFileSize = 1 << 20
 
@@ -139,8 +139,8 @@ func Bool(s string) (value, ok bool) {
 	return false, false
 }
 
-// Parse merges already-read documents, in the order given (Load passes them
-// in netplan's order), as netplan 0.106 does. names are node paths. A
+// Parse merges already-read documents, in the order given (LoadSplit passes
+// them in netplan's order), as netplan 0.106 does. names are node paths. A
 // document netplan would reject at the level read here is an *Error naming
 // path:line:col; nothing partial is returned then.
 func Parse(docs []Doc) (*Config, error) {

@@ -37,7 +37,7 @@ func TestAgainstNetplanGet(t *testing.T) {
 					}
 					writeNodeFile(t, root, p, data)
 				}
-				ours, err := Load(nodefs.NewReader(root))
+				ours, err := load(nodefs.NewReader(root))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -56,7 +56,7 @@ func TestAgainstNetplanGet(t *testing.T) {
 				for i, d := range c.docs {
 					writeNodeFile(t, root, "/etc/netplan/"+string(rune('a'+i))+".yaml", []byte(d))
 				}
-				ours, err := Load(nodefs.NewReader(root))
+				ours, err := load(nodefs.NewReader(root))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -18,6 +18,12 @@ import (
 
 var cmpAddr = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
 
+// load is what the node's row asks for with no file set apart: every netplan file merged.
+func load(r nodefs.Reader) (*Config, error) {
+	all, err, _, _ := LoadSplit(r, "")
+	return all, err
+}
+
 func addrs(s ...string) []netip.Addr {
 	out := make([]netip.Addr, len(s))
 	for i, a := range s {
@@ -209,9 +215,9 @@ func TestLoadFixtures(t *testing.T) {
 	for _, f := range fixtures {
 		t.Run(f.name, func(t *testing.T) {
 			root := filepath.Join("testdata", "nodes", f.name)
-			cfg, err := Load(nodefs.NewReader(root))
+			cfg, err := load(nodefs.NewReader(root))
 			if err != nil {
-				t.Fatalf("Load(nodefs.NewReader(%s)): %v", root, err)
+				t.Fatalf("load(nodefs.NewReader(%s)): %v", root, err)
 			}
 			if diff := cmp.Diff(f.files, cfg.Files); diff != "" {
 				t.Errorf("Files (-want +got):\n%s", diff)
@@ -237,7 +243,7 @@ func TestLoadFixtures(t *testing.T) {
 }
 
 func TestLoadNoNetplan(t *testing.T) {
-	cfg, err := Load(nodefs.NewReader(t.TempDir()))
+	cfg, err := load(nodefs.NewReader(t.TempDir()))
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -283,7 +289,7 @@ func TestLoadSelectsFiles(t *testing.T) {
 		"etc/netplan/empty.yaml":         "",
 		"etc/netplan/comments.yaml":      "# nothing here\n",
 	})
-	cfg, err := Load(nodefs.NewReader(root))
+	cfg, err := load(nodefs.NewReader(root))
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -329,7 +335,7 @@ func TestLoadErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := Load(nodefs.NewReader(writeTree(t, tt.files)))
+			cfg, err := load(nodefs.NewReader(writeTree(t, tt.files)))
 			if err == nil {
 				t.Fatalf("Load = %+v, want error %q", cfg, tt.want)
 			}
@@ -354,7 +360,7 @@ func TestLoadUnreadable(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(root, "etc/netplan/dir.yaml"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Load(nodefs.NewReader(root))
+	_, err := load(nodefs.NewReader(root))
 	var ne *Error
 	if !errors.As(err, &ne) || ne.Path != "/etc/netplan/dir.yaml" || !strings.HasPrefix(err.Error(), "/etc/netplan/dir.yaml: cannot read it: ") {
 		t.Errorf("Load = %v, want a read error naming /etc/netplan/dir.yaml", err)
@@ -362,7 +368,7 @@ func TestLoadUnreadable(t *testing.T) {
 }
 
 func TestAccessors(t *testing.T) {
-	cfg, err := Load(nodefs.NewReader(filepath.Join("testdata", "nodes", "bond")))
+	cfg, err := load(nodefs.NewReader(filepath.Join("testdata", "nodes", "bond")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nodedns/nodedns/internal/policy"
 	"github.com/nodedns/nodedns/resolvconf"
 	"github.com/nodedns/nodedns/systemd"
 )
@@ -17,20 +18,8 @@ import (
 // servers as configured, and its uplink view /run/systemd/resolve/resolv.conf.
 func resolvedLoops(env *Env) []netip.Addr {
 	s := env.Snapshot
-	var all []netip.Addr
-	if s.Resolved != nil {
-		for _, sv := range s.Resolved.DNS {
-			all = append(all, sv.Addr)
-		}
-	}
-	for _, l := range s.Links {
-		all = append(all, l.DNS...)
-	}
-	if s.ResolvedResolv.File != nil {
-		all = append(all, s.ResolvedResolv.File.Nameservers()...)
-	}
 	var out []netip.Addr
-	for _, a := range all {
+	for _, a := range policy.ResolvedServers(s, s.Resolved, true) {
 		if env.Plan.Facts.IsLoop(a, false) && !slices.Contains(out, a) {
 			out = append(out, a)
 		}

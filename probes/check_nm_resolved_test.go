@@ -9,24 +9,32 @@ import (
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/networkmanager"
 	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/systemd"
 )
 
 // nmOverResolved is a snapshot of NetworkManager over resolved (DnsManager Mode systemd-resolved,
 // /etc/resolv.conf resolved's stub) with NM's conf.d files and the DHCP offer NM pushed to link 2:
 // 10.66.0.53 and search example.org.
-func nmOverResolved(t *testing.T, files networkmanager.MapFS, linkDNS ...netip.Addr) *node.Snapshot {
+func nmOverResolved(t *testing.T, files map[string]string, linkDNS ...netip.Addr) *node.Snapshot {
 	t.Helper()
+	root := t.TempDir()
+	for p, data := range files {
+		if err := writeNodeFile(root, p, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fsys := networkmanager.ReaderFS(nodefs.NewReader(root))
 	s := &node.Snapshot{Now: time.Now()}
 	s.ResolvConf = resolvedStubResolv(t)
 	s.Resolved, s.ResolvedOthers = &systemd.ResolvedConfig{}, &systemd.ResolvedConfig{}
 	s.Links = []systemd.LinkState{{IfIndex: 2, IfName: "enp1s0", DNS: linkDNS, Domains: []systemd.Domain{{Name: "example.org"}}}}
 	nm := &s.NetworkManager
 	var err error
-	if nm.Config, err = networkmanager.LoadConfig(files); err != nil {
+	if nm.Config, err = networkmanager.LoadConfig(fsys); err != nil {
 		t.Fatal(err)
 	}
-	if nm.Others, err = networkmanager.LoadConfig(networkmanager.Overlay(files, map[string][]byte{networkmanager.NodeDNSConfPath: nil})); err != nil {
+	if nm.Others, err = networkmanager.LoadConfig(networkmanager.Overlay(fsys, map[string][]byte{networkmanager.NodeDNSConfPath: nil})); err != nil {
 		t.Fatal(err)
 	}
 	nm.Devices = []node.NMDevice{{IfIndex: 2, IfName: "enp1s0", Source: "/run/NetworkManager/devices/2",
@@ -41,12 +49,12 @@ func nmOverResolved(t *testing.T, files networkmanager.MapFS, linkDNS ...netip.A
 // DHCP domain NM pushes is a resolved.domains problem whose hint names NetworkManager.
 func TestResolvedChecksNMOverResolved(t *testing.T) {
 	dnsConf := "[global-dns-domain-*]\nservers=169.254.25.10,10.66.0.53\n"
-	files := networkmanager.MapFS{"/etc/NetworkManager/conf.d/dns.conf": dnsConf}
+	files := map[string]string{"/etc/NetworkManager/conf.d/dns.conf": dnsConf}
 	s := nmOverResolved(t, files)
 	checkResult(t, resolvedDNS{}.Run(context.Background(), envFor(s, config.Default())), Problem,
 		[]string{"NetworkManager's global DNS lists 169.254.25.10", "/etc/NetworkManager/conf.d/dns.conf:2", "no server"}, nil, nil)
 
-	fixed := networkmanager.MapFS{"/etc/NetworkManager/conf.d/dns.conf": dnsConf, networkmanager.NodeDNSConfPath: string(networkmanager.RenderResolvedOverride())}
+	fixed := map[string]string{"/etc/NetworkManager/conf.d/dns.conf": dnsConf, networkmanager.NodeDNSConfPath: string(networkmanager.RenderResolvedOverride())}
 	s = nmOverResolved(t, fixed, addrs("10.66.0.53")...)
 	checkResult(t, resolvedDNS{}.Run(context.Background(), envFor(s, config.Default())), OK, nil, nil, nil)
 

@@ -2,8 +2,6 @@ package resolvconf
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"net/netip"
 	"strings"
 )
@@ -25,9 +23,10 @@ type Spec struct {
 // (omitted when empty), each ending in '\n'. The output depends only on s.
 //
 // One search line, not several, because glibc and musl keep only the last.
-// Entries Validate rejects cannot be written so that a resolver reads them
-// back, and Render leaves them out (header lines have line breaks and NULs
-// replaced by spaces instead).
+// An entry that cannot be written so that a resolver reads it back (an
+// invalid address or one whose zone has blanks, a search domain or option
+// that is empty or contains blanks or a NUL) is left out; header lines have
+// line breaks and NULs replaced by spaces instead.
 func Render(s Spec) []byte {
 	var b bytes.Buffer
 	for _, h := range s.Header {
@@ -42,35 +41,6 @@ func Render(s Spec) []byte {
 	writeWords(&b, "search", s.Search)
 	writeWords(&b, "options", s.Options)
 	return b.Bytes()
-}
-
-// Validate reports the entries of s that Render would leave out or change:
-// an invalid address or one whose zone has blanks, a search domain or option
-// that is empty or contains blanks or a NUL, and a header line with a line
-// break or NUL.
-func (s Spec) Validate() error {
-	var errs []error
-	for i, h := range s.Header {
-		if strings.ContainsAny(h, "\n\r\x00") {
-			errs = append(errs, fmt.Errorf("header line %d: contains a line break or NUL", i+1))
-		}
-	}
-	for i, a := range s.Nameservers {
-		if !nameserverOK(a) {
-			errs = append(errs, fmt.Errorf("nameserver %d: %q cannot be written as a nameserver line", i+1, a.String()))
-		}
-	}
-	for i, d := range s.Search {
-		if !wordOK(d) {
-			errs = append(errs, fmt.Errorf("search domain %d: %q is empty or contains blanks or a NUL", i+1, clip(d)))
-		}
-	}
-	for i, o := range s.Options {
-		if !wordOK(o) {
-			errs = append(errs, fmt.Errorf("option %d: %q is empty or contains blanks or a NUL", i+1, clip(o)))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // nameserverOK reports whether a nameserver line for a parses back to a.

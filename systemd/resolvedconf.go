@@ -126,7 +126,7 @@ type ResolvedConfig struct {
 	// systemd-resolve user). config_parse_many_files returns on the first
 	// such error, so later lines and later files are never applied: a
 	// zz-nodedns.conf sorted after a broken drop-in has no effect.
-	// ParseResolvedConf does nothing once Halted is set.
+	// The parser applies nothing once Halted is set.
 	Halted *Warning
 }
 
@@ -220,17 +220,6 @@ func readConf(r nodefs.Reader, nodePath string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s: %w", nodePath, fmt.Errorf("not readable by the systemd-resolve user (mode %04o)", fi.Mode().Perm()))
 	}
 	return r.ReadFile(nodePath, confKind)
-}
-
-// ParseResolvedConf applies one file's bytes on top of cfg (so tests and
-// fuzzing need no files). path names the file in Warnings and DNSSources. A
-// nil cfg is left alone.
-// It follows config_parse in systemd 252's conf-parser.c line by line.
-func ParseResolvedConf(cfg *ResolvedConfig, path string, data []byte) {
-	if cfg == nil {
-		return
-	}
-	newConfParser(cfg).file(path, data)
 }
 
 // LoadResolvedViews reads resolved's configuration as LoadResolvedConfig does (all), and two views

@@ -14,6 +14,16 @@ import (
 	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
+// ParseResolvedConf applies one file's bytes on top of cfg as LoadResolvedConfig does each file (so
+// tests and fuzz targets need no files). path names the file in Warnings and DNSSources. A nil cfg
+// is left alone.
+func ParseResolvedConf(cfg *ResolvedConfig, path string, data []byte) {
+	if cfg == nil {
+		return
+	}
+	newConfParser(cfg).file(path, data)
+}
+
 var cmpAddr = cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
 
 func srv(raw string) Server {

@@ -2,7 +2,17 @@ package edges
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/policy"
@@ -10,13 +20,70 @@ import (
 	"github.com/nodedns/nodedns/internal/store"
 )
 
-// TestEveryActionHasAnActor: every action kind policy can put into a plan (policy.AllActions, which
-// policy's own test keeps complete) is handled by exactly one actor of the live node New builds. An
-// action no actor handles would silently stay "pending" on every node.
+// allActions has one value of every action kind policy declares; TestEveryActionHasAnActor holds
+// the list to policy's source.
+var allActions = []policy.Action{policy.RestartResolved{}, policy.SetLinkDNS{}, policy.SetLinkDomains{}, policy.NetplanApply{},
+	policy.NetworkctlReload{}, policy.ReloadNetworkManager{}, policy.RestartKubelet{}}
+
+// declaredActions names the action types policy's source declares: every type with the unexported
+// action method.
+func declaredActions(t *testing.T) []string {
+	t.Helper()
+	dir := filepath.Join("..", "policy")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var declared []string
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, e.Name()), nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv == nil || fd.Name.Name != "action" {
+				continue
+			}
+			typ := fd.Recv.List[0].Type
+			if st, ok := typ.(*ast.StarExpr); ok {
+				typ = st.X
+			}
+			declared = append(declared, typ.(*ast.Ident).Name)
+		}
+	}
+	if len(declared) == 0 {
+		t.Fatal("found no action types: the parse above is broken")
+	}
+	slices.Sort(declared)
+	return declared
+}
+
+// TestEveryActionHasAnActor: every action kind policy can put into a plan (every type policy's
+// source declares as one, each with its own kind) is handled by exactly one actor of the live node
+// New builds. An action no actor handles would silently stay "pending" on every node.
 func TestEveryActionHasAnActor(t *testing.T) {
+	var listed []string
+	kinds := map[string]string{}
+	for _, a := range allActions {
+		name := reflect.TypeOf(a).Name()
+		listed = append(listed, name)
+		if other, dup := kinds[a.Kind()]; dup {
+			t.Errorf("%s and %s share the kind %q", other, name, a.Kind())
+		}
+		kinds[a.Kind()] = name
+	}
+	slices.Sort(listed)
+	if diff := cmp.Diff(declaredActions(t), listed); diff != "" {
+		t.Errorf("allActions does not list exactly the action types policy declares (-declared +listed):\n%s", diff)
+	}
 	e := New("/", config.Default(), nil)
 	defer e.Close()
-	for _, a := range policy.AllActions() {
+	for _, a := range allActions {
 		var by []string
 		for _, ac := range e.Node.Actors {
 			if ac.Handles(a) {

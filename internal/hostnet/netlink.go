@@ -13,7 +13,6 @@ import (
 
 	"github.com/nodedns/nodedns/internal/hostnet/netstate"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,16 +33,6 @@ type netlinkReader struct{ h *netlink.Handle }
 
 // New returns a Reader over rtnetlink in the caller's network namespace.
 func New() Reader { return netlinkReader{h: &netlink.Handle{}} }
-
-// NewAt returns a Reader of the network namespace ns (its sockets are opened there; no thread of
-// the caller enters it). Close it when done.
-func NewAt(ns netns.NsHandle) (Reader, func(), error) {
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open rtnetlink in namespace %s: %w", ns, err)
-	}
-	return netlinkReader{h: h}, h.Close, nil
-}
 
 // dumpRetries bounds how often a dump is repeated when the kernel says it changed under us
 // (NLM_F_DUMP_INTR: netlink v1.3 returns partial results with ErrDumpInterrupted); a node whose

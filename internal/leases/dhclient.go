@@ -393,14 +393,7 @@ func (p *dhParser) lease4(s stmt) (Lease, error) {
 		// Anything else (bootp, medium, filename, server-name, other
 		// options) does not matter to nodedns; dhclient accepts it.
 	}
-	if addr.IsValid() {
-		if bits < 0 {
-			// No subnet-mask: claim only the address rather than invent a
-			// classful subnet.
-			bits = 32
-		}
-		l.Address = netip.PrefixFrom(addr, bits)
-	}
+	l.Address = leaseAddress(addr, bits)
 	return l, nil
 }
 

@@ -111,6 +111,20 @@ func (l Lease) Domains() []string {
 	return out
 }
 
+// leaseAddress is a lease's address with the length of its netmask (bits), the zero Prefix when
+// the lease names no address. Without a netmask (bits < 0: no subnet-mask in a dhclient lease, no
+// NETMASK in networkd's file, which systemd fills with a classful mask on receipt, so a file
+// networkd wrote always has one) it claims only the address itself rather than invent a subnet.
+func leaseAddress(addr netip.Addr, bits int) netip.Prefix {
+	if !addr.IsValid() {
+		return netip.Prefix{}
+	}
+	if bits < 0 {
+		bits = 32
+	}
+	return netip.PrefixFrom(addr, bits)
+}
+
 // maskBits converts a dotted IPv4 netmask to a prefix length. A mask whose
 // one bits are not contiguous is refused: the kernel and netplan take only a
 // prefix length, so such a mask cannot be pinned faithfully.

@@ -93,15 +93,7 @@ func ParseNetworkd(data []byte, path string) (Lease, error) {
 			l.MTU = n
 		}
 	}
-	if addr.IsValid() {
-		if bits < 0 {
-			// No NETMASK: claim only the address itself rather than invent a
-			// subnet (systemd fills a classful mask on receipt, so a file
-			// networkd wrote always has one).
-			bits = 32
-		}
-		l.Address = netip.PrefixFrom(addr, bits)
-	}
+	l.Address = leaseAddress(addr, bits)
 	return l, nil
 }
 

@@ -33,11 +33,6 @@ const (
 // Ubuntu use /var/lib/dhcp, Red Hat and SUSE /var/lib/dhclient.
 var dhclientLeaseDirs = []string{"/var/lib/dhcp", "/var/lib/dhclient"}
 
-// Dirs returns the node paths of the directories Load looks in.
-func Dirs() []string {
-	return append([]string{NetworkdLeaseDir}, append(append([]string(nil), dhclientLeaseDirs...), NetworkManagerLeaseDir)...)
-}
-
 // Watches declares what Load and LoadDhclientConf read, for the daemon to re-read leases when a client renews. A lease
 // is complete once it parses: dhclient appends a lease block by block.
 func Watches() []nodefs.Watch {

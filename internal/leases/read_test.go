@@ -334,14 +334,40 @@ func TestLooksDhclient(t *testing.T) {
 	}
 }
 
-func TestDirs(t *testing.T) {
-	want := []string{"/run/systemd/netif/leases", "/var/lib/dhcp", "/var/lib/dhclient", "/var/lib/NetworkManager"}
-	got := Dirs()
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("Dirs() mismatch (-want +got):\n%s", diff)
+// TestWatches: the daemon watches every directory Load and LoadDhclientConf read, for the names
+// they read there, and a lease counts as written once it parses.
+func TestWatches(t *testing.T) {
+	type seen struct {
+		dir   string
+		match []string
 	}
-	got[0] = "changed"
-	if Dirs()[0] != want[0] {
-		t.Error("Dirs returns a slice that aliases package state")
+	names := []string{"2", "eth0.leases", "internal-x-eth0.lease", "dhclient.conf", "x.conf"}
+	var got []seen
+	for _, w := range Watches() {
+		s := seen{dir: w.Dir}
+		for _, n := range names {
+			if w.Match(n) {
+				s.match = append(s.match, n)
+			}
+		}
+		got = append(got, s)
+	}
+	want := []seen{
+		{NetworkdLeaseDir, []string{"2"}},
+		{"/var/lib/dhcp", []string{"eth0.leases"}},
+		{"/var/lib/dhclient", []string{"eth0.leases"}},
+		{NetworkManagerLeaseDir, []string{"internal-x-eth0.lease"}},
+		{"/etc/dhcp", []string{"dhclient.conf"}},
+		{"/etc", []string{"dhclient.conf"}},
+	}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(seen{})); diff != "" {
+		t.Errorf("Watches (-want +got):\n%s", diff)
+	}
+	ws := Watches()
+	if err := ws[0].Complete([]byte("ADDRESS=10.0.0.5\n")); err != nil {
+		t.Errorf("a networkd lease is not complete: %v", err)
+	}
+	if err := ws[1].Complete([]byte("lease {\n  interface \"eth0\";\n")); err == nil {
+		t.Error("a dhclient lease cut in the middle of its block is complete")
 	}
 }

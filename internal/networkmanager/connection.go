@@ -93,12 +93,21 @@ func ParseConnection(p string, data []byte) (*Connection, error) {
 	}{{"ipv4", &c.IPv4, false}, {"ipv6", &c.IPv6, true}} {
 		s := fam.s
 		s.Method, s.MethodFrom = str(fam.group, "method")
-		if e, ok := kf.Get(fam.group, "dns"); ok {
+		// list reads a ;-separated list key of the group: what SplitList gives and where the key
+		// is, with a warning when the list does not split.
+		list := func(key string) ([]string, Source, bool) {
+			e, ok := kf.Get(fam.group, key)
+			if !ok {
+				return nil, Source{}, false
+			}
 			src := Source{Path: p, Line: e.Line}
 			items, err := SplitList(e.Value, ';')
 			if err != nil {
-				c.Warnings = append(c.Warnings, Warning{src, fmt.Sprintf("[%s] dns ignored: %v", fam.group, err)})
+				c.Warnings = append(c.Warnings, Warning{src, fmt.Sprintf("[%s] %s ignored: %v", fam.group, key, err)})
 			}
+			return items, src, true
+		}
+		if items, src, ok := list("dns"); ok {
 			for _, it := range items {
 				if validDNSName(it, fam.v6) {
 					s.DNS = append(s.DNS, it)
@@ -108,12 +117,7 @@ func ParseConnection(p string, data []byte) (*Connection, error) {
 			}
 			s.DNSFrom = src
 		}
-		if e, ok := kf.Get(fam.group, "dns-search"); ok {
-			src := Source{Path: p, Line: e.Line}
-			items, err := SplitList(e.Value, ';')
-			if err != nil {
-				c.Warnings = append(c.Warnings, Warning{src, fmt.Sprintf("[%s] dns-search ignored: %v", fam.group, err)})
-			}
+		if items, src, ok := list("dns-search"); ok {
 			for _, it := range items {
 				if it = strings.Trim(it, asciiSpace); it != "" {
 					s.DNSSearch = append(s.DNSSearch, it)

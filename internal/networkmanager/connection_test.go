@@ -101,3 +101,25 @@ func FuzzParseConnection(f *testing.F) {
 		}
 	})
 }
+
+// TestParseConnectionBadLists: a dns or dns-search list that does not split (GKeyFile refuses an
+// escape character at the end of a value) is a warning naming the group and the key, and no entry.
+func TestParseConnectionBadLists(t *testing.T) {
+	in := "[connection]\nid=eth0\n[ipv4]\ndns=10.0.0.1;\\\ndns-search=corp.example;\\\n"
+	p := EtcConnectionsDir + "/eth0.nmconnection"
+	c, err := ParseConnection(p, []byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := IPSettings{DNSFrom: Source{p, 4}, DNSSearchFrom: Source{p, 5}}
+	if diff := cmp.Diff(want, c.IPv4); diff != "" {
+		t.Errorf("IPv4 (-want +got):\n%s", diff)
+	}
+	wantWarn := []Warning{
+		{Source{p, 4}, "[ipv4] dns ignored: Key file contains escape character at end of line"},
+		{Source{p, 5}, "[ipv4] dns-search ignored: Key file contains escape character at end of line"},
+	}
+	if diff := cmp.Diff(wantWarn, c.Warnings); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+}

@@ -21,30 +21,15 @@ import (
 // of the root, each component opened without following it and every symlink resolved here relative
 // to the root fd, so nothing can move the walk outside between two steps.
 
-// openat2 is 0 until the first confined open, then 1 when openat2 works here and 2 when it does
-// not; forceWalk (tests, benchmarks) makes every confined open take the component walk.
+// openat2State is 0 until the first confined open, then 1 when openat2 works here and 2 when it
+// does not. (The tests take the walk with openat2 hidden by a seccomp filter:
+// internal/testutil/noopenat2.)
 var (
 	openat2State atomic.Int32
-	forceWalk    atomic.Bool
 	// lookupCalls counts the system calls confined opens make (the root's open and close, openat2
 	// or every call of the walk): what BenchmarkConfinedRead reports per read.
 	lookupCalls atomic.Int64
 )
-
-// ForceWalk makes every confined open use the component walk instead of openat2 (on), or lets
-// openat2 be used again (off). For tests and benchmarks of both paths.
-func ForceWalk(on bool) { forceWalk.Store(on) }
-
-// Openat2Available reports whether confined opens use openat2 on this machine.
-func Openat2Available() bool {
-	if openat2State.Load() == 0 {
-		fd, err := openat2(unix.AT_FDCWD, "/", unix.O_PATH|unix.O_DIRECTORY, 0)
-		if err == nil {
-			unix.Close(fd)
-		}
-	}
-	return openat2State.Load() == 1
-}
 
 // openat2 opens rel under the directory fd dir with RESOLVE_IN_ROOT|RESOLVE_NO_MAGICLINKS. It
 // returns unix.ENOSYS when the call is unavailable.
@@ -174,12 +159,8 @@ func openRootFd(root, hp string, flags int, mode uint32) (int, error) {
 		}
 		defer unix.Close(rfd)
 	}
-	fd := -1
-	var err error
-	if !forceWalk.Load() {
-		fd, err = openat2(rfd, rel, flags, mode)
-	}
-	if forceWalk.Load() || errors.Is(err, unix.ENOSYS) {
+	fd, err := openat2(rfd, rel, flags, mode)
+	if errors.Is(err, unix.ENOSYS) {
 		fd, err = walkRoot(rfd, rel, flags, mode)
 	}
 	if err != nil {

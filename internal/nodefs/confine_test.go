@@ -8,10 +8,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodedns/nodedns/internal/testutil/noopenat2"
 )
 
-// bothWays runs f with confined opens through openat2 and again through the component walk, each
-// with the root opened per open and held open (HoldRoot, as the daemon does).
+// bothWays runs f with confined opens through openat2 and again through the component walk (in a
+// child process where the kernel answers openat2 with ENOSYS, as before Linux 5.6), each with the
+// root opened per open and held open (HoldRoot, as the daemon does).
 func bothWays(t *testing.T, f func(t *testing.T)) {
 	for _, held := range []bool{false, true} {
 		name := ""
@@ -19,19 +24,26 @@ func bothWays(t *testing.T, f func(t *testing.T)) {
 			name = "held root/"
 		}
 		t.Run(name+"openat2", func(t *testing.T) {
-			if !Openat2Available() {
+			if !noopenat2.Available() {
 				t.Skip("openat2 is not available on this kernel")
 			}
 			holdTestRoots = held
 			defer func() { holdTestRoots = false }()
 			f(t)
+			if openat2State.Load() != 1 {
+				t.Errorf("openat2 state %d after the opens, want 1 (openat2 used)", openat2State.Load())
+			}
 		})
 		t.Run(name+"walk", func(t *testing.T) {
-			ForceWalk(true)
-			defer ForceWalk(false)
+			if !noopenat2.Run(t, unix.ENOSYS) {
+				return // run in a child process where openat2 fails with ENOSYS
+			}
 			holdTestRoots = held
 			defer func() { holdTestRoots = false }()
 			f(t)
+			if openat2State.Load() != 2 {
+				t.Errorf("openat2 state %d after the opens, want 2 (the walk)", openat2State.Load())
+			}
 		})
 	}
 }
@@ -123,6 +135,27 @@ func TestConfinedOpen(t *testing.T) {
 			t.Error("O_EXCL through a symlink succeeded")
 		}
 	})
+}
+
+// TestWalkWhereOpenat2IsRefused: a seccomp profile that answers openat2 with EPERM (older Docker
+// profiles do, where newer ones and kernels before 5.6 answer ENOSYS) makes the confined opens take
+// the walk too, and the walk still keeps a symlink that leaves the root inside it.
+func TestWalkWhereOpenat2IsRefused(t *testing.T) {
+	if !noopenat2.Run(t, unix.EPERM) {
+		return // run in a child process where openat2 fails with EPERM
+	}
+	s := newTree(t)
+	mkfile(t, s, "/etc/hosts", "inside\n", 0o644)
+	mklink(t, s, "/etc/abs", "/etc/hosts")
+	mklink(t, s, "/etc/dots", "../../../../etc/hosts")
+	for _, p := range []string{"/etc/hosts", "/etc/abs", "/etc/dots"} {
+		if data, err := s.ReadFile(p, Config); err != nil || string(data) != "inside\n" {
+			t.Errorf("read %s = %q, %v; want the file inside the root", p, data, err)
+		}
+	}
+	if openat2State.Load() != 2 {
+		t.Errorf("openat2 state %d after the reads, want 2 (the walk)", openat2State.Load())
+	}
 }
 
 const sentinel = "SENTINEL outside the root\n"

@@ -111,19 +111,33 @@ func Owner(fi fs.FileInfo) (uid, gid int) {
 	return -1, -1
 }
 
+// specialBits pairs Go's setuid, setgid and sticky bits with chmod(2)'s, for both directions.
+var specialBits = [...]struct {
+	mode fs.FileMode
+	unix uint32
+}{{fs.ModeSetuid, syscall.S_ISUID}, {fs.ModeSetgid, syscall.S_ISGID}, {fs.ModeSticky, syscall.S_ISVTX}}
+
 // UnixMode is m as chmod(2) takes it: permission bits plus setuid, setgid and sticky.
 func UnixMode(m fs.FileMode) uint32 {
 	u := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		u |= syscall.S_ISUID
-	}
-	if m&fs.ModeSetgid != 0 {
-		u |= syscall.S_ISGID
-	}
-	if m&fs.ModeSticky != 0 {
-		u |= syscall.S_ISVTX
+	for _, b := range specialBits {
+		if m&b.mode != 0 {
+			u |= b.unix
+		}
 	}
 	return u
+}
+
+// FileModeOf is UnixMode the other way: chmod(2)'s permission, setuid, setgid and sticky bits of u
+// as a fs.FileMode (other bits of u are dropped).
+func FileModeOf(u uint32) fs.FileMode {
+	m := fs.FileMode(u & 0o777)
+	for _, b := range specialBits {
+		if u&b.unix != 0 {
+			m |= b.mode
+		}
+	}
+	return m
 }
 
 // FileType names the type of a file that is not a regular one, for messages.

@@ -2,8 +2,10 @@ package nodefs
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -62,3 +64,20 @@ func TestCheckTrusted(t *testing.T) {
 
 // readerOnly hides every method of a Tree but the Reader's.
 type readerOnly struct{ Reader }
+
+// TestUnixModeBothWays: UnixMode and FileModeOf are each other's inverse over every chmod(2) mode
+// (permissions, setuid, setgid, sticky), and UnixMode keeps only those bits of a FileMode.
+func TestUnixModeBothWays(t *testing.T) {
+	for u := uint32(0); u <= 0o7777; u++ {
+		if got := UnixMode(FileModeOf(u)); got != u {
+			t.Fatalf("UnixMode(FileModeOf(%04o)) = %04o", u, got)
+		}
+	}
+	m := fs.ModeDir | fs.ModeSetuid | fs.ModeSticky | 0o750
+	if got := UnixMode(m); got != syscall.S_ISUID|syscall.S_ISVTX|0o750 {
+		t.Errorf("UnixMode(%v) = %04o, want 05750", m, got)
+	}
+	if got := FileModeOf(0o2644 | syscall.S_IFREG); got != fs.ModeSetgid|0o644 {
+		t.Errorf("FileModeOf(0102644) = %v, want only setgid and 0644", got)
+	}
+}

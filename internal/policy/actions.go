@@ -11,8 +11,8 @@ import (
 // Action is a step of a plan that is not a file write: restarting a service, a per-link setting over
 // D-Bus, a command that makes a networking change live. Every kind is its own type with a typed
 // payload, so an actor switches on the type and never parses a string back; the set is closed (the
-// unexported method), and AllActions lists one value of each kind for the test that every kind has
-// an actor.
+// unexported method), and edges' TestEveryActionHasAnActor finds every type declared here and
+// holds each to exactly one actor.
 type Action interface {
 	// Kind is the action's stable name in `plan` and `apply` output ("restart-resolved", ...).
 	Kind() string
@@ -99,12 +99,6 @@ type ReloadNetworkManager struct {
 type RestartKubelet struct {
 	Unit   string
 	Reason string
-}
-
-// AllActions has one value of every action kind policy can put into a plan, for the tests that
-// every kind has an actor (edges) and that this list is complete (policy).
-func AllActions() []Action {
-	return []Action{RestartResolved{}, SetLinkDNS{}, SetLinkDomains{}, NetplanApply{}, NetworkctlReload{}, ReloadNetworkManager{}, RestartKubelet{}}
 }
 
 func (RestartResolved) Kind() string   { return "restart-resolved" }

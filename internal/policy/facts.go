@@ -13,6 +13,7 @@ import (
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/resolvconf"
+	"github.com/nodedns/nodedns/systemd"
 )
 
 // Well-known NodeLocal DNSCache listen addresses: kubespray's default and the Kubernetes docs' one.
@@ -184,24 +185,12 @@ func (f Facts) upstreams(s *node.Snapshot, cfg config.Config) ([]netip.Addr, str
 	var srcs []source
 	srcs = append(srcs, source{"config upstreams", cfg.Upstreams})
 	if s.ResolvedInUse() {
-		var rs []netip.Addr
 		// Global servers from everyone's config but nodedns's own drop-in, which lists upstreams it
-		// derived itself and must not feed back into the choice.
-		if s.ResolvedOthers != nil {
-			for _, sv := range s.ResolvedOthers.DNS {
-				rs = append(rs, sv.Addr)
-			}
-		}
-		for _, l := range s.Links {
-			rs = append(rs, l.DNS...)
-		}
-		// resolved's own resolv.conf only without its live view (--root, no bus): resolved rewrites
-		// the file a moment after it takes a renewal's new server (a few ms, seen with 252), so next
-		// to the live per-link servers it would bring back the server the renewal just replaced.
-		if s.ResolvedResolv.File != nil && s.ResolvedLive == nil {
-			rs = append(rs, s.ResolvedResolv.File.Nameservers()...)
-		}
-		srcs = append(srcs, source{"systemd-resolved", rs})
+		// derived itself and must not feed back into the choice. resolved's own resolv.conf only
+		// without its live view (--root, no bus): resolved rewrites the file a moment after it takes
+		// a renewal's new server (a few ms, seen with 252), so next to the live per-link servers it
+		// would bring back the server the renewal just replaced.
+		srcs = append(srcs, source{"systemd-resolved", ResolvedServers(s, s.ResolvedOthers, s.ResolvedLive == nil)})
 	}
 	if s.NetworkManager.InUse() {
 		srcs = append(srcs, source{NMUpstreamSource, nmDHCPServers(s)})
@@ -233,6 +222,27 @@ func (f Facts) upstreams(s *node.Snapshot, cfg config.Config) ([]netip.Addr, str
 		}
 	}
 	return nil, ""
+}
+
+// ResolvedServers gathers the servers systemd-resolved forwards to as the snapshot has them: the
+// global DNS= of conf (s.Resolved, all resolved reads, or s.ResolvedOthers, without nodedns's own
+// drop-in; nil: none), every link's servers (s.Links: resolved's live view where it was asked),
+// and, with withFile, the servers of resolved's own resolv.conf (its uplink view), in that order,
+// repeats kept.
+func ResolvedServers(s *node.Snapshot, conf *systemd.ResolvedConfig, withFile bool) []netip.Addr {
+	var out []netip.Addr
+	if conf != nil {
+		for _, sv := range conf.DNS {
+			out = append(out, sv.Addr)
+		}
+	}
+	for _, l := range s.Links {
+		out = append(out, l.DNS...)
+	}
+	if withFile && s.ResolvedResolv.File != nil {
+		out = append(out, s.ResolvedResolv.File.Nameservers()...)
+	}
+	return out
 }
 
 // IsLoop reports whether a is a loop address: a cache address, a well-known cache default, a cluster

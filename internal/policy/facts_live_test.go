@@ -42,3 +42,30 @@ func TestResolvedUpstreamsAfterARenewal(t *testing.T) {
 		})
 	}
 }
+
+// TestResolvedServers: the configuration's global servers, then every link's, then (when asked)
+// resolved's resolv.conf, repeats kept; a configuration that could not be read adds none.
+func TestResolvedServers(t *testing.T) {
+	a := netip.MustParseAddr
+	s := &node.Snapshot{Now: now,
+		ResolvedResolv: resolvFile(t, node.ResolvedResolvConf, "nameserver 10.0.0.3\nnameserver 10.0.0.1\n"),
+		Links: []systemd.LinkState{{IfIndex: 2, IfName: "eth0", DNS: []netip.Addr{a("10.0.0.2")}},
+			{IfIndex: 3, IfName: "eth1", DNS: []netip.Addr{a("10.0.0.3")}}},
+	}
+	conf := &systemd.ResolvedConfig{DNS: []systemd.Server{{Addr: a("10.0.0.1")}}}
+	eq := cmp.Comparer(func(x, y netip.Addr) bool { return x == y })
+	for _, tc := range []struct {
+		name     string
+		conf     *systemd.ResolvedConfig
+		withFile bool
+		want     []netip.Addr
+	}{
+		{"all", conf, true, []netip.Addr{a("10.0.0.1"), a("10.0.0.2"), a("10.0.0.3"), a("10.0.0.3"), a("10.0.0.1")}},
+		{"without the file", conf, false, []netip.Addr{a("10.0.0.1"), a("10.0.0.2"), a("10.0.0.3")}},
+		{"no configuration", nil, true, []netip.Addr{a("10.0.0.2"), a("10.0.0.3"), a("10.0.0.3"), a("10.0.0.1")}},
+	} {
+		if diff := cmp.Diff(tc.want, ResolvedServers(s, tc.conf, tc.withFile), eq); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}

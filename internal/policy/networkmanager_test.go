@@ -3,6 +3,8 @@ package policy
 import (
 	"math/rand/v2"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/networkmanager"
 	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/nodefs"
 )
 
 const (
@@ -38,7 +41,7 @@ func mustOverride(t testing.TB, servers []netip.Addr, searches ...string) string
 // nmNode is a NetworkManager node: NM's files (node path: content), NM's resolv.conf, and what DHCP
 // handed enp1s0 (ifindex 2).
 type nmNode struct {
-	files   networkmanager.MapFS
+	files   map[string]string
 	resolv  string
 	servers []netip.Addr
 	domains []string
@@ -51,13 +54,10 @@ func (n nmNode) snapshot(t testing.TB) *node.Snapshot {
 	s.ResolvConf = resolvFile(t, node.EtcResolvConf, n.resolv)
 	nm := &s.NetworkManager
 	nm.OwnsResolvConf, nm.Why = networkmanager.ResolvConfByNM("", []byte(n.resolv))
-	fsys := n.files
-	if fsys == nil {
-		fsys = networkmanager.MapFS{}
-	}
+	fsys := nmFS(t, n.files)
 	nm.Config, nm.ConfigErr = networkmanager.LoadConfig(fsys)
 	nm.Others, nm.OthersErr = networkmanager.LoadConfig(networkmanager.Overlay(fsys, map[string][]byte{networkmanager.NodeDNSConfPath: nil}))
-	if data, ok := fsys[networkmanager.NodeDNSConfPath]; ok {
+	if data, ok := n.files[networkmanager.NodeDNSConfPath]; ok {
 		nm.Override = node.Managed{Path: networkmanager.NodeDNSConfPath, Exists: true, Data: []byte(data)}
 	}
 	cs, err := networkmanager.LoadConnections(fsys)
@@ -71,6 +71,23 @@ func (n nmNode) snapshot(t testing.TB) *node.Snapshot {
 	}
 	nm.Live = n.live
 	return s
+}
+
+// nmFS is a node with files (node path: content) under a temporary root, read as node reads
+// NetworkManager's files.
+func nmFS(t testing.TB, files map[string]string) networkmanager.NodeFS {
+	t.Helper()
+	root := t.TempDir()
+	for p, data := range files {
+		full := filepath.Join(root, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return networkmanager.ReaderFS(nodefs.NewReader(root))
 }
 
 // TestPlanNetworkManager: what nodedns plans on a node whose /etc/resolv.conf NetworkManager
@@ -99,7 +116,7 @@ func TestPlanNetworkManager(t *testing.T) {
 	}{
 		{
 			name: "kubespray dns.conf",
-			node: nmNode{files: networkmanager.MapFS{"/etc/NetworkManager/conf.d/dns.conf": kubesprayDNSConf}, resolv: loopResolv,
+			node: nmNode{files: map[string]string{"/etc/NetworkManager/conf.d/dns.conf": kubesprayDNSConf}, resolv: loopResolv,
 				servers: []netip.Addr{upstream53}, domains: []string{"example.org"}},
 			write:   ours([]netip.Addr{upstream53}),
 			reloads: []ReloadNetworkManager{{Expect: []netip.Addr{upstream53}}},
@@ -124,51 +141,51 @@ func TestPlanNetworkManager(t *testing.T) {
 		},
 		{
 			name:  "override no longer needed",
-			node:  nmNode{files: networkmanager.MapFS{networkmanager.NodeDNSConfPath: ours([]netip.Addr{upstream53})}, resolv: nmHeader + "nameserver 10.66.0.53\n", servers: []netip.Addr{upstream53}},
+			node:  nmNode{files: map[string]string{networkmanager.NodeDNSConfPath: ours([]netip.Addr{upstream53})}, resolv: nmHeader + "nameserver 10.66.0.53\n", servers: []netip.Addr{upstream53}},
 			write: "-", reloads: []ReloadNetworkManager{{}}, upstream: NMUpstreamSource,
 		},
 		{
 			// NM restarting: on the bus, no device reports DHCP options yet. The override cannot be
 			// judged unneeded, so it stays (removing it let NM put example.org back for a moment).
 			name:     "override kept while no device reports DHCP options",
-			node:     nmNode{files: networkmanager.MapFS{networkmanager.NodeDNSConfPath: ours([]netip.Addr{upstream53})}, resolv: nmHeader + "nameserver 10.66.0.53\n"},
+			node:     nmNode{files: map[string]string{networkmanager.NodeDNSConfPath: ours([]netip.Addr{upstream53})}, resolv: nmHeader + "nameserver 10.66.0.53\n"},
 			upstream: "/etc/resolv.conf",
 		},
 		{
 			name: "override in place, NM reloaded",
-			node: nmNode{files: networkmanager.MapFS{"/etc/NetworkManager/conf.d/dns.conf": kubesprayDNSConf, networkmanager.NodeDNSConfPath: ours([]netip.Addr{upstream53})},
+			node: nmNode{files: map[string]string{"/etc/NetworkManager/conf.d/dns.conf": kubesprayDNSConf, networkmanager.NodeDNSConfPath: ours([]netip.Addr{upstream53})},
 				resolv: fixedResolv, servers: []netip.Addr{upstream53}, domains: []string{"example.org"}},
 			upstream: NMUpstreamSource,
 		},
 		{
 			name: "override in place, NM not reloaded (--root)",
-			node: nmNode{files: networkmanager.MapFS{"/etc/NetworkManager/conf.d/dns.conf": kubesprayDNSConf, networkmanager.NodeDNSConfPath: ours([]netip.Addr{upstream53})},
+			node: nmNode{files: map[string]string{"/etc/NetworkManager/conf.d/dns.conf": kubesprayDNSConf, networkmanager.NodeDNSConfPath: ours([]netip.Addr{upstream53})},
 				resolv: loopResolv, servers: []netip.Addr{upstream53}, domains: []string{"example.org"}},
 			pendingReload: true, upstream: NMUpstreamSource,
 		},
 		{
 			name: "override in place, NM runs with the old global DNS (live)",
-			node: nmNode{files: networkmanager.MapFS{"/etc/NetworkManager/conf.d/dns.conf": kubesprayDNSConf, networkmanager.NodeDNSConfPath: ours([]netip.Addr{upstream53})},
+			node: nmNode{files: map[string]string{"/etc/NetworkManager/conf.d/dns.conf": kubesprayDNSConf, networkmanager.NodeDNSConfPath: ours([]netip.Addr{upstream53})},
 				resolv: fixedResolv, servers: []netip.Addr{upstream53}, domains: []string{"example.org"},
 				live: &node.NMLive{GlobalDNS: &networkmanager.GlobalDNS{Domains: []networkmanager.GlobalDNSDomain{{Name: "*", Servers: []string{"169.254.25.10", "10.66.0.53"}}}}}},
 			reloads: []ReloadNetworkManager{{Expect: []netip.Addr{upstream53}}}, upstream: NMUpstreamSource,
 		},
 		{
 			name: "override in place, NM runs with it (live)",
-			node: nmNode{files: networkmanager.MapFS{"/etc/NetworkManager/conf.d/dns.conf": kubesprayDNSConf, networkmanager.NodeDNSConfPath: ours([]netip.Addr{upstream53})},
+			node: nmNode{files: map[string]string{"/etc/NetworkManager/conf.d/dns.conf": kubesprayDNSConf, networkmanager.NodeDNSConfPath: ours([]netip.Addr{upstream53})},
 				resolv: loopResolv, servers: []netip.Addr{upstream53},
 				live: &node.NMLive{GlobalDNS: &networkmanager.GlobalDNS{Domains: []networkmanager.GlobalDNSDomain{{Name: "*", Servers: []string{"10.66.0.53"}}}}}},
 			upstream: NMUpstreamSource,
 		},
 		{
 			name: "renewal with a new server",
-			node: nmNode{files: networkmanager.MapFS{"/etc/NetworkManager/conf.d/dns.conf": kubesprayDNSConf, networkmanager.NodeDNSConfPath: ours([]netip.Addr{upstream53})},
+			node: nmNode{files: map[string]string{"/etc/NetworkManager/conf.d/dns.conf": kubesprayDNSConf, networkmanager.NodeDNSConfPath: ours([]netip.Addr{upstream53})},
 				resolv: fixedResolv, servers: []netip.Addr{upstream54}, domains: []string{"example.org"}},
 			write: ours([]netip.Addr{upstream54}), reloads: []ReloadNetworkManager{{Expect: []netip.Addr{upstream54}}}, upstream: NMUpstreamSource,
 		},
 		{
 			name: "global DNS set over D-Bus",
-			node: nmNode{files: networkmanager.MapFS{networkmanager.InternConfPath: "[.intern.global-dns]\nsearches=corp.example\n\n[.intern.global-dns-domain-*]\nservers=169.254.25.10,10.66.0.53\n"},
+			node: nmNode{files: map[string]string{networkmanager.InternConfPath: "[.intern.global-dns]\nsearches=corp.example\n\n[.intern.global-dns-domain-*]\nservers=169.254.25.10,10.66.0.53\n"},
 				resolv: nmHeader + "search corp.example\nnameserver 169.254.25.10\nnameserver 10.66.0.53\n", servers: []netip.Addr{upstream53}, domains: []string{"example.org"}},
 			write:   ours([]netip.Addr{upstream53}, "corp.example"),
 			reloads: []ReloadNetworkManager{{Expect: []netip.Addr{upstream53}, BackUp: []string{networkmanager.InternConfPath}}},
@@ -176,30 +193,30 @@ func TestPlanNetworkManager(t *testing.T) {
 		},
 		{
 			name: "static search domains are kept",
-			node: nmNode{files: networkmanager.MapFS{"/etc/NetworkManager/system-connections/enp1s0.nmconnection": keyfile("dns-search=corp.example;example.org;\n")},
+			node: nmNode{files: map[string]string{"/etc/NetworkManager/system-connections/enp1s0.nmconnection": keyfile("dns-search=corp.example;example.org;\n")},
 				resolv: nmHeader + "search corp.example example.org\nnameserver 10.66.0.53\n", servers: []netip.Addr{upstream53}, domains: []string{"example.org"}},
 			write: ours([]netip.Addr{upstream53}, "corp.example"), reloads: []ReloadNetworkManager{{Expect: []netip.Addr{upstream53}}}, upstream: NMUpstreamSource,
 		},
 		{
 			name: "ignore-auto-dns",
-			node: nmNode{files: networkmanager.MapFS{"/etc/NetworkManager/system-connections/enp1s0.nmconnection": keyfile("dns=10.0.0.2;\nignore-auto-dns=true\n")},
+			node: nmNode{files: map[string]string{"/etc/NetworkManager/system-connections/enp1s0.nmconnection": keyfile("dns=10.0.0.2;\nignore-auto-dns=true\n")},
 				resolv: nmHeader + "nameserver 10.0.0.2\n", servers: []netip.Addr{upstream53}, domains: []string{"example.org"}},
 			upstream: "/etc/resolv.conf",
 		},
 		{
 			name:    "NM refuses its configuration",
-			node:    nmNode{files: networkmanager.MapFS{"/etc/NetworkManager/conf.d/dns.conf": "; a comment GKeyFile refuses\n"}, resolv: loopResolv, servers: []netip.Addr{upstream53}},
+			node:    nmNode{files: map[string]string{"/etc/NetworkManager/conf.d/dns.conf": "; a comment GKeyFile refuses\n"}, resolv: loopResolv, servers: []netip.Addr{upstream53}},
 			blocked: []string{networkmanager.NodeDNSConfPath}, reason: "/etc/NetworkManager/conf.d/dns.conf:1", upstream: NMUpstreamSource,
 		},
 		{
 			name:    "no upstream (disable_host_nameservers)",
-			node:    nmNode{files: networkmanager.MapFS{"/etc/NetworkManager/conf.d/dns.conf": "[global-dns-domain-*]\nservers = 169.254.25.10\n"}, resolv: nmHeader + "nameserver 169.254.25.10\n"},
+			node:    nmNode{files: map[string]string{"/etc/NetworkManager/conf.d/dns.conf": "[global-dns-domain-*]\nservers = 169.254.25.10\n"}, resolv: nmHeader + "nameserver 169.254.25.10\n"},
 			blocked: []string{"/var/lib/nodedns/resolv.conf", networkmanager.NodeDNSConfPath}, reason: "no upstream DNS server is known",
 		},
 		{
 			// 1.42 merges a global DNS's searches without a "*" domain with DHCP's domains.
 			name: "global searches without a * domain, NM 1.42",
-			node: nmNode{files: networkmanager.MapFS{"/etc/NetworkManager/conf.d/a.conf": "[global-dns]\nsearches=corp.example\n"},
+			node: nmNode{files: map[string]string{"/etc/NetworkManager/conf.d/a.conf": "[global-dns]\nsearches=corp.example\n"},
 				resolv: nmHeader + "search corp.example example.org\nnameserver 10.66.0.53\n", servers: []netip.Addr{upstream53}, domains: []string{"example.org"},
 				live: &node.NMLive{Version: "1.42.4"}},
 			write: ours([]netip.Addr{upstream53}, "corp.example"), reloads: []ReloadNetworkManager{{Expect: []netip.Addr{upstream53}}},
@@ -209,7 +226,7 @@ func TestPlanNetworkManager(t *testing.T) {
 			// 1.58 writes them in place of DHCP's domains (measured on 1.58.1): no DHCP domain
 			// reaches resolv.conf, nothing to override.
 			name: "global searches without a * domain, NM 1.58",
-			node: nmNode{files: networkmanager.MapFS{"/etc/NetworkManager/conf.d/a.conf": "[global-dns]\nsearches=corp.example\n"},
+			node: nmNode{files: map[string]string{"/etc/NetworkManager/conf.d/a.conf": "[global-dns]\nsearches=corp.example\n"},
 				resolv: nmHeader + "search corp.example\nnameserver 10.66.0.53\n", servers: []netip.Addr{upstream53}, domains: []string{"example.org"},
 				live: &node.NMLive{Version: "1.58.1"}},
 			upstream: NMUpstreamSource,
@@ -217,7 +234,7 @@ func TestPlanNetworkManager(t *testing.T) {
 		{
 			// ... unless the global searches name the DHCP domain themselves.
 			name: "global searches naming the DHCP domain, NM 1.58",
-			node: nmNode{files: networkmanager.MapFS{"/etc/NetworkManager/conf.d/a.conf": "[global-dns]\nsearches=example.org,corp.example\n"},
+			node: nmNode{files: map[string]string{"/etc/NetworkManager/conf.d/a.conf": "[global-dns]\nsearches=example.org,corp.example\n"},
 				resolv: nmHeader + "search example.org corp.example\nnameserver 10.66.0.53\n", servers: []netip.Addr{upstream53}, domains: []string{"example.org"},
 				live: &node.NMLive{Version: "1.58.1"}},
 			write: ours([]netip.Addr{upstream53}, "corp.example"), reloads: []ReloadNetworkManager{{Expect: []netip.Addr{upstream53}}},
@@ -225,7 +242,7 @@ func TestPlanNetworkManager(t *testing.T) {
 		},
 		{
 			name:  "config upstreams win",
-			node:  nmNode{files: networkmanager.MapFS{"/etc/NetworkManager/conf.d/dns.conf": "[global-dns-domain-*]\nservers = 169.254.25.10\n"}, resolv: nmHeader + "nameserver 169.254.25.10\n"},
+			node:  nmNode{files: map[string]string{"/etc/NetworkManager/conf.d/dns.conf": "[global-dns-domain-*]\nservers = 169.254.25.10\n"}, resolv: nmHeader + "nameserver 169.254.25.10\n"},
 			cfg:   func(c *config.Config) { c.Upstreams = []netip.Addr{upstream54} },
 			write: ours([]netip.Addr{upstream54}), reloads: []ReloadNetworkManager{{Expect: []netip.Addr{upstream54}}}, upstream: "config upstreams",
 		},
@@ -339,7 +356,7 @@ func TestPlanNetworkManagerInvariants(t *testing.T) {
 				cfg.Upstreams = append(cfg.Upstreams, netip.MustParseAddr(a))
 			}
 		}
-		fsys := networkmanager.MapFS{}
+		fsys := map[string]string{}
 		global := func() string {
 			var ss []string
 			for _, a := range pick(r, addrPool, 3) {

@@ -24,7 +24,7 @@ func nmResolvedSnapshot(t *testing.T, mode string) *node.Snapshot {
 		Domains: []systemd.Domain{{Name: "example.org"}}}}
 	nm := &s.NetworkManager
 	var err error
-	if nm.Config, err = networkmanager.LoadConfig(networkmanager.MapFS{}); err != nil {
+	if nm.Config, err = networkmanager.LoadConfig(nmFS(t, nil)); err != nil {
 		t.Fatal(err)
 	}
 	nm.Others = nm.Config
@@ -83,7 +83,7 @@ func TestNMPushesToResolvedFromFiles(t *testing.T) {
 	} {
 		s := nmResolvedSnapshot(t, "")
 		s.NetworkManager.Live = nil
-		c, err := networkmanager.LoadConfig(networkmanager.MapFS{networkmanager.MainConfPath: tc.main})
+		c, err := networkmanager.LoadConfig(nmFS(t, map[string]string{networkmanager.MainConfPath: tc.main}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,15 +102,16 @@ func TestNMPushesToResolvedFromFiles(t *testing.T) {
 // domain and NM is reloaded; without a loop in the global DNS nothing is written, and an override
 // nobody needs any more is removed.
 func TestPlanNMOverResolvedOverride(t *testing.T) {
-	withFiles := func(files networkmanager.MapFS) *node.Snapshot {
+	withFiles := func(files map[string]string) *node.Snapshot {
 		s := nmResolvedSnapshot(t, "systemd-resolved")
 		s.Links[0].DNS = []netip.Addr{upstream53}
 		nm := &s.NetworkManager
+		fsys := nmFS(t, files)
 		var err error
-		if nm.Config, err = networkmanager.LoadConfig(files); err != nil {
+		if nm.Config, err = networkmanager.LoadConfig(fsys); err != nil {
 			t.Fatal(err)
 		}
-		if nm.Others, err = networkmanager.LoadConfig(networkmanager.Overlay(files, map[string][]byte{networkmanager.NodeDNSConfPath: nil})); err != nil {
+		if nm.Others, err = networkmanager.LoadConfig(networkmanager.Overlay(fsys, map[string][]byte{networkmanager.NodeDNSConfPath: nil})); err != nil {
 			t.Fatal(err)
 		}
 		if data, ok := files[networkmanager.NodeDNSConfPath]; ok {
@@ -119,7 +120,7 @@ func TestPlanNMOverResolvedOverride(t *testing.T) {
 		return s
 	}
 	ours := string(networkmanager.RenderResolvedOverride())
-	dnsConf := networkmanager.MapFS{"/etc/NetworkManager/conf.d/dns.conf": kubesprayDNSConf}
+	dnsConf := map[string]string{"/etc/NetworkManager/conf.d/dns.conf": kubesprayDNSConf}
 
 	p := Compute(withFiles(dnsConf), config.Default())
 	c := findChange(t, p, networkmanager.NodeDNSConfPath)
@@ -135,7 +136,7 @@ func TestPlanNMOverResolvedOverride(t *testing.T) {
 		t.Errorf("no reload planned: %v", p.Actions)
 	}
 	// The override makes NM's configuration have no "*" domain: what the reload must read back.
-	cfg, err := networkmanager.LoadConfig(networkmanager.Overlay(dnsConf, map[string][]byte{networkmanager.NodeDNSConfPath: []byte(ours)}))
+	cfg, err := networkmanager.LoadConfig(networkmanager.Overlay(nmFS(t, dnsConf), map[string][]byte{networkmanager.NodeDNSConfPath: []byte(ours)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,15 +155,15 @@ func TestPlanNMOverResolvedOverride(t *testing.T) {
 	}
 
 	// Applied: nothing more to do.
-	applied := networkmanager.MapFS{"/etc/NetworkManager/conf.d/dns.conf": kubesprayDNSConf, networkmanager.NodeDNSConfPath: ours}
+	applied := map[string]string{"/etc/NetworkManager/conf.d/dns.conf": kubesprayDNSConf, networkmanager.NodeDNSConfPath: ours}
 	if p := Compute(withFiles(applied), config.Default()); p.planned(networkmanager.NodeDNSConfPath) {
 		t.Errorf("applied: plan still touches %s: %+v %v", networkmanager.NodeDNSConfPath, p.Changes, p.Actions)
 	}
 	// No loop in NM's own global DNS: nothing written; a leftover override is removed.
-	if p := Compute(withFiles(networkmanager.MapFS{}), config.Default()); p.planned(networkmanager.NodeDNSConfPath) {
+	if p := Compute(withFiles(map[string]string{}), config.Default()); p.planned(networkmanager.NodeDNSConfPath) {
 		t.Errorf("no global DNS: plan touches %s", networkmanager.NodeDNSConfPath)
 	}
-	p = Compute(withFiles(networkmanager.MapFS{networkmanager.NodeDNSConfPath: ours}), config.Default())
+	p = Compute(withFiles(map[string]string{networkmanager.NodeDNSConfPath: ours}), config.Default())
 	if c := findChange(t, p, networkmanager.NodeDNSConfPath); c == nil || c.Op != OpRemove {
 		t.Errorf("leftover override: change %+v, want its removal", c)
 	}

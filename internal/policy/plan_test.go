@@ -17,6 +17,7 @@ import (
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/leases"
 	"github.com/nodedns/nodedns/internal/node"
+	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/resolvconf"
 	"github.com/nodedns/nodedns/systemd"
 )
@@ -123,6 +124,7 @@ func randomSnapshot(t testing.TB, r *rand.Rand) (*node.Snapshot, config.Config) 
 // kubelet file is blocked, not written.
 func TestPlanInvariants(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
+	root := t.TempDir()
 	var writes, blocked, awsKept int
 	for i := range 3000 {
 		s, cfg := randomSnapshot(t, r)
@@ -155,8 +157,18 @@ func TestPlanInvariants(t *testing.T) {
 					}
 				}
 			case node.ResolvedDropIn:
-				dc := &systemd.ResolvedConfig{}
-				systemd.ParseResolvedConf(dc, c.Path, c.After)
+				// Read back as node reads it: resolved's configuration under a root.
+				dropIn := filepath.Join(root, filepath.FromSlash(c.Path))
+				if err := os.MkdirAll(filepath.Dir(dropIn), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(dropIn, c.After, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				dc := systemd.LoadResolvedConfig(nodefs.NewReader(root))
+				if len(dc.Warnings) > 0 || dc.Halted != nil || !slices.Contains(dc.Files, c.Path) {
+					t.Fatalf("case %d: drop-in read back with %v (halted %v), files %v:\n%s", i, dc.Warnings, dc.Halted, dc.Files, c.After)
+				}
 				for _, sv := range dc.DNS {
 					if f.IsLoop(sv.Addr, false) {
 						t.Fatalf("case %d: drop-in lists loop address %s:\n%s", i, sv.Addr, c.After)

@@ -43,10 +43,10 @@ func TestLostBackupsAreLoud(t *testing.T) {
 	write("var/lib/nodedns/nodedns-purge", strings.Repeat("\x7fELF", 1<<19))
 	n := &Node{Root: root, Config: config.Default()}
 
-	res, err := n.RestoreContext(context.Background())
+	res, err := n.RestoreWith(context.Background(), RestoreOptions{})
 	var lost *LostBackupsError
 	if !errors.As(err, &lost) {
-		t.Fatalf("RestoreContext = %v, %v; want a LostBackupsError", res, err)
+		t.Fatalf("RestoreWith = %v, %v; want a LostBackupsError", res, err)
 	}
 	if diff := cmp.Diff([]string{"/etc/dhcp/dhclient-enter-hooks.d/nodedns", "/etc/resolv.conf"}, lost.Paths); diff != "" {
 		t.Errorf("lost (-want +got):\n%s", diff)

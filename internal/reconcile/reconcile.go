@@ -252,16 +252,11 @@ actions:
 
 // Reverter is an Actor that also undoes what it did outside files (per-link settings over D-Bus)
 // and reacts to restored files (restarting resolved once its drop-in is gone). On a live node,
-// RestoreContext calls every actor that is a Reverter: BeforeRestore before the files are put back
+// RestoreWith calls every actor that is a Reverter: BeforeRestore before the files are put back
 // (its own records are among them), AfterRestore with what the files restore did.
 type Reverter interface {
 	BeforeRestore(ctx context.Context) ([]store.RestoreResult, error)
 	AfterRestore(ctx context.Context, restored []store.RestoreResult) ([]store.RestoreResult, error)
-}
-
-// Restore is RestoreContext without a deadline of its own (every D-Bus call still has one).
-func (n *Node) Restore() ([]store.RestoreResult, error) {
-	return n.RestoreContext(context.Background())
 }
 
 // RestoreOptions change what restore does.
@@ -269,11 +264,6 @@ type RestoreOptions struct {
 	// Forget drops, knowingly, what nodedns left in the files it has no backup of (their backups
 	// are lost): the files it created are removed, the header line of those it edited dropped.
 	Forget bool
-}
-
-// RestoreContext is RestoreWith without options.
-func (n *Node) RestoreContext(ctx context.Context) ([]store.RestoreResult, error) {
-	return n.RestoreWith(ctx, RestoreOptions{})
 }
 
 // RestoreWith undoes every change nodedns made, from its backups, and (live) the per-link settings

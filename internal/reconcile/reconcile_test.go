@@ -57,7 +57,7 @@ func TestApplyGoesOnAfterAFailedTarget(t *testing.T) {
 		t.Errorf("/etc/resolv.conf changed: %q", got)
 	}
 	// A restore afterwards removes what was created and leaves the untouched file as it is.
-	res, err := (&Node{Root: root, Config: config.Default()}).Restore()
+	res, err := (&Node{Root: root, Config: config.Default()}).RestoreWith(context.Background(), RestoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 
+	"github.com/nodedns/nodedns/internal/busconn"
 	"github.com/nodedns/nodedns/systemd"
 )
 
@@ -32,7 +33,7 @@ func (c *Resolved) Delegates(ctx context.Context) ([]systemd.DelegateInfo, error
 			return err
 		}
 		for _, d := range list {
-			props, err := getAll(ctx, conn, d.Path, delegateIface)
+			props, err := busconn.GetAll(ctx, conn, systemd.ResolvedBusName, d.Path, delegateIface)
 			if err != nil {
 				if errors.Is(busError(err), ErrLinkGone) {
 					continue

@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/nodedns/nodedns/internal/busconn"
 
@@ -137,87 +136,56 @@ type ResolvedOptions = busconn.Options
 // delta. It is closed by Close. A daemon re-applies on EventResolvedStarted and
 // EventBusReconnected (a restarted resolved has forgotten nothing it reads from /run, but a
 // restarted dbus-daemon may mean resolved was restarted too).
+//
+// Events, Close and NameOwner are busconn.Client's.
 type Resolved struct {
-	conn   *busconn.Conn
-	events chan Event
-	once   sync.Once
+	*busconn.Client[Event]
+	conn *busconn.Conn
 }
 
 // DialResolved connects to the system bus and starts the client's goroutine. The first connection
 // must succeed (a node without a system bus is an error to report, not to wait for); later losses
 // are retried in the background until Close.
 func DialResolved(ctx context.Context, opts ResolvedOptions) (*Resolved, error) {
-	c := &Resolved{events: make(chan Event, 64)}
-	conn, err := busconn.Dial(ctx, opts, busconn.Handlers{
+	shell, conn, err := busconn.DialClient(ctx, opts, busconn.Service[Event]{
+		Name: systemd.ResolvedBusName,
 		Matches: [][]dbus.MatchOption{
-			{dbus.WithMatchSender("org.freedesktop.DBus"), dbus.WithMatchInterface("org.freedesktop.DBus"),
-				dbus.WithMatchMember("NameOwnerChanged"), dbus.WithMatchArg(0, systemd.ResolvedBusName)},
 			{dbus.WithMatchSender(systemd.ResolvedBusName), dbus.WithMatchInterface(propsIface),
 				dbus.WithMatchMember("PropertiesChanged"), dbus.WithMatchPathNamespace(resolvedPath)},
 		},
-		Signal: c.signal,
-		Lost:   func(err error) { c.emit(Event{Kind: EventBusLost, Err: err}) },
-		Back:   func() { c.emit(Event{Kind: EventBusReconnected}) },
-		Error:  busError,
+		Signal:  eventOf,
+		Started: func(owner string) Event { return Event{Kind: EventResolvedStarted, Owner: owner} },
+		Stopped: func() Event { return Event{Kind: EventResolvedStopped} },
+		Lost:    func(err error) Event { return Event{Kind: EventBusLost, Err: err} },
+		Back:    func() Event { return Event{Kind: EventBusReconnected} },
 	})
 	if err != nil {
 		return nil, err
 	}
-	c.conn = conn
-	return c, nil
+	return &Resolved{Client: shell, conn: conn}, nil
 }
 
-func (c *Resolved) signal(s *dbus.Signal) {
-	switch s.Name {
-	case "org.freedesktop.DBus.NameOwnerChanged":
-		if len(s.Body) < 3 {
-			return
-		}
-		name, _ := s.Body[0].(string)
-		newOwner, _ := s.Body[2].(string)
-		if name != systemd.ResolvedBusName {
-			return
-		}
-		if newOwner == "" {
-			c.emit(Event{Kind: EventResolvedStopped})
-		} else {
-			c.emit(Event{Kind: EventResolvedStarted, Owner: newOwner})
-		}
-	case propsIface + ".PropertiesChanged":
-		ev := Event{Kind: EventPropertiesChanged, Path: string(s.Path)}
-		if len(s.Body) >= 2 {
-			if changed, ok := s.Body[1].(map[string]dbus.Variant); ok {
-				for k := range changed {
-					ev.Properties = append(ev.Properties, k)
-				}
+// eventOf turns resolved's PropertiesChanged into an event naming the object and the properties
+// that changed (busconn.Client makes the owner changes events).
+func eventOf(s *dbus.Signal) (Event, bool) {
+	if s.Name != propsIface+".PropertiesChanged" {
+		return Event{}, false
+	}
+	ev := Event{Kind: EventPropertiesChanged, Path: string(s.Path)}
+	if len(s.Body) >= 2 {
+		if changed, ok := s.Body[1].(map[string]dbus.Variant); ok {
+			for k := range changed {
+				ev.Properties = append(ev.Properties, k)
 			}
 		}
-		if len(s.Body) >= 3 {
-			if inval, ok := s.Body[2].([]string); ok {
-				ev.Properties = append(ev.Properties, inval...)
-			}
+	}
+	if len(s.Body) >= 3 {
+		if inval, ok := s.Body[2].([]string); ok {
+			ev.Properties = append(ev.Properties, inval...)
 		}
-		sort.Strings(ev.Properties)
-		c.emit(ev)
 	}
-}
-
-func (c *Resolved) emit(e Event) {
-	select {
-	case c.events <- e:
-	default: // full: the consumer re-reads everything on the events it does get
-	}
-}
-
-// Events returns the event channel (see the type's documentation). It is closed by Close.
-func (c *Resolved) Events() <-chan Event { return c.events }
-
-// Close stops the goroutine and closes the connection, then the Events channel. It is safe to call
-// more than once.
-func (c *Resolved) Close() error {
-	c.conn.Close()
-	c.once.Do(func() { close(c.events) })
-	return nil
+	sort.Strings(ev.Properties)
+	return ev, true
 }
 
 // do runs fn on the connection's goroutine with the call timeout.
@@ -227,11 +195,6 @@ func (c *Resolved) do(ctx context.Context, op string, fn func(ctx context.Contex
 
 func call(ctx context.Context, conn *dbus.Conn, path dbus.ObjectPath, method string, args ...any) *dbus.Call {
 	return conn.Object(systemd.ResolvedBusName, path).CallWithContext(ctx, method, 0, args...)
-}
-
-// NameOwner returns the unique bus name that owns org.freedesktop.resolve1, "" when none does.
-func (c *Resolved) NameOwner(ctx context.Context) (string, error) {
-	return c.conn.NameOwner(ctx, systemd.ResolvedBusName)
 }
 
 // Ping checks that resolved answers on the bus (org.freedesktop.DBus.Peer.Ping).
@@ -356,19 +319,13 @@ func decodeServers(v dbus.Variant, ex, perLink bool, ifindex int) ([]systemd.DNS
 	return out, errors.Join(errs...)
 }
 
-func getAll(ctx context.Context, conn *dbus.Conn, path dbus.ObjectPath, iface string) (map[string]dbus.Variant, error) {
-	var props map[string]dbus.Variant
-	err := call(ctx, conn, path, propsIface+".GetAll", iface).Store(&props)
-	return props, err
-}
-
 // Manager reads the Manager object's DNS (DNSEx where present), FallbackDNS, Domains,
 // ResolvConfMode and CurrentDNSServer with one GetAll. Properties an older resolved lacks are
 // left empty.
 func (c *Resolved) Manager(ctx context.Context) (systemd.ManagerState, error) {
 	var m systemd.ManagerState
 	err := c.do(ctx, "read systemd-resolved's manager properties", func(ctx context.Context, conn *dbus.Conn) error {
-		props, err := getAll(ctx, conn, resolvedPath, managerIface)
+		props, err := busconn.GetAll(ctx, conn, systemd.ResolvedBusName, resolvedPath, managerIface)
 		if err != nil {
 			return err
 		}
@@ -492,7 +449,7 @@ func (c *Resolved) Link(ctx context.Context, ifindex int) (systemd.LinkInfo, err
 		if err := call(ctx, conn, resolvedPath, managerIface+".GetLink", int32(ifindex)).Store(&path); err != nil {
 			return err
 		}
-		props, err := getAll(ctx, conn, path, linkIface)
+		props, err := busconn.GetAll(ctx, conn, systemd.ResolvedBusName, path, linkIface)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/nodedns/nodedns/systemd"
 )
 
@@ -209,4 +210,23 @@ func FuzzLinkIndexesFromIntrospection(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestEventOf: resolved's PropertiesChanged becomes an event naming the object and every property
+// changed or invalidated, sorted; other signals give none (the owner changes are busconn.Client's).
+func TestEventOf(t *testing.T) {
+	changed := map[string]dbus.Variant{"DNS": dbus.MakeVariant(""), "CurrentDNSServer": dbus.MakeVariant("")}
+	ev, ok := eventOf(&dbus.Signal{Path: resolvedPath, Name: propsIface + ".PropertiesChanged",
+		Body: []any{managerIface, changed, []string{"Domains"}}})
+	want := Event{Kind: EventPropertiesChanged, Path: string(resolvedPath), Properties: []string{"CurrentDNSServer", "DNS", "Domains"}}
+	if !ok || cmp.Diff(want, ev, cmpopts.EquateErrors()) != "" {
+		t.Errorf("PropertiesChanged: %+v %v, want %+v", ev, ok, want)
+	}
+	if ev, ok := eventOf(&dbus.Signal{Path: resolvedPath, Name: propsIface + ".PropertiesChanged"}); !ok || ev.Properties != nil {
+		t.Errorf("PropertiesChanged without a body: %+v %v", ev, ok)
+	}
+	if ev, ok := eventOf(&dbus.Signal{Path: "/org/freedesktop/DBus", Name: "org.freedesktop.DBus.NameOwnerChanged",
+		Body: []any{"org.freedesktop.resolve1", "", ":1.5"}}); ok {
+		t.Errorf("NameOwnerChanged: %+v", ev)
+	}
 }

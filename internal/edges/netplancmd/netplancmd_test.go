@@ -56,7 +56,7 @@ func TestGenerateRejects(t *testing.T) {
 		t.Errorf("Validate = %v, want networkd's same-value error", err)
 	}
 	// The node's tree is never touched by a validation.
-	cfg, err := netplan.Load(nodefs.NewReader(root))
+	cfg, err, _, _ := netplan.LoadSplit(nodefs.NewReader(root), "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/nodedns/nodedns/internal/busconn"
 
@@ -138,57 +137,39 @@ type Options = busconn.Options
 
 // Client is a NetworkManager client on one private system-bus connection owned by one goroutine
 // (busconn), which serves calls, turns signals into Events and reconnects with capped backoff when
-// the bus goes away. Methods are safe for concurrent use.
+// the bus goes away. Events, Close and NameOwner are busconn.Client's. Methods are safe for
+// concurrent use.
 type Client struct {
-	conn   *busconn.Conn
-	events chan Event
-	once   sync.Once
+	*busconn.Client[Event]
+	conn *busconn.Conn
 }
 
 // Dial connects to the system bus and starts the client's goroutine. The first connection must
 // succeed; later losses are retried until Close.
 func Dial(ctx context.Context, opts Options) (*Client, error) {
-	c := &Client{events: make(chan Event, 64)}
-	conn, err := busconn.Dial(ctx, opts, busconn.Handlers{
+	shell, conn, err := busconn.DialClient(ctx, opts, busconn.Service[Event]{
+		Name: BusName,
 		Matches: [][]dbus.MatchOption{
-			{dbus.WithMatchSender("org.freedesktop.DBus"), dbus.WithMatchInterface("org.freedesktop.DBus"),
-				dbus.WithMatchMember("NameOwnerChanged"), dbus.WithMatchArg(0, BusName)},
 			{dbus.WithMatchSender(BusName), dbus.WithMatchInterface(propsIface), dbus.WithMatchMember("PropertiesChanged"),
 				dbus.WithMatchPathNamespace(nmPath)},
 			{dbus.WithMatchSender(BusName), dbus.WithMatchInterface(deviceIface), dbus.WithMatchMember("StateChanged")},
 		},
-		Signal: func(s *dbus.Signal) {
-			if ev, ok := eventOf(s); ok {
-				c.emit(ev)
-			}
-		},
-		Lost:  func(err error) { c.emit(Event{Kind: EventBusLost, Err: err}) },
-		Back:  func() { c.emit(Event{Kind: EventBusReconnected}) },
-		Error: busError,
+		Signal:  eventOf,
+		Started: func(owner string) Event { return Event{Kind: EventNMStarted, Owner: owner} },
+		Stopped: func() Event { return Event{Kind: EventNMStopped} },
+		Lost:    func(err error) Event { return Event{Kind: EventBusLost, Err: err} },
+		Back:    func() Event { return Event{Kind: EventBusReconnected} },
 	})
 	if err != nil {
 		return nil, err
 	}
-	c.conn = conn
-	return c, nil
+	return &Client{Client: shell, conn: conn}, nil
 }
 
-// eventOf turns a signal into an event; signals nodedns does not act on give none.
+// eventOf turns one of NetworkManager's signals into an event; signals nodedns does not act on
+// give none (busconn.Client makes the owner changes events).
 func eventOf(s *dbus.Signal) (Event, bool) {
 	switch s.Name {
-	case "org.freedesktop.DBus.NameOwnerChanged":
-		if len(s.Body) < 3 {
-			return Event{}, false
-		}
-		name, _ := s.Body[0].(string)
-		owner, _ := s.Body[2].(string)
-		if name != BusName {
-			return Event{}, false
-		}
-		if owner == "" {
-			return Event{Kind: EventNMStopped}, true
-		}
-		return Event{Kind: EventNMStarted, Owner: owner}, true
 	case deviceIface + ".StateChanged":
 		ev := Event{Kind: EventDeviceState, Path: string(s.Path)}
 		if len(s.Body) > 0 {
@@ -228,24 +209,6 @@ func eventOf(s *dbus.Signal) (Event, bool) {
 	return Event{}, false
 }
 
-func (c *Client) emit(e Event) {
-	select {
-	case c.events <- e:
-	default: // full: the consumer re-reads everything on the events it does get
-	}
-}
-
-// Events returns the event channel, closed by Close. Treat any event as "read the state again".
-func (c *Client) Events() <-chan Event { return c.events }
-
-// Close stops the goroutine and closes the connection, then the Events channel; safe to call more
-// than once.
-func (c *Client) Close() error {
-	c.conn.Close()
-	c.once.Do(func() { close(c.events) })
-	return nil
-}
-
 func (c *Client) do(ctx context.Context, op string, fn func(ctx context.Context, conn *dbus.Conn) error) error {
 	return c.conn.Do(ctx, op, fn)
 }
@@ -256,17 +219,6 @@ func getProp(ctx context.Context, conn *dbus.Conn, p dbus.ObjectPath, iface, nam
 	var v dbus.Variant
 	err := obj(conn, p).CallWithContext(ctx, propsIface+".Get", 0, iface, name).Store(&v)
 	return v, err
-}
-
-func getAll(ctx context.Context, conn *dbus.Conn, p dbus.ObjectPath, iface string) (map[string]dbus.Variant, error) {
-	var m map[string]dbus.Variant
-	err := obj(conn, p).CallWithContext(ctx, propsIface+".GetAll", 0, iface).Store(&m)
-	return m, err
-}
-
-// NameOwner returns the unique name owning org.freedesktop.NetworkManager, "" when none.
-func (c *Client) NameOwner(ctx context.Context) (string, error) {
-	return c.conn.NameOwner(ctx, BusName)
 }
 
 // Version returns NetworkManager's version ("1.42.4").
@@ -349,7 +301,7 @@ func (c *Client) Devices(ctx context.Context) ([]Device, error) {
 }
 
 func readDevice(ctx context.Context, conn *dbus.Conn, p dbus.ObjectPath) (Device, error) {
-	props, err := getAll(ctx, conn, p, deviceIface)
+	props, err := busconn.GetAll(ctx, conn, BusName, p, deviceIface)
 	if err != nil {
 		return Device{}, err
 	}
@@ -504,7 +456,7 @@ type DNSManager struct {
 func (c *Client) DNSManager(ctx context.Context) (DNSManager, error) {
 	var d DNSManager
 	err := c.do(ctx, "read NetworkManager's DNS manager", func(ctx context.Context, conn *dbus.Conn) error {
-		props, err := getAll(ctx, conn, dnsManagerPath, dnsManagerIface)
+		props, err := busconn.GetAll(ctx, conn, BusName, dnsManagerPath, dnsManagerIface)
 		if err != nil {
 			return err
 		}

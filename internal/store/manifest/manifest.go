@@ -13,7 +13,6 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nodedns/nodedns/internal/nodefs"
@@ -145,7 +144,7 @@ func (j entryJSON) entry() (Entry, error) {
 		if err != nil || u > 0o7777 {
 			return Entry{}, fmt.Errorf("mode %q is not an octal mode up to 07777", j.Mode)
 		}
-		e.Mode = fileMode(uint32(u))
+		e.Mode = nodefs.FileModeOf(uint32(u))
 		e.SHA256 = j.SHA256
 		if j.Label != "" {
 			if err := CheckLabel(j.Label); err != nil {
@@ -228,18 +227,4 @@ func lineCol(data []byte, off int64) (line, col int) {
 		col = 1
 	}
 	return line, col
-}
-
-func fileMode(u uint32) fs.FileMode {
-	m := fs.FileMode(u & 0o777)
-	if u&syscall.S_ISUID != 0 {
-		m |= fs.ModeSetuid
-	}
-	if u&syscall.S_ISGID != 0 {
-		m |= fs.ModeSetgid
-	}
-	if u&syscall.S_ISVTX != 0 {
-		m |= fs.ModeSticky
-	}
-	return m
 }

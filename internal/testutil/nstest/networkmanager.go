@@ -22,16 +22,7 @@ const NMDirEnv = "NODEDNS_NM_DIR"
 // NMDir returns the unpacked NetworkManager, skipping the test when it is not there.
 func NMDir(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv(NMDirEnv)
-	if dir == "" {
-		t.Skipf("needs a real NetworkManager: set %s to a directory where network-manager, libnm0 and libndp0 are unpacked (.ci/run does)", NMDirEnv)
-	}
-	for _, p := range []string{"usr/sbin/NetworkManager", "usr/bin/nmcli"} {
-		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
-			t.Skipf("needs a real NetworkManager: %s=%s has no %s (%v)", NMDirEnv, dir, p, err)
-		}
-	}
-	return dir
+	return unpackedDir(t, NMDirEnv, "NetworkManager", "network-manager, libnm0 and libndp0", "usr/sbin/NetworkManager", "usr/bin/nmcli")
 }
 
 // NMBaseConf is a NetworkManager.conf that works in a sandbox: the

@@ -19,12 +19,21 @@ const ResolvedDirEnv = "NODEDNS_RESOLVED_DIR"
 // ResolvedDir returns the unpacked systemd-resolved, skipping the test when it is not there.
 func ResolvedDir(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv(ResolvedDirEnv)
+	return unpackedDir(t, ResolvedDirEnv, "systemd-resolved", "systemd-resolved and libsystemd-shared", "lib/systemd/systemd-resolved")
+}
+
+// unpackedDir returns the directory the variable env names, where the packages of a real what are
+// unpacked, skipping the test when it is not set or lacks one of files.
+func unpackedDir(t testing.TB, env, what, packages string, files ...string) string {
+	t.Helper()
+	dir := os.Getenv(env)
 	if dir == "" {
-		t.Skipf("needs a real systemd-resolved: set %s to a directory where systemd-resolved and libsystemd-shared are unpacked (.ci/run does)", ResolvedDirEnv)
+		t.Skipf("needs a real %s: set %s to a directory where %s are unpacked (.ci/run does)", what, env, packages)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "lib/systemd/systemd-resolved")); err != nil {
-		t.Skipf("needs a real systemd-resolved: %s=%s has no lib/systemd/systemd-resolved (%v)", ResolvedDirEnv, dir, err)
+	for _, p := range files {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			t.Skipf("needs a real %s: %s=%s has no %s (%v)", what, env, dir, p, err)
+		}
 	}
 	return dir
 }
