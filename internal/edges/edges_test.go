@@ -81,6 +81,22 @@ func TestEveryActionHasAnActor(t *testing.T) {
 	if diff := cmp.Diff(declaredActions(t), listed); diff != "" {
 		t.Errorf("allActions does not list exactly the action types policy declares (-declared +listed):\n%s", diff)
 	}
+	// docs/contract.md "Plan JSON" names every kind a script may meet in actions[].Kind.
+	contract, err := os.ReadFile("../../docs/contract.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row string
+	for _, l := range strings.Split(string(contract), "\n") {
+		if strings.HasPrefix(l, "| `actions[].Kind` |") {
+			row = l
+		}
+	}
+	for _, a := range allActions {
+		if !strings.Contains(row, "`"+a.Kind()+"`") {
+			t.Errorf("docs/contract.md's actions[].Kind row does not name %q (%T)", a.Kind(), a)
+		}
+	}
 	e := New("/", config.Default(), nil)
 	defer e.Close()
 	for _, a := range allActions {
