@@ -216,3 +216,32 @@ func TestPutBackFootprint(t *testing.T) {
 		})
 	}
 }
+
+// TestPutBackDummy: node-cache's interface is a dummy (netif.go AddDummyDevice); put back on a kernel
+// without the dummy link type (this project's CI kernel) it becomes a bridge, and the record says
+// so; on a kernel with it, a dummy.
+func TestPutBackDummy(t *testing.T) {
+	nstest.ThreadNetns(t)
+	addr := netip.MustParseAddr("169.254.25.10")
+	fp := Footprint{Link: Link{Name: "nodelocaldns", Kind: "dummy"}, Addrs: []Addr{{Prefix: netip.PrefixFrom(addr, 32)}}}
+	m, err := PutBack(context.Background(), fp, []netip.Addr{addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("put back: %s", m.Describe())
+	hasDummy := exec.Command("ip", "link", "add", "probe0", "type", "dummy").Run() == nil
+	switch {
+	case hasDummy && (m.Link.Kind != "dummy" || m.KindNote != ""):
+		t.Errorf("the kernel has dummy links, yet put back %s (%s)", m.Link.Kind, m.KindNote)
+	case !hasDummy && (m.Link.Kind != "bridge" || !strings.Contains(m.KindNote, "no dummy link type")):
+		t.Errorf("the kernel has no dummy links: put back %s (%q), want a bridge and the reason", m.Link.Kind, m.KindNote)
+	}
+	l, err := netlink.LinkByName("nodelocaldns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, _ := netlink.AddrList(l, netlink.FAMILY_V4)
+	if len(as) != 1 || !as[0].IP.Equal(addr.AsSlice()) || l.Attrs().Flags&1 != 0 {
+		t.Errorf("interface %s (flags %v) with %v, want it down with %s", l.Attrs().Name, l.Attrs().Flags, as, addr)
+	}
+}
