@@ -346,45 +346,30 @@ func TestStandbyCoversAHungCache(t *testing.T) {
 // rules and interface down, its replacement starts 3 s later, over the 10 s from the SIGTERM: the
 // share of lookups answered and the longest gap without an answer, without and with the standby.
 func BenchmarkStandbyRollingUpdate(b *testing.B) {
-	for _, on := range []bool{false, true} {
-		name := "without-standby"
-		if on {
-			name = "with-standby"
-		}
-		b.Run(name, func(b *testing.B) {
-			n, nc := newTeardownNode(b, nstest.Suite{}, "iptables")
-			if on {
-				n.startNodedns(b, "nodeLocalDNS:\n  standby: on\n")
-				n.waitState(b, standby.Ready)
-				n.waitFootprint(b)
-			}
-			r := startResolver(b, n.pod)
-			time.Sleep(time.Second)
-			var asked, answered int
-			var gap time.Duration
-			b.ResetTimer()
-			for range b.N {
-				w, _ := rollingUpdate(b, n, nc, r, 3*time.Second, 10*time.Second, nil)
-				asked, answered, gap = asked+w.asked, answered+w.answered, max(gap, w.longestGap)
-				if on {
-					n.waitState(b, standby.Ready)
-					n.waitFootprint(b)
-				}
-			}
-			b.StopTimer()
-			pct := 100 * float64(answered) / float64(asked)
-			b.ReportMetric(pct, "answered-%")
-			b.ReportMetric(float64(gap.Milliseconds()), "max-gap-ms")
-			b.Logf("rolling update (%s; replacement 3 s after SIGTERM, the 10 s from SIGTERM, %d updates): %d of %d lookups answered (%.2f%%), longest gap without an answer %v",
-				name, b.N, answered, asked, pct, gap.Round(time.Millisecond))
-		})
-	}
+	benchStandby(b, "rolling update (replacement 3 s after SIGTERM, the 10 s from SIGTERM)", func(n *standbyNode, nc *nstest.NodeCache, r *resolver) windowStats {
+		w, _ := rollingUpdate(b, n, nc, r, 3*time.Second, 10*time.Second, nil)
+		return w
+	})
 }
 
 // BenchmarkStandbyHungCache prints what a cache that holds its listeners and answers nothing for
 // 5 s (SIGSTOP) costs the pod resolving 100 times a second, without and with the standby
 // (`make bench`; printed, not asserted).
 func BenchmarkStandbyHungCache(b *testing.B) {
+	benchStandby(b, "hung cache (SIGSTOP 5 s)", func(_ *standbyNode, nc *nstest.NodeCache, r *resolver) windowStats {
+		pid := nc.CachePID()
+		stop := time.Now()
+		mustTB(b, syscall.Kill(pid, syscall.SIGSTOP))
+		time.Sleep(5 * time.Second)
+		mustTB(b, syscall.Kill(pid, syscall.SIGCONT))
+		time.Sleep(time.Second)
+		return r.window(stop, stop.Add(5*time.Second))
+	})
+}
+
+// benchStandby runs incident b.N times on a node with the node-cache model, without and with the
+// standby, and reports the lookups answered and the longest gap.
+func benchStandby(b *testing.B, what string, incident func(*standbyNode, *nstest.NodeCache, *resolver) windowStats) {
 	for _, on := range []bool{false, true} {
 		name := "without-standby"
 		if on {
@@ -392,34 +377,32 @@ func BenchmarkStandbyHungCache(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			n, nc := newTeardownNode(b, nstest.Suite{}, "iptables")
+			ready := func() {
+				if on {
+					n.waitState(b, standby.Ready)
+					n.waitFootprint(b)
+				}
+			}
 			if on {
 				n.startNodedns(b, "nodeLocalDNS:\n  standby: on\n")
-				n.waitState(b, standby.Ready)
 			}
+			ready()
 			r := startResolver(b, n.pod)
 			time.Sleep(time.Second)
 			var asked, answered int
 			var gap time.Duration
 			b.ResetTimer()
 			for range b.N {
-				pid := nc.CachePID()
-				stop := time.Now()
-				mustTB(b, syscall.Kill(pid, syscall.SIGSTOP))
-				time.Sleep(5 * time.Second)
-				mustTB(b, syscall.Kill(pid, syscall.SIGCONT))
-				w := r.window(stop, stop.Add(5*time.Second))
+				w := incident(n, nc, r)
 				asked, answered, gap = asked+w.asked, answered+w.answered, max(gap, w.longestGap)
-				if on {
-					n.waitState(b, standby.Ready)
-				}
-				time.Sleep(time.Second)
+				ready()
 			}
 			b.StopTimer()
 			pct := 100 * float64(answered) / float64(asked)
 			b.ReportMetric(pct, "answered-%")
 			b.ReportMetric(float64(gap.Milliseconds()), "max-gap-ms")
-			b.Logf("hung cache (%s; SIGSTOP 5 s, %d times): %d of %d lookups answered (%.2f%%), longest gap without an answer %v",
-				name, b.N, answered, asked, pct, gap.Round(time.Millisecond))
+			b.Logf("%s, %s, %d times: %d of %d lookups answered (%.2f%%), longest gap without an answer %v",
+				what, name, b.N, answered, asked, pct, gap.Round(time.Millisecond))
 		})
 	}
 }

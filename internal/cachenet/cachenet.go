@@ -84,11 +84,6 @@ type Footprint struct {
 	RulesRead time.Time
 }
 
-// Has reports whether the footprint has the cache address a.
-func (f Footprint) Has(a netip.Addr) bool {
-	return slices.ContainsFunc(f.Addrs, func(x Addr) bool { return x.Prefix.Addr() == a })
-}
-
 // Describe says what the footprint holds, for the log and the check.
 func (f Footprint) Describe() string {
 	var as []string

@@ -217,27 +217,15 @@ func (c *Cache) Stop() {
 	}
 }
 
-// PID is the running CoreDNS's process ID as this machine numbers it (not nsenter's, in a sandbox
-// with its own PID namespace), or 0 when none runs.
-func (c *Cache) PID() int {
-	if c.Cmd == nil || c.Cmd.Process == nil {
-		return 0
-	}
-	if c.sb.Opts.PIDNamespace {
-		if pid, err := ChildPID(c.Cmd.Process.Pid); err == nil {
-			return pid
-		}
-		return 0
-	}
-	return c.Cmd.Process.Pid
-}
-
 // Log is CoreDNS's output so far (its log plugin's lines, when the Corefile has one).
-func (c *Cache) Log() string {
-	if c.Cmd == nil {
+func (c *Cache) Log() string { return output(c.Cmd) }
+
+// output is what a command Start began has written so far to its log file.
+func output(cmd *exec.Cmd) string {
+	if cmd == nil {
 		return ""
 	}
-	f, ok := c.Cmd.Stdout.(*os.File)
+	f, ok := cmd.Stdout.(*os.File)
 	if !ok {
 		return ""
 	}

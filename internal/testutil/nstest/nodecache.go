@@ -162,9 +162,6 @@ func (sb *Sandbox) StartNodeCache(t testing.TB, nc *NodeCache, probe, answer str
 	})
 }
 
-// PID is the model's process (the pod's), which SIGTERM tears down.
-func (nc *NodeCache) PID() int { return nc.shell }
-
 // CachePID is the CoreDNS process holding the listeners, or 0.
 func (nc *NodeCache) CachePID() int {
 	if nc.shell == 0 {
@@ -202,17 +199,7 @@ func (nc *NodeCache) Terminate(t testing.TB) {
 }
 
 // Log is the model's output (its CoreDNS's included).
-func (nc *NodeCache) Log() string {
-	if nc.cmd == nil {
-		return ""
-	}
-	f, ok := nc.cmd.Stdout.(*os.File)
-	if !ok {
-		return ""
-	}
-	data, _ := os.ReadFile(f.Name())
-	return string(data)
-}
+func (nc *NodeCache) Log() string { return output(nc.cmd) }
 
 // CountRules counts node-cache's rules for addr in the node's tables, with the iptables-save
 // matching iptables (iptables-save, iptables-legacy-save), by their comment.
