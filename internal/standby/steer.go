@@ -19,6 +19,7 @@ package standby
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
@@ -453,4 +454,99 @@ func (l ownListener) Accept() (net.Conn, error) {
 		}
 		return c, err
 	}
+}
+
+// steering is the standby's programs on one address's UDP and TCP groups.
+type steering struct {
+	udp, tcp *group
+	ok       bool
+	members  string // the groups' membership when the standby's place was last found
+	err      error
+}
+
+func (s *Standby) newSteering(a netip.Addr) *steering {
+	st := &steering{udp: newGroup("udp", a, nil), tcp: newGroup("tcp", a, nil)}
+	if p := s.probes[a]; p != nil {
+		st.udp.health = p.fromPort
+		st.tcp.health = func() uint16 { return 0 }
+	}
+	return st
+}
+
+// wrap is the forwarder's Wrap: the sockets' handles for the programs, and servers that drop the
+// standby's own markers and probes.
+func (st *steering) wrap(_ netip.Addr, pc net.PacketConn, l net.Listener) (net.PacketConn, net.Listener) {
+	if c, ok := pc.(syscall.Conn); ok {
+		st.udp.conn, _ = c.SyscallConn()
+	}
+	if c, ok := l.(syscall.Conn); ok {
+		st.tcp.conn, _ = c.SyscallConn()
+	}
+	return ownPacketConn{PacketConn: pc, g: st.udp}, ownListener{Listener: l, g: st.tcp}
+}
+
+// steer finds the standby's place in both groups when their membership changed (or the prober's
+// port did), and sends every new query and connection to the standby.
+func (st *steering) steer(h *held, log *slog.Logger) {
+	key := fmt.Sprint(h.members(), st.udp.healthPort())
+	if st.members == key && st.ok {
+		return
+	}
+	st.members = key
+	var errs []error
+	for _, g := range []struct {
+		g    *group
+		size int
+	}{{st.udp, h.udpSize}, {st.tcp, h.tcpSize}} {
+		if g.g.conn == nil {
+			errs = append(errs, fmt.Errorf("no %s socket", g.g.proto))
+			continue
+		}
+		if g.g.self < 0 && g.size > 0 {
+			g.g.def = uint32(g.size - 1) // joined last: the best guess until the markers say
+		}
+		err := g.g.find(g.size)
+		if err == nil {
+			err = g.g.steerTo(true)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	wasOK, was := st.ok, st.err
+	st.err = errors.Join(errs...)
+	st.ok = st.err == nil
+	if !st.ok {
+		// Tried again at the next look (a new IPv6 address's first connection can wait for a SYN
+		// retransmission); said once per distinct error.
+		if was == nil || was.Error() != st.err.Error() {
+			log.Warn("cannot steer the cache address's sockets; sharing them by the kernel's hash", "addr", st.udp.addr, "err", st.err)
+		}
+		st.detach(log)
+	} else if !wasOK {
+		log.Debug("steering", "addr", st.udp.addr, "how", st.describe())
+	}
+}
+
+// toCache sends every new query and connection to the cache.
+func (st *steering) toCache() error {
+	return errors.Join(st.udp.steerTo(false), st.tcp.steerTo(false))
+}
+
+func (st *steering) detach(log *slog.Logger) {
+	for _, g := range []*group{st.udp, st.tcp} {
+		if err := g.detach(); err != nil {
+			log.Warn("cannot detach the reuseport program", "addr", g.addr, "proto", g.proto, "err", err)
+		}
+	}
+}
+
+func (st *steering) describe() string {
+	if !st.ok {
+		if st.err != nil {
+			return "shared by the kernel's hash: " + st.err.Error()
+		}
+		return "not yet steered"
+	}
+	return fmt.Sprintf("every new query to the standby (its UDP socket %d of %d, its TCP listener %d of %d), the health probes to the cache", st.udp.self, st.udp.size, st.tcp.self, st.tcp.size)
 }
