@@ -114,8 +114,14 @@ func TestWatchExitEarly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if len(w.threadfds) == 0 {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+			w.Close()
+			t.Skip("no thread pidfd: the kernel has no PIDFD_THREAD (Linux 6.9+), and the standby binds at the process's exit")
+		}
 		if len(w.threadfds) < 2 {
-			t.Fatalf("watching %d threads of a Go program, want several (a kernel without PIDFD_THREAD?)", len(w.threadfds))
+			t.Fatalf("watching %d threads of a Go program, want several", len(w.threadfds))
 		}
 		killed := time.Now()
 		_ = c.Process.Kill()
