@@ -487,7 +487,8 @@ func TestSecurityScore(t *testing.T) {
 }
 
 // TestStandbyDropIn: the standby's drop-in grants exactly what the standby needs (the capability to
-// bind port 53 and IP traffic to and from pods and upstreams) and nothing else; the base unit keeps
+// bind port 53, a raw socket and iptables' lock for iptables-legacy-restore, and IP traffic to and
+// from pods and upstreams) and nothing else; the base unit keeps
 // its 2.0 (TestSecurityScore). The exposure with the drop-in is logged: it is the price of the
 // opt-in, shown to whoever turns it on.
 func TestStandbyDropIn(t *testing.T) {
@@ -500,7 +501,7 @@ func TestStandbyDropIn(t *testing.T) {
 		}
 		keys = append(keys, line)
 	}
-	want := []string{"CapabilityBoundingSet=CAP_NET_BIND_SERVICE", "IPAddressAllow=any"}
+	want := []string{"CapabilityBoundingSet=CAP_NET_BIND_SERVICE CAP_NET_RAW", "ReadWritePaths=-/run/xtables.lock", "IPAddressAllow=any"}
 	if strings.Join(keys, "\n") != strings.Join(want, "\n") {
 		t.Errorf("standby.conf sets %q, want exactly %q", keys, want)
 	}

@@ -450,6 +450,10 @@ func (nodelocalDNS) Run(ctx context.Context, env *Env) Result {
 	}
 	if st, ok := env.standbyActive(); ok {
 		// docs/contract.md "Standby": what answers is nodedns, not the cache; the node stays degraded.
+		if len(st.Hung) > 0 {
+			return Result{Status: Problem, Message: fmt.Sprintf("a hung cache: it holds its listeners on %s but answers nothing; nodedns's standby answers beside it since %s", addrList(st.Hung), st.Since.Local().Format(time.RFC3339)),
+				Hint: "the cache's process is stopped, deadlocked or starved: check the node-local-dns pod on this node (kubectl -n kube-system logs ds/nodelocaldns), restart it if it stays so"}
+		}
 		return Result{Status: Problem, Message: fmt.Sprintf("no cache listens on %s: nodedns's standby answers in its place since %s", addrList(st.Covering), st.Since.Local().Format(time.RFC3339)),
 			Hint: "the cache is not running: check the node-local-dns pod on this node (kubectl -n kube-system logs ds/nodelocaldns)"}
 	}
@@ -497,9 +501,9 @@ func (nodelocalDNS) Run(ctx context.Context, env *Env) Result {
 		// vanish (Cilium 1.16 with BPF host routing and bpf.masquerade).
 		hung := ""
 		if env.Config.NodeLocalDNS.Standby {
-			// A hung cache (stopped, deadlocked) keeps its sockets: a second socket beside it gets only
-			// part of the queries, so the standby does not claim to cover it.
-			hung = "; the cache still holds its address, so nodedns's standby does not stand in (a hung cache: restart its pod)"
+			// A hung cache (stopped, deadlocked) keeps its sockets; the standby stands in beside one
+			// that answers its own probes nothing for a while (docs/contract.md "Standby").
+			hung = "; the cache still holds its address (a hung cache? nodedns's standby stands in beside a cache that answers nothing: see nodelocaldns.standby)"
 		}
 		return Result{Status: Problem, Message: fmt.Sprintf("the cache does not answer within %s although %s carries %s: %s%s", timeout, ifname, addrList(p.probed), strings.Join(append(failed, refused...), "; "), hung),
 			Hint: "packets to the link-local address are dropped or diverted before the cache: with Cilium, set bpf.hostLegacyRouting=true or use a LocalRedirectPolicy for node-local-dns; check the cache pod's logs and `nodedns check` on a healthy node"}

@@ -59,16 +59,43 @@ func (nodelocalStandby) Run(_ context.Context, env *Env) Result {
 		return Result{Status: Unknown, Message: "nodeLocalDNS.standby is on, but `nodedns run` is not running: nothing stands in for the cache",
 			Hint: "systemctl status nodedns"}
 	}
+	pb := putBack(st.PutBack)
 	switch st.State {
 	case statefile.Active:
+		down := "the node-local cache is down"
+		if len(st.Hung) > 0 {
+			down = "the node-local cache holds its listeners on " + addrList(st.Hung) + " but answers nothing (hung)"
+		}
 		return Result{Status: Problem,
-			Message: fmt.Sprintf("the node-local cache is down: nodedns stands in on %s since %s, %d queries (%s)",
-				addrList(st.Covering), st.Since.Local().Format(time.RFC3339), st.Queries, st.Targets),
+			Message: fmt.Sprintf("%s: nodedns stands in on %s since %s, %d queries (%s)%s",
+				down, addrList(st.Covering), st.Since.Local().Format(time.RFC3339), st.Queries, st.Targets, pb),
 			Hint: "pods keep resolving through nodedns, without the cache's caching: check the node-local-dns pod on this node (kubectl -n kube-system logs ds/nodelocaldns)"}
 	case statefile.Ready:
-		return Result{Status: OK, Message: "ready to stand in for the cache: " + st.Targets}
+		return Result{Status: OK, Message: "ready to stand in for the cache: " + st.Targets + pb}
 	}
-	return Result{Status: Unknown, Message: "cannot stand in for the cache: " + st.Why}
+	return Result{Status: Unknown, Message: "cannot stand in for the cache: " + st.Why + pb}
+}
+
+// putBack says what the standby last did when node-cache's interface or a cache address went
+// (docs/contract.md "Standby").
+func putBack(pb *statefile.PutBack) string {
+	if pb == nil {
+		return ""
+	}
+	at := pb.At.Local().Format(time.RFC3339)
+	if pb.What == "" {
+		return fmt.Sprintf("; at %s %s: %s", at, pb.Gone, pb.Why)
+	}
+	s := fmt.Sprintf("; at %s %s: nodedns put back %s (%v later)", at, pb.Gone, pb.What, pb.Took.Round(time.Microsecond))
+	if pb.Why != "" {
+		s += " (" + pb.Why + ")"
+	}
+	if !pb.Adopted.IsZero() {
+		s += fmt.Sprintf("; node-cache took it over at %s", pb.Adopted.Local().Format(time.RFC3339))
+	} else {
+		s += "; `nodedns restore` removes it until node-cache takes it over"
+	}
+	return s
 }
 
 // standbyActive reports the standby state when it stands in: what nodelocaldns.dns adds while the standby answers on the cache's addresses: its

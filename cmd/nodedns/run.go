@@ -36,9 +36,13 @@ in the log, in STATUS= and in ` + "`nodedns check`" + `, and resumes once the ot
 alone for one window.
 
 With nodeLocalDNS.standby: on, it also stands in for the node-local cache while no cache listens on
-a cache address (crashed, OOM-killed, between restarts): it answers there, forwarding the cluster
-domain and reverse zones to the cluster DNS and everything else to the node's upstreams, and gives
-the address back as soon as the cache listens again (nodedns check: nodelocaldns.standby).
+a cache address (crashed, OOM-killed, between restarts) or the cache holds it and answers nothing
+(hung): it answers there, forwarding the cluster domain and reverse zones to the cluster DNS and
+everything else to the node's upstreams, and gives the address back once the cache answers again.
+When node-cache's teardown (SIGTERM: a rolling update, an eviction) removes its interface while
+kubelet still hands the address to pods, it puts back the interface, the address and node-cache's
+rules as they were, for the replacement to find (nodedns check: nodelocaldns.standby; nodedns
+restore removes what the replacement has not taken over).
 
 Signals: SIGTERM or SIGINT finish the write in progress and exit 0 (a pass still waiting for the
 state lock is dropped); SIGHUP reloads the config (an invalid config is reported and the old one kept). WATCHDOG=1 is sent at half of WatchdogSec.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -9,7 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodedns/nodedns/internal/cachenet"
 	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/kubelet"
 	"github.com/nodedns/nodedns/internal/live"
 	"github.com/nodedns/nodedns/internal/metrics"
 	"github.com/nodedns/nodedns/internal/node"
@@ -57,6 +60,18 @@ func startStandby(ctx context.Context, g *globals, rec *metrics.Recorder, st *st
 		LoadState: func() ([]byte, error) { return r.ReadFile(standby.StatePath, nodefs.State) },
 		SaveState: func(data []byte) error { _, err := st.Write(standby.StatePath, data, 0o644); return err },
 		Log:       g.log.With("component", "standby"),
+		// node-cache's teardown covered (docs/contract.md "Standby"): its interface, addresses and
+		// rules put back while kubelet hands the address to pods, recorded for restore.
+		Interface:  cfg.NodeLocalDNS.Interface,
+		HandsOut:   func() ([]netip.Addr, error) { return kubeletClusterDNS(r, cfg) },
+		LoadRecord: func() ([]byte, error) { return r.ReadState(cachenet.RecordPath, nodefs.State) },
+		SaveRecord: func(data []byte) error {
+			if data == nil {
+				return st.Remove(cachenet.RecordPath)
+			}
+			_, err := st.Write(cachenet.RecordPath, data, 0o644)
+			return err
+		},
 	}
 	if rec != nil {
 		rec.StandbyEnabled()
@@ -72,6 +87,28 @@ func startStandby(ctx context.Context, g *globals, rec *metrics.Recorder, st *st
 	wg.Go(func() { sb.Run(ctx, os.Getpid()) })
 	g.log.Info("standby watching the node-local cache", "addrs", sb.Addrs)
 	return func() { cancel(); wg.Wait() }
+}
+
+// kubeletClusterDNS is kubelet's clusterDNS as the node's other readers have it (docs/contract.md
+// "Kubelet's config"): the running kubelet's --config first, else the files; read at the moment the
+// cache's interface goes, since it decides whether the address is put back.
+func kubeletClusterDNS(r *store.Store, cfg config.Config) ([]netip.Addr, error) {
+	found, _, _ := kubelet.Find(r, cfg)
+	if cfg.Kubelet.Config == "" || cfg.Kubelet.Config == config.KubeletConfigAuto {
+		// Only a kubelet the kernel says is root's counts (kubelet.FindProcess); without systemd's
+		// MainPIDs at hand the newest of root's kubelets is taken, as the daemon's own pass does.
+		if scan, err := kubelet.FindProcess("/proc", nil); err == nil && scan.OK {
+			found = kubelet.Complete(r, scan.Found)
+		}
+	}
+	k := kubelet.Load(r, found)
+	if k.Err != nil {
+		return nil, k.Err
+	}
+	if k.Path == "" {
+		return nil, fmt.Errorf("no kubelet config found (%s)", found.How)
+	}
+	return k.ClusterDNS, nil
 }
 
 // cacheAddrs are the addresses the standby covers: config nodeLocalDNS.addresses, else the cache

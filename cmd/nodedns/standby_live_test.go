@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -88,10 +89,21 @@ ip6.arpa:53 {
 
 // standbyNode is one sandbox node with the cache, the cluster DNS, the LAN resolver and a pod.
 type standbyNode struct {
-	sb    *nstest.Sandbox
-	cache *nstest.Cache
-	pod   *nstest.Pod
-	bin   string
+	sb     *nstest.Sandbox
+	cache  *nstest.Cache
+	pod    *nstest.Pod
+	bin    string
+	daemon *exec.Cmd // nsenter running `nodedns run`
+}
+
+// daemonPID is `nodedns run`'s PID as this machine numbers it (nsenter's only child).
+func (n *standbyNode) daemonPID(t testing.TB) int {
+	t.Helper()
+	pid, err := nstest.ChildPID(n.daemon.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
 }
 
 func newStandbyNode(t testing.TB) *standbyNode {
@@ -101,7 +113,15 @@ func newStandbyNode(t testing.TB) *standbyNode {
 // newStandbyNodeWith makes the node with the cache's Corefile and the node's nameserver given.
 func newStandbyNodeWith(t testing.TB, corefile, nameserver string) *standbyNode {
 	t.Helper()
-	sb := nstest.NewWith(t, nstest.Options{PIDNamespace: true})
+	n := newStandbyNodeBare(t, nstest.Suite{}, nameserver)
+	n.cache = n.sb.StartCache(t, nstest.CacheOptions{Addrs: []netip.Addr{netip.MustParseAddr(standbyCacheAddr)}, Corefile: corefile})
+	return n
+}
+
+// newStandbyNodeBare makes the node with its LAN resolver, cluster DNS and pod, and no cache yet.
+func newStandbyNodeBare(t testing.TB, suite nstest.Suite, nameserver string) *standbyNode {
+	t.Helper()
+	sb := nstest.NewWith(t, nstest.Options{PIDNamespace: true, Suite: suite})
 	nstest.NeedTools(t, "apt-get install dnsmasq-base iproute2", "dnsmasq", "ss")
 	n := &standbyNode{sb: sb, bin: nstest.Build(t)}
 	sb.Isolate(t)
@@ -128,7 +148,6 @@ printf 'nameserver %[3]s\n' > /etc/resolv.conf
 		b, err2 := sb.Try(fmt.Sprintf("dig +tries=1 +time=1 @%s %s A", standbyLANResolver, standbyExtName))
 		return err1 == nil && err2 == nil && strings.Contains(a, nstest.ClusterNameAddr) && strings.Contains(b, standbyExtAddr)
 	})
-	n.cache = sb.StartCache(t, nstest.CacheOptions{Addrs: []netip.Addr{netip.MustParseAddr(standbyCacheAddr)}, Corefile: corefile})
 	n.pod = sb.AddPod(t, nstest.PodOptions{Name: "resolver"})
 	return n
 }
@@ -146,6 +165,7 @@ func (n *standbyNode) startNodedns(t testing.TB, config string) *syncBuf {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	n.daemon = cmd
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() {
@@ -229,26 +249,49 @@ type lookup struct {
 	ok         bool
 	tcp        bool
 	name       string
+	err        string // the last try's error, for a failed lookup
 }
 
-// resolver asks the cache address from inside the pod's network namespace, continuously: a lookup
-// every 10 ms (100 a second), cluster and external names by turns, every fifth over TCP, each
+// resolver asks an address (the cache's) from inside the pod's network namespace, continuously: a
+// lookup every 10 ms (100 a second), cluster and external names by turns, every fifth over TCP, each
 // lookup two tries of 250 ms (a client with glibc's retry, only quicker).
 type resolver struct {
-	mu      sync.Mutex
-	lookups []lookup
-	stop    chan struct{}
-	done    sync.WaitGroup
+	server      string // the address asked
+	clusterOnly bool   // only the cluster name (the cluster DNS answers nothing else)
+	mu          sync.Mutex
+	lookups     []lookup
+	stop        chan struct{}
+	done        sync.WaitGroup
 }
 
 func startResolver(t testing.TB, pod *nstest.Pod) *resolver {
+	return startResolverTo(t, pod, standbyCacheAddr, false)
+}
+
+// startControl is a resolver in the same pod asking the cluster DNS service directly (the cluster
+// name only), which no incident on the cache touches: its longest gap is what the machine's load
+// alone costs a resolver here (its goroutines not scheduled), measured over the same window.
+func startControl(t testing.TB, pod *nstest.Pod) *resolver {
+	return startResolverTo(t, pod, standbyClusterDNS, true)
+}
+
+// gapAllowed is the longest gap the standby may leave pods over a window: 200 ms, plus what the
+// machine's load alone cost the control resolver beyond its usual gap (about two lookups' spacing
+// and an answer's time) over the same window. On a quiet machine that is 200 ms; with two busy loops
+// on this 2-core machine the control's longest gap was 15 to 20 ms, so the allowance grows only when
+// the machine stalls the test itself.
+func gapAllowed(control windowStats) time.Duration {
+	return 200*time.Millisecond + max(0, control.longestGap-50*time.Millisecond)
+}
+
+func startResolverTo(t testing.TB, pod *nstest.Pod, server string, clusterOnly bool) *resolver {
 	t.Helper()
 	ns, err := netns.GetFromPid(pod.PID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Close() })
-	r := &resolver{stop: make(chan struct{})}
+	r := &resolver{stop: make(chan struct{}), server: server, clusterOnly: clusterOnly}
 	jobs := make(chan int, 1000)
 	// Enough workers that lookups timing out (two tries of 250 ms) still go out 100 a second.
 	const workers = 64
@@ -296,7 +339,7 @@ func startResolver(t testing.TB, pod *nstest.Pod) *resolver {
 
 func (r *resolver) ask(i int) lookup {
 	name, want := nstest.ClusterName, nstest.ClusterNameAddr
-	if i%2 == 1 {
+	if i%2 == 1 && !r.clusterOnly {
 		name, want = standbyExtName, standbyExtAddr
 	}
 	l := lookup{start: time.Now(), name: name, tcp: i%5 == 0}
@@ -307,7 +350,12 @@ func (r *resolver) ask(i int) lookup {
 	m := new(dns.Msg)
 	m.SetQuestion(name, dns.TypeA)
 	for try := 0; try < 2 && !l.ok; try++ {
-		resp, _, err := c.Exchange(m, standbyCacheAddr+":53")
+		resp, _, err := c.Exchange(m, r.server+":53")
+		if err != nil {
+			l.err = err.Error()
+		} else if resp.Rcode != dns.RcodeSuccess {
+			l.err = dns.RcodeToString[resp.Rcode]
+		}
 		if err == nil && resp.Rcode == dns.RcodeSuccess && len(resp.Answer) > 0 {
 			if a, ok := resp.Answer[0].(*dns.A); ok && a.A.String() == want {
 				l.ok = true
@@ -434,13 +482,16 @@ func TestStandbyCoversACacheKilled(t *testing.T) {
 		t.Errorf("standby would not forward to the cluster DNS from the Corefile and the LAN resolver: %s", st.Targets)
 	}
 	time.Sleep(time.Second)
+	ctl := startControl(t, n.pod)
+	time.Sleep(time.Second)
 	n.cache.Stop()
 	killed = time.Now()
 	time.Sleep(10 * time.Second)
 	w = r.window(killed, time.Now())
-	t.Logf("with standby, cache down 10 s: %s", w)
-	if w.longestGap > 200*time.Millisecond || w.answeredShare() < 0.99 || w.rate < 50 {
-		t.Errorf("with standby, cache down: %s; want a gap ≤ 200ms and ≥ 99%% answered at ≥ 50 lookups/s", w)
+	c0 := ctl.window(killed, time.Now())
+	t.Logf("with standby, cache down 10 s: %s (control, asking the cluster DNS: %s)", w, c0)
+	if w.longestGap > gapAllowed(c0) || w.answeredShare() < 0.99 || w.rate < 50 {
+		t.Errorf("with standby, cache down: %s; want a gap ≤ %v and ≥ 99%% answered at ≥ 50 lookups/s", w, gapAllowed(c0))
 	}
 	st = n.waitState(t, standby.Active)
 	t.Logf("standby: %s since %s, %d queries, takeover delay %v", st.State, st.Since.Format(time.RFC3339Nano), st.Queries, st.LastTakeoverDelay)
@@ -481,7 +532,12 @@ func TestStandbyCoversACacheKilled(t *testing.T) {
 const standbyCrashLoop = 30 * time.Second
 
 // TestStandbyCoversACrashLoop: the cache exits (SIGKILL) every 2 s for 30 s, each time started again
-// at once, as a crash loop without back-off does: at least 99% of the pod's lookups are answered.
+// at once, as a crash loop without back-off does: at least 99.9% of the pod's lookups are answered.
+// Before the standby steered its group, 99.72%: the losses fell in the first ~100 ms after a new
+// cache bound beside the standby (queries the kernel handed the new cache's socket before it
+// served, and those still queued on the standby's socket when it closed). Now a new cache gets no
+// query until it answers the standby's probe, and the standby's sockets are bound by the exit
+// watch itself the moment the cache's process exits; what is left falls in that moment.
 func TestStandbyCoversACrashLoop(t *testing.T) {
 	n := newStandbyNode(t)
 	n.startNodedns(t, "nodeLocalDNS:\n  standby: on\n")
@@ -506,54 +562,19 @@ func TestStandbyCoversACrashLoop(t *testing.T) {
 	w := r.window(start, time.Now())
 	st, _ := n.standbyState(t)
 	t.Logf("crash loop: %d crashes in %v: %s; standby took over %d times, last delay %v", crashes, standbyCrashLoop, w, st.Takeovers, st.LastTakeoverDelay)
-	if w.answeredShare() < 0.99 || w.rate < 50 {
-		t.Errorf("crash loop: %s; want ≥ 99%% answered at ≥ 50 lookups/s", w)
+	if w.answeredShare() < 0.999 || w.rate < 50 {
+		t.Errorf("crash loop: %s; want ≥ 99.9%% answered at ≥ 50 lookups/s", w)
 	}
-	if testing.Verbose() {
-		// Where the losses fall: in the first 100 ms or so after a new cache binds beside the
-		// standby (queries the kernel hands the cache's socket before it serves them), not at the
-		// kills.
+	if testing.Verbose() || t.Failed() {
+		// Where the losses fall: at the kills (a query sent in the instant between the cache's
+		// sockets closing and the standby's binding is refused).
 		for _, l := range w.failed {
-			t.Logf("failed: %v %s tcp=%v", l.start.Sub(start).Round(time.Millisecond), l.name, l.tcp)
+			t.Logf("failed: %v (%s..%s) %s tcp=%v: %s", l.start.Sub(start).Round(time.Millisecond), l.start.Format("05.000000"), l.end.Format("05.000000"), l.name, l.tcp, l.err)
 		}
 		t.Logf("events: %s", strings.Join(events, ", "))
 	}
 	if st.Takeovers < crashes {
 		t.Errorf("standby took over %d times for %d crashes", st.Takeovers, crashes)
-	}
-}
-
-// TestStandbyStaysOffForAHungCache: a SIGSTOPped cache keeps its listener but answers nothing; a
-// second socket cannot help it, and the standby does not claim to.
-func TestStandbyStaysOffForAHungCache(t *testing.T) {
-	n := newStandbyNode(t)
-	n.startNodedns(t, "nodeLocalDNS:\n  standby: on\n")
-	n.waitState(t, standby.Ready)
-	pid := n.cache.PID()
-	if pid == 0 {
-		t.Fatal("no cache PID")
-	}
-	mustTB(t, syscall.Kill(pid, syscall.SIGSTOP))
-	defer syscall.Kill(pid, syscall.SIGCONT)
-	time.Sleep(3 * time.Second)
-	st, err := n.standbyState(t)
-	if err != nil || st.State != standby.Ready {
-		t.Errorf("hung cache: standby state %+v (%v), want ready", st, err)
-	}
-	if c := n.udpListeners(t); c != 1 {
-		t.Errorf("hung cache: %d UDP sockets on the cache address, want the cache's one", c)
-	}
-	c := n.check(t)
-	t.Logf("check with a hung cache:\n  nodelocaldns.standby %s\n  nodelocaldns.dns %s", c["nodelocaldns.standby"], c["nodelocaldns.dns"])
-	if !strings.HasPrefix(c["nodelocaldns.dns"], "problem: ") || !strings.Contains(c["nodelocaldns.dns"], "a hung cache") {
-		t.Errorf("nodelocaldns.dns with a hung cache: %s", c["nodelocaldns.dns"])
-	}
-	if !strings.HasPrefix(c["nodelocaldns.standby"], "ok: ") {
-		t.Errorf("nodelocaldns.standby with a hung cache: %s, want ok (ready, not standing in)", c["nodelocaldns.standby"])
-	}
-	out, _ := n.sb.Try(fmt.Sprintf("dig +tries=1 +time=1 @%s %s A", standbyCacheAddr, nstest.ClusterName))
-	if strings.Contains(out, "status: NOERROR") {
-		t.Errorf("a SIGSTOPped cache answered: the test proves nothing\n%s", out)
 	}
 }
 

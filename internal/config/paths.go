@@ -23,11 +23,14 @@ const (
 	// DHCPDomainsFile remembers networkd links' DHCP search domains across a lease gap (node,
 	// policy).
 	DHCPDomainsFile = StateDir + "/dhcp-domains.json"
+	// PutBackFile records what the standby put back after node-cache's teardown and node-cache has
+	// not yet taken over: `restore` removes it (cachenet).
+	PutBackFile = StateDir + "/nodelocaldns-putback.json"
 )
 
 // StateFiles are the state files above; with the backup and temp directories they are never a path
 // a config key may name.
-var StateFiles = []string{BaselineFile, WritersFile, LinkRecordFile, KubeletRestartFile, DHCPDomainsFile}
+var StateFiles = []string{BaselineFile, WritersFile, LinkRecordFile, KubeletRestartFile, DHCPDomainsFile, PutBackFile}
 
 // configDirs are directories in which another program reads every file as its configuration (or runs
 // it): a file a config key names there would be taken for one of theirs.

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/nodedns/nodedns/internal/cachenet"
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/hostnet"
 	"github.com/nodedns/nodedns/internal/kubelet"
@@ -51,8 +52,9 @@ type Edges struct {
 //     NetworkManager loader on zz-nodedns.conf, and (live) `NetworkManager --print-config`;
 //   - actors (live only): systemd-resolved (restart, per-link DNS and domains; also the reverter
 //     that puts per-link settings back on restore), NetworkManager (reload, read back; the
-//     reverter that reloads NM after restore), and the commands that make netplan and networkd
-//     changes live;
+//     reverter that reloads NM after restore), the commands that make netplan and networkd
+//     changes live, and the reverter that removes what the standby put back after node-cache's
+//     teardown (cachenet);
 //   - event sources (live only): the systemd-resolved and NetworkManager clients' signals;
 //   - the self-check's live probes (live only): netlink, nf_tables, DNS queries, /proc.
 func New(root string, cfg config.Config, log *slog.Logger) *Edges {
@@ -80,7 +82,7 @@ func New(root string, cfg config.Config, log *slog.Logger) *Edges {
 		networkdLeases{root: "/"},
 	}
 	n.Validators = []reconcile.Validator{netplanValidator{store: st}, nm}
-	n.Actors = []reconcile.Actor{resolved, nm, commands{}, KubeletRestarter{Log: log}}
+	n.Actors = []reconcile.Actor{resolved, nm, commands{}, KubeletRestarter{Log: log}, cachenet.Reverter{Store: st}}
 	if n.Live() {
 		e.Events = []reconcile.EventSource{resolved, nm}
 		e.Probes = live.New(cfg.Probes.Timeout, live.FileState{Store: st})

@@ -36,6 +36,12 @@ type Forwarder struct {
 	UpstreamPort int
 	// OnQuery, when set, is told each answer's rcode (for metrics).
 	OnQuery func(rcode int)
+	// Wrap, when set, is given each address's UDP socket and TCP listener once bound, before they
+	// serve, and returns what the servers read (the standby's steering: steer.go).
+	Wrap func(a netip.Addr, pc net.PacketConn, l net.Listener) (net.PacketConn, net.Listener)
+	// Bound, when set, gives sockets already bound to an address (bound the moment the cache's
+	// process exited: watch.go), served instead of binding new ones; nil ones are bound here.
+	Bound func(a netip.Addr) (net.PacketConn, net.Listener)
 
 	servers []*dns.Server
 	inodes  map[uint64]bool
@@ -67,22 +73,36 @@ func (f *Forwarder) Start(addrs []netip.Addr) error {
 	f.inodes = map[uint64]bool{}
 	f.udp = &dns.Client{Net: "udp", Timeout: f.Timeout, UDPSize: dns.MaxMsgSize}
 	f.tcp = &dns.Client{Net: "tcp", Timeout: f.Timeout}
-	lc := net.ListenConfig{Control: reusePort}
+	lc := listenConfig()
 	for _, a := range addrs {
 		hp := netip.AddrPortFrom(a, uint16(f.Port)).String()
-		pc, err := lc.ListenPacket(context.Background(), "udp", hp)
-		if err != nil {
-			f.Stop()
-			return bindErr(a, err)
+		var pc net.PacketConn
+		var l net.Listener
+		if f.Bound != nil {
+			pc, l = f.Bound(a)
 		}
-		l, err := lc.Listen(context.Background(), "tcp", hp)
-		if err != nil {
-			pc.Close()
-			f.Stop()
-			return bindErr(a, err)
+		var err error
+		if pc == nil {
+			if pc, err = lc.ListenPacket(context.Background(), "udp", hp); err != nil {
+				if l != nil {
+					l.Close()
+				}
+				f.Stop()
+				return bindErr(a, err)
+			}
+		}
+		if l == nil {
+			if l, err = lc.Listen(context.Background(), "tcp", hp); err != nil {
+				pc.Close()
+				f.Stop()
+				return bindErr(a, err)
+			}
 		}
 		f.inodes[inode(pc.(syscall.Conn))] = true
 		f.inodes[inode(l.(syscall.Conn))] = true
+		if f.Wrap != nil {
+			pc, l = f.Wrap(a, pc, l)
+		}
 		for _, s := range []*dns.Server{
 			{PacketConn: pc, Handler: dns.HandlerFunc(f.serve), UDPSize: dns.MaxMsgSize},
 			{Listener: l, Handler: dns.HandlerFunc(f.serve), ReadTimeout: f.Timeout, WriteTimeout: f.Timeout},

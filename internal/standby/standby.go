@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodedns/nodedns/internal/cachenet"
 	"github.com/nodedns/nodedns/internal/standby/statefile"
 )
 
@@ -58,12 +59,41 @@ type Standby struct {
 	// Proc is /proc but for tests.
 	Proc string
 
+	// Interface is the cache's interface (config nodeLocalDNS.interface): node-cache's teardown
+	// deletes it, and the standby puts it back (docs/contract.md "Standby"). "": nothing is put back.
+	Interface string
+	// HandsOut reads kubelet's effective clusterDNS (docs/contract.md "Kubelet's config"): a cache
+	// address is put back only while kubelet hands it to pods. nil: nothing is put back.
+	HandsOut func() ([]netip.Addr, error)
+	// LoadRecord and SaveRecord keep the record of what the standby put back and node-cache has not
+	// taken over (cachenet.RecordPath); SaveRecord(nil) removes it.
+	LoadRecord func() ([]byte, error)
+	SaveRecord func([]byte) error
+	// ProbeEvery is how often the cache is asked whether it answers; HungAfter how long it may
+	// answer nothing while it holds its listeners before the standby stands in beside it (0: the
+	// defaults; a negative HungAfter: never).
+	ProbeEvery, HungAfter time.Duration
+
 	mu       sync.Mutex
 	status   Status
 	fwd      map[netip.Addr]*Forwarder
 	watch    *exitWatch
 	targets  Targets
 	lastSave time.Time
+
+	steers  map[netip.Addr]*steering
+	probes  map[netip.Addr]*prober
+	health  chan struct{} // a prober saw the cache start or stop answering
+	fp      cachenet.Footprint
+	fpOK    bool
+	fpSeen  time.Time // when this interface was first seen
+	made    []cachenet.Made
+	leaving map[uint64]time.Time // sockets of a cache whose teardown ran: never given back to
+	ctx     context.Context
+	// lastCache is the process found holding the listeners; caught the sockets bound the moment
+	// it exited, for the forwarder to serve.
+	lastCache *Cache
+	caught    map[netip.Addr]caughtConns
 }
 
 // Metrics receives the standby's events.
@@ -75,6 +105,9 @@ type Metrics interface {
 
 // Status is what the standby says about itself, kept in the state file for `nodedns check`.
 type Status = statefile.Status
+
+// PutBack is what the standby did when node-cache's interface or a cache address went.
+type PutBack = statefile.PutBack
 
 // ParseStatus reads the state file; name is for the error.
 func ParseStatus(name string, data []byte) (Status, error) { return statefile.Parse(name, data) }
@@ -106,16 +139,57 @@ func (s *Standby) Run(ctx context.Context, pid int) {
 	if s.Recheck <= 0 {
 		s.Recheck = 250 * time.Millisecond
 	}
+	if s.ProbeEvery <= 0 {
+		s.ProbeEvery = DefaultProbeEvery
+	}
+	if s.HungAfter == 0 {
+		s.HungAfter = DefaultHungAfter
+	}
+	if s.Port == 0 {
+		s.Port = 53
+	}
+	s.ctx = ctx
 	s.fwd = map[netip.Addr]*Forwarder{}
+	s.steers = map[netip.Addr]*steering{}
+	s.probes = map[netip.Addr]*prober{}
+	s.leaving = map[uint64]time.Time{}
+	s.health = make(chan struct{}, 1)
 	s.status.PID = pid
 	if s.LoadState != nil {
 		if data, err := s.LoadState(); err == nil {
 			if old, err := ParseStatus("standby state", data); err == nil {
 				s.status.CorefileClusterDNS = old.CorefileClusterDNS
+				s.status.PutBack = old.PutBack
 			}
 		}
 	}
+	s.loadRecord()
 	defer s.shutdown()
+	if s.HungAfter > 0 {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		pctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		for _, a := range s.Addrs {
+			p := newProber(a, s.Port, s.ProbeEvery, s.HungAfter, func() {
+				select {
+				case s.health <- struct{}{}:
+				default:
+				}
+			})
+			s.probes[a] = p
+			wg.Go(func() { p.run(pctx) })
+		}
+	}
+	var netEvents <-chan netEvent
+	if s.Interface != "" && s.HandsOut != nil {
+		if w, err := watchNet(s.Interface, s.Addrs); err == nil {
+			defer w.Close()
+			netEvents = w.Events
+		} else {
+			s.log().Warn("cannot watch the cache's interface and addresses: node-cache's teardown is not covered", "err", err)
+		}
+	}
 	resync := time.NewTicker(s.Resync)
 	defer resync.Stop()
 	s.refresh()
@@ -132,20 +206,32 @@ func (s *Standby) Run(ctx context.Context, pid int) {
 		case s.watch == nil:
 			// Nothing to wait on (no cache process found, or the address is gone): once a second.
 			recheck = time.After(time.Second)
+		case s.fpOK && s.fp.RulesRead.IsZero() && time.Since(s.fpSeen) < rulesWithin:
+			// node-cache writes its rules at its first sync tick (60 s after it starts, at once
+			// with -pidfile): look for them until they are there, then at each resync.
+			recheck = time.After(5 * time.Second)
 		}
 		select {
 		case <-ctx.Done():
 			return
+		case e := <-netEvents:
+			s.gone(e)
 		case <-exited:
 			at := time.Now()
-			s.log().Info("a node-local cache process exited; checking its address", "pids", s.watch.PIDs)
+			s.mu.Lock()
+			caught := len(s.caught)
+			s.mu.Unlock()
+			s.log().Info("a node-local cache process exited; checking its address", "pids", s.watch.PIDs, "bound at its exit", caught)
 			s.watch.Close()
 			s.watch = nil
 			s.check(at)
+		case <-s.health:
+			s.check(time.Time{})
 		case <-recheck:
 			s.check(time.Time{})
 		case <-resync.C:
 			s.refresh()
+			s.fp.RulesRead = time.Time{} // read node-cache's rules again
 			s.check(time.Time{})
 		}
 	}
@@ -166,6 +252,16 @@ func (s *Standby) refresh() {
 	s.status.Targets = s.targets.Describe()
 }
 
+// held is what listens on one cache address besides the standby.
+type held struct {
+	udp, tcp         []uint64 // the sockets of others: UDP, listening TCP
+	udpSize, tcpSize int      // the groups' sizes, the standby's sockets included
+	leaving          bool     // a socket of a cache whose teardown ran is still open
+}
+
+// members is a key of the group's membership: it changes whenever a socket joins or leaves.
+func (h held) members() string { return fmt.Sprint(h.udp, h.tcp, h.udpSize, h.tcpSize) }
+
 // check looks at the listeners on the cache addresses and stands in or gives back. exitAt is when
 // the cache was seen to exit (zero: not from an exit event).
 func (s *Standby) check(exitAt time.Time) {
@@ -174,40 +270,75 @@ func (s *Standby) check(exitAt time.Time) {
 		s.setUnknown("cannot list the sockets on the cache addresses: " + err.Error())
 		return
 	}
-	// Another listener holds an address when it has both its UDP socket and its listening TCP one:
-	// giving back on UDP alone would leave TCP queries unanswered while the cache starts.
-	udp, tcp := map[netip.Addr]bool{}, map[netip.Addr]bool{}
+	hs := map[netip.Addr]*held{}
+	for _, a := range s.Addrs {
+		hs[a] = &held{}
+	}
+	for k, since := range s.leaving {
+		// A cache whose interface went without it exiting (deleted by hand) is no longer leaving
+		// after a while: it may be given the address back.
+		if time.Since(since) > leaveGrace {
+			delete(s.leaving, k)
+		}
+	}
+	caught := s.caughtInodes()
 	for _, l := range ls {
+		h := hs[l.Addr]
+		if caught[l.Inode] {
+			continue // the standby's own, bound at the cache's exit: counted when it stands in
+		}
+		if l.Proto == "udp" {
+			h.udpSize++
+		} else {
+			h.tcpSize++
+		}
 		if f := s.fwd[l.Addr]; f != nil && f.Own(l.Inode) {
 			continue
 		}
+		if _, ok := s.leaving[l.Inode]; ok {
+			h.leaving = true
+			continue
+		}
 		if l.Proto == "udp" {
-			udp[l.Addr] = true
+			h.udp = append(h.udp, l.Inode)
 		} else {
-			tcp[l.Addr] = true
+			h.tcp = append(h.tcp, l.Inode)
 		}
 	}
+	// Another listener holds an address when it has both its UDP socket and its listening TCP one:
+	// giving back on UDP alone would leave TCP queries unanswered while the cache starts.
 	others := map[netip.Addr]bool{}
-	for a := range udp {
-		if tcp[a] || s.fwd[a] == nil {
+	hung := map[netip.Addr]bool{}
+	for a, h := range hs {
+		if len(h.udp) > 0 && (len(h.tcp) > 0 || s.fwd[a] == nil) {
 			others[a] = true
+			hung[a] = s.probes[a] != nil && s.probes[a].isHung()
 		}
 	}
-	// Give back every address the cache (or anything else) listens on again.
+	// Give back every address the cache (or anything else) serves again.
 	for a, f := range s.fwd {
-		if others[a] {
-			f.Stop()
-			s.mu.Lock()
-			s.status.Queries += f.Queries()
-			delete(s.fwd, a)
-			s.mu.Unlock()
-			s.log().Info("the node-local cache listens again; standby closed its sockets", "addr", a, "queries", f.Queries())
+		if !others[a] || hung[a] {
+			continue
+		}
+		st := s.steers[a]
+		if st == nil || !st.ok {
+			// Not steering (the program was refused): close at once, as CoreDNS binds beside.
+			s.stopForwarder(a, f, "the node-local cache listens again; standby closed its sockets")
+			continue
+		}
+		if hs[a].leaving {
+			continue // the leaving cache's sockets are still open: never give back to them
+		}
+		st.steer(hs[a], s.log())
+		if s.probes[a] == nil || s.probes[a].answers() {
+			s.handBack(a, f, st)
 		}
 	}
 	// Watch the cache while it listens.
 	if len(others) > 0 && s.watch == nil {
 		var pids []int
-		if c := s.findCache(); c != nil {
+		s.lastCache = s.findCache()
+		if c := s.lastCache; c != nil {
 			if dns := ClusterDNSFromCorefile(c.Forwards, s.clusterDomain()); len(dns) > 0 && !slices.Equal(dns, s.status.CorefileClusterDNS) {
 				s.mu.Lock()
 				s.status.CorefileClusterDNS = dns
@@ -222,17 +353,51 @@ func (s *Standby) check(exitAt time.Time) {
 			pids = pidsByComm(s.proc(), CacheComms)
 		}
 		if len(pids) > 0 {
-			if w, err := watchExit(pids...); err == nil {
+			// The process holding the listeners is known: the moment it exits, its sockets are
+			// gone, and the standby binds in that goroutine, before pods' queries meet a closed port
+			// (a crash loop's losses were there: the run loop woke and bound about 1 ms later).
+			var onExit, onThread func()
+			var ready []armed
+			if c := s.lastCache; c != nil && len(pids) == 1 && pids[0] == c.PID && s.targets.Usable() {
+				// Every address it serves: one the standby still covers (it is giving back) is
+				// skipped at the exit, when the standby's own sockets are there.
+				var catch []netip.Addr
+				for a := range others {
+					catch = append(catch, a)
+				}
+				ready = arm(catch)
+			}
+			var once *catchOnce
+			if ready != nil {
+				once = &catchOnce{as: ready}
+				port := s.Port
+				onThread = func() { s.catch(once, port, true) }
+				onExit = func() { s.catch(once, port, false) }
+			}
+			if w, err := watchExitEarly(onExit, onThread, pids...); err == nil {
+				w.armed = once
 				s.watch = w
 			} else {
+				disarm(ready)
 				s.log().Warn("cannot watch the node-local cache for exit; checking every second", "pids", pids, "err", err)
 			}
 		}
 	}
-	// Stand in on every address nobody listens on.
+	// Remember node-cache's footprint while it serves, and hand over what was put back once it
+	// serves every address again.
+	if len(others) > 0 {
+		s.observe(others, hung)
+	}
+	// Stand in on every address nobody serves: no listener, only a leaving cache's, or a hung one.
 	var why []string
 	for _, a := range s.Addrs {
-		if others[a] || s.fwd[a] != nil {
+		if f := s.fwd[a]; f != nil {
+			if st := s.steers[a]; st != nil && st.ok {
+				st.steer(hs[a], s.log()) // the group changed: find the standby's place again
+			}
+			continue
+		}
+		if others[a] && !hung[a] {
 			continue
 		}
 		if !isLocal(a) {
@@ -246,7 +411,8 @@ func (s *Standby) check(exitAt time.Time) {
 			why = append(why, "nowhere to forward that is not a loop: "+t.Describe())
 			continue
 		}
-		f := &Forwarder{Targets: t, Port: s.Port}
+		st := s.newSteering(a)
+		f := &Forwarder{Targets: t, Port: s.Port, Wrap: st.wrap, Bound: s.takeCaught}
 		if s.Metrics != nil {
 			f.OnQuery = s.Metrics.StandbyQuery
 		}
@@ -254,6 +420,13 @@ func (s *Standby) check(exitAt time.Time) {
 			why = append(why, err.Error())
 			continue
 		}
+		// Take every new query at once (the kernel would spread them over a hung or leaving
+		// cache's sockets and the standby's); the sizes are the groups' once the standby joined.
+		h := *hs[a]
+		h.udpSize++
+		h.tcpSize++
+		st.steer(&h, s.log())
+		s.steers[a] = st
 		delay := time.Duration(0)
 		if !exitAt.IsZero() {
 			delay = time.Since(exitAt)
@@ -271,8 +444,18 @@ func (s *Standby) check(exitAt time.Time) {
 		if first && s.Metrics != nil {
 			s.Metrics.StandbyTakeover(delay)
 		}
-		s.log().Warn("no node-local cache listens; standby answers in its place", "addr", a, "delay", delay, "targets", t.Describe())
+		switch {
+		case others[a]:
+			s.log().Warn("the node-local cache holds its listeners but answers nothing; standby answers beside it", "addr", a, "hung for", s.HungAfter, "targets", t.Describe(), "steering", st.describe())
+		default:
+			s.log().Warn("no node-local cache listens; standby answers in its place", "addr", a, "delay", delay, "targets", t.Describe(), "steering", st.describe())
+		}
 	}
+	serving := map[netip.Addr]bool{}
+	for a := range others {
+		serving[a] = !hung[a]
+	}
+	s.dropCaught(serving)
 	s.mu.Lock()
 	if len(why) == 0 && len(s.fwd) == 0 && !s.targets.Usable() {
 		// Ready only when it could stand in: say now that it could not.
@@ -291,10 +474,22 @@ func (s *Standby) check(exitAt time.Time) {
 		s.status.Why = ""
 	}
 	s.status.Covering = s.status.Covering[:0]
+	s.status.Hung = s.status.Hung[:0]
+	var steering []string
 	for _, a := range s.Addrs {
 		if s.fwd[a] != nil {
 			s.status.Covering = append(s.status.Covering, a)
+			if hung[a] {
+				s.status.Hung = append(s.status.Hung, a)
+			}
+			if st := s.steers[a]; st != nil {
+				steering = append(steering, a.String()+": "+st.describe())
+			}
 		}
+	}
+	s.status.Steering = strings.Join(steering, "; ")
+	if s.fpOK {
+		s.status.Footprint = s.fp.Describe()
 	}
 	changed := prev != s.status.State
 	if changed && prev != Active && s.status.State != Active {
@@ -307,6 +502,33 @@ func (s *Standby) check(exitAt time.Time) {
 	if changed || time.Since(s.lastSave) >= 2*time.Second && s.status.State == Active {
 		s.save()
 	}
+}
+
+// stopForwarder closes the standby's sockets on a.
+func (s *Standby) stopForwarder(a netip.Addr, f *Forwarder, msg string) {
+	if st := s.steers[a]; st != nil {
+		st.detach(s.log())
+		delete(s.steers, a)
+	}
+	f.Stop()
+	s.mu.Lock()
+	s.status.Queries += f.Queries()
+	delete(s.fwd, a)
+	s.mu.Unlock()
+	s.log().Info(msg, "addr", a, "queries", f.Queries())
+}
+
+// handBack gives the address back to a cache that answers: every new query and connection goes to
+// the cache's socket, what the standby's socket already holds is answered, then the program goes
+// and the standby's sockets close.
+func (s *Standby) handBack(a netip.Addr, f *Forwarder, st *steering) {
+	start := time.Now()
+	if err := st.toCache(); err != nil {
+		s.log().Warn("cannot steer the group to the cache; closing at once", "addr", a, "err", err)
+	}
+	st.udp.drain(250 * time.Millisecond)
+	s.stopForwarder(a, f, "the node-local cache answers again; standby gave the address back")
+	s.log().Debug("hand back done", "addr", a, "took", time.Since(start))
 }
 
 func (s *Standby) setUnknown(why string) {
@@ -361,9 +583,15 @@ func (s *Standby) shutdown() {
 		s.watch = nil
 	}
 	for a, f := range s.fwd {
+		if st := s.steers[a]; st != nil {
+			st.detach(s.log())
+		}
 		f.Stop()
+		s.mu.Lock()
 		delete(s.fwd, a)
+		s.mu.Unlock()
 	}
+	s.dropCaught(nil)
 	if s.SaveState != nil {
 		s.mu.Lock()
 		s.status.State, s.status.Why, s.status.Covering = Unknown, "nodedns is not running", nil

@@ -73,12 +73,45 @@ type exitWatch struct {
 	stop   [2]int // a pipe: writing to it ends the poll
 	once   sync.Once
 	Exited chan struct{}
+	// onExit runs in the watch's goroutine the moment an exit is seen, before Exited closes;
+	// onThread when the first watched thread exits.
+	onExit, onThread func()
+	threadfds        []int
+	// armed are the sockets onThread or onExit bind: closed when the watch ends if neither took
+	// them.
+	armed *catchOnce
+	done  chan struct{} // the goroutine is done
 }
 
 // watchExit opens a pidfd for each pid (those already gone are left out) and starts waiting for
 // the first exit.
-func watchExit(pids ...int) (*exitWatch, error) {
-	w := &exitWatch{Exited: make(chan struct{})}
+func watchExit(pids ...int) (*exitWatch, error) { return watchExitThen(nil, pids...) }
+
+// watchExitThen is watchExit with onExit run the moment an exit is seen.
+func watchExitThen(onExit func(), pids ...int) (*exitWatch, error) {
+	return watchExitEarly(onExit, nil, pids...)
+}
+
+// watchExitEarly is watchExitThen that also watches every thread of the first process (pidfds with
+// PIDFD_THREAD, Linux 6.9+; none where the kernel has no such pidfd) and runs onThread, once, when
+// the first of them exits. A process killed (SIGKILL, the OOM killer) loses its threads one by one;
+// its last thread frees its memory (for a Go cache, milliseconds) before its files, and so its
+// sockets, close. The first thread's exit is the earliest word of that, while its sockets are still
+// there.
+func watchExitEarly(onExit, onThread func(), pids ...int) (*exitWatch, error) {
+	w := &exitWatch{Exited: make(chan struct{}), onExit: onExit, onThread: onThread, done: make(chan struct{})}
+	if onThread != nil && len(pids) > 0 {
+		tasks, _ := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pids[0]), "task"))
+		for _, d := range tasks {
+			tid, err := strconv.Atoi(d.Name())
+			if err != nil {
+				continue
+			}
+			if fd, err := unix.PidfdOpen(tid, unix.PIDFD_THREAD); err == nil {
+				w.threadfds = append(w.threadfds, fd)
+			}
+		}
+	}
 	var errs []error
 	for _, pid := range pids {
 		fd, err := unix.PidfdOpen(pid, 0) // a pidfd is close-on-exec
@@ -89,10 +122,13 @@ func watchExit(pids ...int) (*exitWatch, error) {
 		w.PIDs, w.pidfds = append(w.PIDs, pid), append(w.pidfds, fd)
 	}
 	if len(w.pidfds) == 0 {
+		for _, fd := range w.threadfds {
+			unix.Close(fd)
+		}
 		return nil, errors.Join(append(errs, errors.New("no process to watch"))...)
 	}
 	if err := unix.Pipe2(w.stop[:], unix.O_CLOEXEC); err != nil {
-		for _, fd := range w.pidfds {
+		for _, fd := range append(w.pidfds, w.threadfds...) {
 			unix.Close(fd)
 		}
 		return nil, err
@@ -102,14 +138,19 @@ func watchExit(pids ...int) (*exitWatch, error) {
 }
 
 func (w *exitWatch) wait() {
+	defer close(w.done)
 	defer unix.Close(w.stop[0])
 	defer func() {
-		for _, fd := range w.pidfds {
+		for _, fd := range append(w.pidfds, w.threadfds...) {
 			unix.Close(fd)
 		}
 	}()
 	fds := []unix.PollFd{{Fd: int32(w.stop[0]), Events: unix.POLLIN}}
 	for _, fd := range w.pidfds {
+		fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	}
+	procs := len(fds)
+	for _, fd := range w.threadfds {
 		fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 	}
 	for {
@@ -120,8 +161,21 @@ func (w *exitWatch) wait() {
 		if err != nil || fds[0].Revents != 0 {
 			return
 		}
-		for _, f := range fds[1:] {
+		// A thread gone: say so once, and watch the others no more (the process's exit follows).
+		for _, f := range fds[procs:] {
 			if f.Revents != 0 {
+				fds = fds[:procs]
+				if w.onThread != nil {
+					w.onThread()
+				}
+				break
+			}
+		}
+		for _, f := range fds[1:procs] {
+			if f.Revents != 0 {
+				if w.onExit != nil {
+					w.onExit()
+				}
 				close(w.Exited)
 				return
 			}
@@ -150,10 +204,17 @@ func pidsByComm(proc string, comms []string) []int {
 	return out
 }
 
-// Close ends the watch.
+// Close ends the watch (sockets armed for an exit that did not come are closed once the watch's
+// goroutine is done).
 func (w *exitWatch) Close() {
 	w.once.Do(func() {
 		_, _ = unix.Write(w.stop[1], []byte{0})
 		unix.Close(w.stop[1])
+		go func() {
+			<-w.done
+			if w.armed != nil {
+				disarm(w.armed.take())
+			}
+		}()
 	})
 }

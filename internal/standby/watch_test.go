@@ -1,11 +1,13 @@
 package standby
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,5 +75,64 @@ func TestPidsByComm(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, []int{10, 11}) {
 		t.Errorf("pidsByComm = %v, want [10 11]", got)
+	}
+}
+
+// TestHelperProcess is not a test: the child of TestWatchExitEarly (a Go program, so several
+// threads, holding a few megabytes), which waits to be killed.
+func TestHelperProcess(t *testing.T) {
+	if os.Getenv("NODEDNS_STANDBY_HELPER") != "1" {
+		t.Skip("the child of TestWatchExitEarly")
+	}
+	mem := make([]byte, 64<<20)
+	for i := range mem {
+		mem[i] = byte(i)
+	}
+	os.Stdout.WriteString("ready\n")
+	time.Sleep(time.Minute)
+	_ = mem[len(mem)-1]
+}
+
+// TestWatchExitEarly: a SIGKILLed Go process loses a thread before the process is gone (its memory
+// is freed between the two), and the watch says so first, then the exit; a watch closed before
+// either takes nothing away.
+func TestWatchExitEarly(t *testing.T) {
+	for range 5 {
+		c := exec.Command(os.Args[0], "-test.run", "^TestHelperProcess$")
+		c.Env = append(os.Environ(), "NODEDNS_STANDBY_HELPER=1")
+		out, err := c.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, 6)
+		if _, err := io.ReadFull(out, b); err != nil {
+			t.Fatal(err)
+		}
+		var thread, exit atomic.Int64
+		w, err := watchExitEarly(func() { exit.Store(time.Now().UnixNano()) }, func() { thread.Store(time.Now().UnixNano()) }, c.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(w.threadfds) == 0 {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+			w.Close()
+			t.Skip("no thread pidfd: the kernel has no PIDFD_THREAD (Linux 6.9+), and the standby binds at the process's exit")
+		}
+		if len(w.threadfds) < 2 {
+			t.Fatalf("watching %d threads of a Go program, want several", len(w.threadfds))
+		}
+		killed := time.Now()
+		_ = c.Process.Kill()
+		<-w.Exited
+		_ = c.Wait()
+		w.Close()
+		if thread.Load() == 0 || thread.Load() > exit.Load() {
+			t.Errorf("a thread's exit told at %d, the process's at %d: want the thread's first", thread.Load(), exit.Load())
+		}
+		t.Logf("after SIGKILL: a thread gone %v, the process %v", time.Duration(thread.Load()-killed.UnixNano()), time.Duration(exit.Load()-killed.UnixNano()))
 	}
 }

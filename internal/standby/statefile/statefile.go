@@ -40,7 +40,33 @@ type Status struct {
 	// cache's exit to the standby's sockets being bound.
 	Takeovers         int           `json:"takeovers"`
 	LastTakeoverDelay time.Duration `json:"lastTakeoverDelay,omitempty"`
-	Updated           time.Time     `json:"updated"`
+	// Hung names the addresses where the standby stands in beside a cache that holds its
+	// listeners and answers nothing.
+	Hung []netip.Addr `json:"hung,omitempty"`
+	// Steering says how the standby shares the cache's sockets (its reuseport program), or why it
+	// cannot.
+	Steering string `json:"steering,omitempty"`
+	// Footprint is node-cache's interface, addresses and rules as last read while it ran.
+	Footprint string `json:"footprint,omitempty"`
+	// PutBack is the last time the cache's interface or address went: what was put back, or why
+	// nothing was.
+	PutBack *PutBack  `json:"putBack,omitempty"`
+	Updated time.Time `json:"updated"`
+}
+
+// PutBack is what the standby did when node-cache's interface or a cache address went.
+type PutBack struct {
+	At time.Time `json:"at"`
+	// Gone says what went (the kernel's event).
+	Gone string `json:"gone"`
+	// What is what the standby put back, Took how long after the kernel's event it was back; What
+	// is empty with Why when it put nothing back.
+	What string        `json:"what,omitempty"`
+	Took time.Duration `json:"took,omitempty"`
+	Why  string        `json:"why,omitempty"`
+	// Adopted is when node-cache took it over (it listened and answered there again): from then
+	// on the interface and rules are node-cache's, and restore leaves them.
+	Adopted time.Time `json:"adopted,omitzero"`
 }
 
 // Parse reads the state file; name is for the error.

@@ -219,11 +219,14 @@ func (c *Cache) PID() int {
 }
 
 // Log is CoreDNS's output so far (its log plugin's lines, when the Corefile has one).
-func (c *Cache) Log() string {
-	if c.Cmd == nil {
+func (c *Cache) Log() string { return output(c.Cmd) }
+
+// output is what a command Start began has written so far to its log file.
+func output(cmd *exec.Cmd) string {
+	if cmd == nil {
 		return ""
 	}
-	f, ok := c.Cmd.Stdout.(*os.File)
+	f, ok := cmd.Stdout.(*os.File)
 	if !ok {
 		return ""
 	}
