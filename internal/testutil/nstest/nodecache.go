@@ -188,10 +188,9 @@ func (nc *NodeCache) Terminate(t testing.TB) {
 	if err := syscall.Kill(nc.shell, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { _ = nc.cmd.Wait(); close(done) }()
+	// StartPID reaps the model itself; a second Wait here would race with it.
 	select {
-	case <-done:
+	case <-nc.sb.Reaped(nc.cmd):
 	case <-time.After(30 * time.Second):
 		t.Fatalf("node-cache model did not exit within 30 s of SIGTERM")
 	}

@@ -294,6 +294,14 @@ func (sb *Sandbox) StartPID(t testing.TB, name string, args ...string) (*exec.Cm
 	return cmd, cmd.Process.Pid
 }
 
+// Reaped is closed once StartPID's own wait has reaped cmd (nil for a command StartPID did not
+// start): what a test waits on instead of a second cmd.Wait.
+func (sb *Sandbox) Reaped(cmd *exec.Cmd) <-chan struct{} {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return sb.reaped[cmd]
+}
+
 // killWait kills a process and waits (a while) until it is gone.
 func killWait(pid int) {
 	if pid <= 0 {
