@@ -60,10 +60,12 @@ example: build
 
 # The incidents nodedns prevents, happening and then not happening (internal/demo): incidents 002 and
 # 001 of docs/incidents.md replayed with a real CoreDNS, dnsmasq and systemd-resolved in namespaces the
-# demo makes (this machine's /etc and network are never touched), without and then with `nodedns run`.
+# demo makes (this machine's /etc and network are never touched), without and then with `nodedns run`;
+# then a node-local-dns rolling update with kubespray's default args (node-cache's teardown modelled
+# around a real CoreDNS), a pod's lookups lost without nodedns and answered with its standby.
 # Needs root. The first run installs what is missing (dnsmasq-base and the other tools through apt;
 # systemd-resolved unpacked, never installed; CoreDNS v1.15.0 built into the cache .ci/run uses, about
-# 6 minutes on 2 cores); later runs reuse them and take about 20 seconds. The demo is exec'd as its
+# 6 minutes on 2 cores); later runs reuse them and take about 35 seconds. The demo is exec'd as its
 # own binary, so Ctrl-C or a SIGTERM reaches it and it removes what it made; killed outright, it
 # leaves nothing either (every namespace's init dies with it: internal/testutil/nstest).
 DEMO_COREDNS  ?= $(CI_CACHE)/coredns-v1.15.0
@@ -73,7 +75,7 @@ demo:
 	[ "$$(id -u)" = 0 ] || { echo "make demo needs root for its namespaces: sudo make demo"; exit 2; }; \
 	go=$$(command -v $(GO) || command -v /usr/local/go/bin/go) || { echo "make demo: go not found (sudo resets PATH): sudo env PATH=\"\$$PATH\" make demo"; exit 2; }; \
 	missing=; \
-	for p in dnsmasq:dnsmasq-base dbus-daemon:dbus-daemon dbus-send:dbus-bin nsenter:util-linux ip:iproute2 getent:libc-bin useradd:passwd dhclient:isc-dhcp-client; do \
+	for p in dnsmasq:dnsmasq-base dbus-daemon:dbus-daemon dbus-send:dbus-bin nsenter:util-linux ip:iproute2 getent:libc-bin useradd:passwd dhclient:isc-dhcp-client iptables:iptables dig:bind9-dnsutils; do \
 	  command -v $${p%%:*} >/dev/null 2>&1 || missing="$$missing $${p#*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \

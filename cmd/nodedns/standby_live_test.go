@@ -7,17 +7,11 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/miekg/dns"
-	"github.com/vishvananda/netns"
 
 	"github.com/nodedns/nodedns/internal/standby"
 	"github.com/nodedns/nodedns/internal/testutil/nstest"
@@ -243,209 +237,19 @@ func (n *standbyNode) check(t testing.TB) map[string]string {
 	return got
 }
 
-// lookup is one pod lookup: when it was asked, when it ended, whether the right answer came.
-type lookup struct {
-	start, end time.Time
-	ok         bool
-	tcp        bool
-	name       string
-	err        string // the last try's error, for a failed lookup
-}
-
-// resolver asks an address (the cache's) from inside the pod's network namespace, continuously: a
-// lookup every 10 ms (100 a second), cluster and external names by turns, every fifth over TCP, each
-// lookup two tries of 250 ms (a client with glibc's retry, only quicker).
-type resolver struct {
-	server      string // the address asked
-	clusterOnly bool   // only the cluster name (the cluster DNS answers nothing else)
-	mu          sync.Mutex
-	lookups     []lookup
-	stop        chan struct{}
-	done        sync.WaitGroup
-}
-
-func startResolver(t testing.TB, pod *nstest.Pod) *resolver {
-	return startResolverTo(t, pod, standbyCacheAddr, false)
+// startResolver is the pod's resolver asking the cache address: the cluster name and an external
+// name by turns (nstest.Resolver: 100 lookups a second, every fifth over TCP).
+func startResolver(t testing.TB, pod *nstest.Pod) *nstest.Resolver {
+	return nstest.StartResolver(t, pod, standbyCacheAddr,
+		nstest.Question{Name: nstest.ClusterName, Addr: nstest.ClusterNameAddr}, nstest.Question{Name: standbyExtName, Addr: standbyExtAddr})
 }
 
 // startControl is a resolver in the same pod asking the cluster DNS service directly (the cluster
 // name only), which no incident on the cache touches: its longest gap is what the machine's load
-// alone costs a resolver here (its goroutines not scheduled), measured over the same window.
-func startControl(t testing.TB, pod *nstest.Pod) *resolver {
-	return startResolverTo(t, pod, standbyClusterDNS, true)
-}
-
-// gapAllowed is the longest gap the standby may leave pods over a window: 200 ms, plus what the
-// machine's load alone cost the control resolver beyond its usual gap (about two lookups' spacing
-// and an answer's time) over the same window. On a quiet machine that is 200 ms; with two busy loops
-// on this 2-core machine the control's longest gap was 15 to 20 ms, so the allowance grows only when
-// the machine stalls the test itself.
-func gapAllowed(control windowStats) time.Duration {
-	return 200*time.Millisecond + max(0, control.longestGap-50*time.Millisecond)
-}
-
-func startResolverTo(t testing.TB, pod *nstest.Pod, server string, clusterOnly bool) *resolver {
-	t.Helper()
-	ns, err := netns.GetFromPid(pod.PID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	r := &resolver{stop: make(chan struct{}), server: server, clusterOnly: clusterOnly}
-	jobs := make(chan int, 1000)
-	// Enough workers that lookups timing out (two tries of 250 ms) still go out 100 a second.
-	const workers = 64
-	ready := make(chan error, workers)
-	for range workers {
-		r.done.Go(func() {
-			// The goroutine's thread joins the pod's network namespace for good: it is never unlocked,
-			// so the thread ends with the goroutine and no other goroutine runs in the pod's namespace.
-			runtime.LockOSThread()
-			if err := netns.Set(ns); err != nil {
-				ready <- err
-				return
-			}
-			ready <- nil
-			for i := range jobs {
-				r.record(r.ask(i))
-			}
-		})
-	}
-	for range workers {
-		if err := <-ready; err != nil {
-			t.Fatal(err)
-		}
-	}
-	go func() {
-		defer close(jobs)
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-r.stop:
-				return
-			case <-tick.C:
-				select {
-				case jobs <- i:
-				default: // every worker busy and the queue full: the lookup is lost
-					r.record(lookup{start: time.Now(), end: time.Now(), name: "(not sent)"})
-				}
-			}
-		}
-	}()
-	t.Cleanup(r.Stop)
-	return r
-}
-
-func (r *resolver) ask(i int) lookup {
-	name, want := nstest.ClusterName, nstest.ClusterNameAddr
-	if i%2 == 1 && !r.clusterOnly {
-		name, want = standbyExtName, standbyExtAddr
-	}
-	l := lookup{start: time.Now(), name: name, tcp: i%5 == 0}
-	c := &dns.Client{Net: "udp", Timeout: 250 * time.Millisecond}
-	if l.tcp {
-		c.Net = "tcp"
-	}
-	m := new(dns.Msg)
-	m.SetQuestion(name, dns.TypeA)
-	for try := 0; try < 2 && !l.ok; try++ {
-		resp, _, err := c.Exchange(m, r.server+":53")
-		if err != nil {
-			l.err = err.Error()
-		} else if resp.Rcode != dns.RcodeSuccess {
-			l.err = dns.RcodeToString[resp.Rcode]
-		}
-		if err == nil && resp.Rcode == dns.RcodeSuccess && len(resp.Answer) > 0 {
-			if a, ok := resp.Answer[0].(*dns.A); ok && a.A.String() == want {
-				l.ok = true
-			}
-		}
-	}
-	l.end = time.Now()
-	return l
-}
-
-func (r *resolver) record(l lookup) {
-	r.mu.Lock()
-	r.lookups = append(r.lookups, l)
-	r.mu.Unlock()
-}
-
-// Stop ends the lookups and waits for the ones in flight.
-func (r *resolver) Stop() {
-	select {
-	case <-r.stop:
-	default:
-		close(r.stop)
-	}
-	r.done.Wait()
-}
-
-// window sums up the lookups asked in [from, to): how many, how many answered, the rate, and the
-// longest time without an answer (from from, between answers, to to).
-type windowStats struct {
-	asked, answered, tcp int
-	rate                 float64
-	longestGap           time.Duration
-	failed               []lookup
-}
-
-func (r *resolver) window(from, to time.Time) windowStats {
-	r.mu.Lock()
-	ls := slices.Clone(r.lookups)
-	r.mu.Unlock()
-	var w windowStats
-	var answers []time.Time
-	for _, l := range ls {
-		if l.start.Before(from) || !l.start.Before(to) {
-			continue
-		}
-		w.asked++
-		if l.tcp {
-			w.tcp++
-		}
-		if l.ok {
-			w.answered++
-			answers = append(answers, l.end)
-		} else {
-			w.failed = append(w.failed, l)
-		}
-	}
-	w.rate = float64(w.asked) / to.Sub(from).Seconds()
-	slices.SortFunc(answers, func(a, b time.Time) int { return a.Compare(b) })
-	prev := from
-	for _, a := range answers {
-		if a.After(to) {
-			a = to
-		}
-		if g := a.Sub(prev); g > w.longestGap {
-			w.longestGap = g
-		}
-		if a.After(prev) {
-			prev = a
-		}
-	}
-	if g := to.Sub(prev); g > w.longestGap {
-		w.longestGap = g
-	}
-	return w
-}
-
-func (w windowStats) String() string {
-	pct := 0.0
-	if w.asked > 0 {
-		pct = 100 * float64(w.answered) / float64(w.asked)
-	}
-	return fmt.Sprintf("%d lookups (%d over TCP, %.0f/s), %d answered (%.2f%%), longest gap without an answer %v",
-		w.asked, w.tcp, w.rate, w.answered, pct, w.longestGap.Round(time.Millisecond))
-}
-
-func (w windowStats) answeredShare() float64 {
-	if w.asked == 0 {
-		return 0
-	}
-	return float64(w.answered) / float64(w.asked)
+// alone costs a resolver here (its goroutines not scheduled), measured over the same window
+// (nstest.GapAllowed).
+func startControl(t testing.TB, pod *nstest.Pod) *nstest.Resolver {
+	return nstest.StartResolver(t, pod, standbyClusterDNS, nstest.Question{Name: nstest.ClusterName, Addr: nstest.ClusterNameAddr})
 }
 
 // TestStandbyCoversACacheKilled is the standby's promise (docs/contract.md "Standby"): the cache
@@ -459,7 +263,7 @@ func TestStandbyCoversACacheKilled(t *testing.T) {
 
 	// Healthy: every lookup answered by the cache.
 	time.Sleep(time.Second)
-	if w := r.window(time.Now().Add(-time.Second), time.Now()); w.answeredShare() < 0.99 || w.rate < 50 {
+	if w := r.Window(time.Now().Add(-time.Second), time.Now()); w.AnsweredShare() < 0.99 || w.Rate < 50 {
 		t.Fatalf("healthy cache: %s", w)
 	}
 
@@ -467,10 +271,10 @@ func TestStandbyCoversACacheKilled(t *testing.T) {
 	n.cache.Stop()
 	killed := time.Now()
 	time.Sleep(3 * time.Second)
-	w := r.window(killed.Add(500*time.Millisecond), time.Now())
+	w := r.Window(killed.Add(500*time.Millisecond), time.Now())
 	t.Logf("without standby, cache down 3 s: %s", w)
-	if w.answered != 0 {
-		t.Errorf("without standby %d lookups were answered with the cache down: the test's kill does not take the cache away", w.answered)
+	if w.Answered != 0 {
+		t.Errorf("without standby %d lookups were answered with the cache down: the test's kill does not take the cache away", w.Answered)
 	}
 	n.cache.Start(t)
 
@@ -487,11 +291,11 @@ func TestStandbyCoversACacheKilled(t *testing.T) {
 	n.cache.Stop()
 	killed = time.Now()
 	time.Sleep(10 * time.Second)
-	w = r.window(killed, time.Now())
-	c0 := ctl.window(killed, time.Now())
+	w = r.Window(killed, time.Now())
+	c0 := ctl.Window(killed, time.Now())
 	t.Logf("with standby, cache down 10 s: %s (control, asking the cluster DNS: %s)", w, c0)
-	if w.longestGap > gapAllowed(c0) || w.answeredShare() < 0.99 || w.rate < 50 {
-		t.Errorf("with standby, cache down: %s; want a gap ≤ %v and ≥ 99%% answered at ≥ 50 lookups/s", w, gapAllowed(c0))
+	if w.LongestGap > nstest.GapAllowed(c0) || w.AnsweredShare() < 0.99 || w.Rate < 50 {
+		t.Errorf("with standby, cache down: %s; want a gap ≤ %v and ≥ 99%% answered at ≥ 50 lookups/s", w, nstest.GapAllowed(c0))
 	}
 	st = n.waitState(t, standby.Active)
 	t.Logf("standby: %s since %s, %d queries, takeover delay %v", st.State, st.Since.Format(time.RFC3339Nano), st.Queries, st.LastTakeoverDelay)
@@ -515,10 +319,10 @@ func TestStandbyCoversACacheKilled(t *testing.T) {
 		t.Errorf("the standby took %v to give the address back, want ≤ 1s", closed)
 	}
 	time.Sleep(2 * time.Second)
-	w = r.window(restart.Add(-time.Second), time.Now())
+	w = r.Window(restart.Add(-time.Second), time.Now())
 	t.Logf("across the handover: %s", w)
-	if len(w.failed) > 0 {
-		t.Errorf("%d lookups failed across the handover, want none: %s", len(w.failed), w)
+	if len(w.Failed) > 0 {
+		t.Errorf("%d lookups failed across the handover, want none: %s", len(w.Failed), w)
 	}
 	n.waitState(t, standby.Ready)
 	before := strings.Count(n.cache.Log(), standbyExtName)
@@ -559,17 +363,17 @@ func TestStandbyCoversACrashLoop(t *testing.T) {
 	}
 	n.cache.Start(t)
 	time.Sleep(time.Second)
-	w := r.window(start, time.Now())
+	w := r.Window(start, time.Now())
 	st, _ := n.standbyState(t)
 	t.Logf("crash loop: %d crashes in %v: %s; standby took over %d times, last delay %v", crashes, standbyCrashLoop, w, st.Takeovers, st.LastTakeoverDelay)
-	if w.answeredShare() < 0.999 || w.rate < 50 {
+	if w.AnsweredShare() < 0.999 || w.Rate < 50 {
 		t.Errorf("crash loop: %s; want ≥ 99.9%% answered at ≥ 50 lookups/s", w)
 	}
 	if testing.Verbose() || t.Failed() {
 		// Where the losses fall: at the kills (a query sent in the instant between the cache's
 		// sockets closing and the standby's binding is refused).
-		for _, l := range w.failed {
-			t.Logf("failed: %v (%s..%s) %s tcp=%v: %s", l.start.Sub(start).Round(time.Millisecond), l.start.Format("05.000000"), l.end.Format("05.000000"), l.name, l.tcp, l.err)
+		for _, l := range w.Failed {
+			t.Logf("failed: %v (%s..%s) %s tcp=%v: %s", l.Start.Sub(start).Round(time.Millisecond), l.Start.Format("05.000000"), l.End.Format("05.000000"), l.Name, l.TCP, l.Err)
 		}
 		t.Logf("events: %s", strings.Join(events, ", "))
 	}
@@ -628,12 +432,12 @@ func BenchmarkStandbyTakeover(b *testing.B) {
 	n := newStandbyNode(b)
 	r := startResolver(b, n.pod)
 	const down = 2 * time.Second
-	measure := func() windowStats {
+	measure := func() nstest.Window {
 		time.Sleep(500 * time.Millisecond)
 		n.cache.Stop()
 		killed := time.Now()
 		time.Sleep(down)
-		w := r.window(killed, killed.Add(down))
+		w := r.Window(killed, killed.Add(down))
 		n.cache.Start(b)
 		return w
 	}
@@ -645,9 +449,9 @@ func BenchmarkStandbyTakeover(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		w := measure()
-		lost += w.asked - w.answered
-		asked += w.asked
-		gap = max(gap, w.longestGap)
+		lost += w.Asked - w.Answered
+		asked += w.Asked
+		gap = max(gap, w.LongestGap)
 		st, err := n.standbyState(b)
 		if err != nil {
 			b.Fatal(err)
@@ -656,7 +460,7 @@ func BenchmarkStandbyTakeover(b *testing.B) {
 		n.waitState(b, standby.Ready)
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(without.asked-without.answered), "lost-without")
+	b.ReportMetric(float64(without.Asked-without.Answered), "lost-without")
 	b.ReportMetric(float64(lost)/float64(b.N), "lost-with")
 	b.ReportMetric(float64(asked)/float64(b.N), "asked")
 	b.ReportMetric(float64(gap.Milliseconds()), "max-gap-ms")

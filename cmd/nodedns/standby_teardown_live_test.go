@@ -88,7 +88,7 @@ func (n *standbyNode) addrLinks(t testing.TB) []string {
 // rollingUpdate is one node-local-dns update as the kubelet does it: SIGTERM to the pod (node-cache
 // runs its teardown and exits), the replacement started after, measured over the window from the
 // SIGTERM. replaced, when set, runs once the replacement answers.
-func rollingUpdate(t testing.TB, n *standbyNode, nc *nstest.NodeCache, r *resolver, after, window time.Duration, replaced func()) (windowStats, time.Duration) {
+func rollingUpdate(t testing.TB, n *standbyNode, nc *nstest.NodeCache, r *nstest.Resolver, after, window time.Duration, replaced func()) (nstest.Window, time.Duration) {
 	t.Helper()
 	term := time.Now()
 	nc.Terminate(t)
@@ -99,7 +99,7 @@ func rollingUpdate(t testing.TB, n *standbyNode, nc *nstest.NodeCache, r *resolv
 		replaced()
 	}
 	time.Sleep(time.Until(term.Add(window)))
-	return r.window(term, term.Add(window)), exited
+	return r.Window(term, term.Add(window)), exited
 }
 
 // TestStandbyCoversATeardown is the standby's promise for a node-local-dns rolling update
@@ -119,7 +119,7 @@ func TestStandbyCoversATeardown(t *testing.T) {
 	t.Logf("footprint: %s", st.Footprint)
 	r, ctl := startResolver(t, n.pod), startControl(t, n.pod)
 	time.Sleep(time.Second)
-	if w := r.window(time.Now().Add(-time.Second), time.Now()); w.answeredShare() < 0.99 || w.rate < 50 {
+	if w := r.Window(time.Now().Add(-time.Second), time.Now()); w.AnsweredShare() < 0.99 || w.Rate < 50 {
 		t.Fatalf("healthy cache: %s", w)
 	}
 
@@ -133,16 +133,16 @@ func TestStandbyCoversATeardown(t *testing.T) {
 		})
 		handBack = time.Since(answering)
 	})
-	c0 := ctl.window(time.Now().Add(-10*time.Second), time.Now())
+	c0 := ctl.Window(time.Now().Add(-10*time.Second), time.Now())
 	t.Logf("the replacement answered; %v later only it held the address", handBack.Round(time.Millisecond))
 	if handBack > time.Second {
 		t.Errorf("the standby gave the address back %v after the replacement answered, want ≤ 1s", handBack)
 	}
 	t.Logf("node-cache's teardown took %v; rolling update with the standby, the 10 s from SIGTERM: %s (control, asking the cluster DNS: %s)", exited.Round(time.Millisecond), w, c0)
-	if w.longestGap > gapAllowed(c0) || w.answeredShare() < 0.99 || w.rate < 50 {
-		t.Errorf("rolling update: %s; want a gap ≤ %v and ≥ 99%% answered at ≥ 50 lookups/s", w, gapAllowed(c0))
-		for _, l := range w.failed {
-			t.Logf("failed: %s tcp=%v at %s", l.name, l.tcp, l.start.Format("15:04:05.000"))
+	if w.LongestGap > nstest.GapAllowed(c0) || w.AnsweredShare() < 0.99 || w.Rate < 50 {
+		t.Errorf("rolling update: %s; want a gap ≤ %v and ≥ 99%% answered at ≥ 50 lookups/s", w, nstest.GapAllowed(c0))
+		for _, l := range w.Failed {
+			t.Logf("failed: %s tcp=%v at %s", l.Name, l.TCP, l.Start.Format("15:04:05.000"))
 		}
 	}
 
@@ -312,11 +312,11 @@ func TestStandbyCoversAHungCache(t *testing.T) {
 	c := n.check(t)
 	time.Sleep(time.Until(stop.Add(5 * time.Second)))
 	mustTB(t, syscall.Kill(pid, syscall.SIGCONT))
-	w, c0 := r.window(stop, stop.Add(5*time.Second)), ctl.window(stop, stop.Add(5*time.Second))
+	w, c0 := r.Window(stop, stop.Add(5*time.Second)), ctl.Window(stop, stop.Add(5*time.Second))
 	t.Logf("cache hung 5 s, with the standby: %s (control, asking the cluster DNS: %s)", w, c0)
 	t.Logf("standby: hung %v, %s", st.Hung, st.Steering)
-	if w.longestGap > gapAllowed(c0) || w.answeredShare() < 0.99 || w.rate < 50 {
-		t.Errorf("hung cache: %s; want a gap ≤ %v and ≥ 99%% answered at ≥ 50 lookups/s", w, gapAllowed(c0))
+	if w.LongestGap > nstest.GapAllowed(c0) || w.AnsweredShare() < 0.99 || w.Rate < 50 {
+		t.Errorf("hung cache: %s; want a gap ≤ %v and ≥ 99%% answered at ≥ 50 lookups/s", w, nstest.GapAllowed(c0))
 	}
 	if len(st.Hung) != 1 || st.Hung[0].String() != standbyCacheAddr {
 		t.Errorf("the standby's state names hung %v, want %s", st.Hung, standbyCacheAddr)
@@ -336,7 +336,7 @@ func TestStandbyCoversAHungCache(t *testing.T) {
 	before := strings.Count(nc.Log(), standbyExtName)
 	nstest.WaitFor(t, 5*time.Second, "the cache to answer the pod again", func() bool { return strings.Count(nc.Log(), standbyExtName) > before })
 	time.Sleep(time.Second)
-	if w := r.window(resumed, time.Now()); w.answeredShare() < 0.99 {
+	if w := r.Window(resumed, time.Now()); w.AnsweredShare() < 0.99 {
 		t.Errorf("after the cache resumed: %s", w)
 	}
 }
@@ -346,7 +346,7 @@ func TestStandbyCoversAHungCache(t *testing.T) {
 // rules and interface down, its replacement starts 3 s later, over the 10 s from the SIGTERM: the
 // share of lookups answered and the longest gap without an answer, without and with the standby.
 func BenchmarkStandbyRollingUpdate(b *testing.B) {
-	benchStandby(b, "rolling update (replacement 3 s after SIGTERM, the 10 s from SIGTERM)", func(n *standbyNode, nc *nstest.NodeCache, r *resolver) windowStats {
+	benchStandby(b, "rolling update (replacement 3 s after SIGTERM, the 10 s from SIGTERM)", func(n *standbyNode, nc *nstest.NodeCache, r *nstest.Resolver) nstest.Window {
 		w, _ := rollingUpdate(b, n, nc, r, 3*time.Second, 10*time.Second, nil)
 		return w
 	})
@@ -356,20 +356,20 @@ func BenchmarkStandbyRollingUpdate(b *testing.B) {
 // 5 s (SIGSTOP) costs the pod resolving 100 times a second, without and with the standby
 // (`make bench`; printed, not asserted).
 func BenchmarkStandbyHungCache(b *testing.B) {
-	benchStandby(b, "hung cache (SIGSTOP 5 s)", func(_ *standbyNode, nc *nstest.NodeCache, r *resolver) windowStats {
+	benchStandby(b, "hung cache (SIGSTOP 5 s)", func(_ *standbyNode, nc *nstest.NodeCache, r *nstest.Resolver) nstest.Window {
 		pid := nc.CachePID()
 		stop := time.Now()
 		mustTB(b, syscall.Kill(pid, syscall.SIGSTOP))
 		time.Sleep(5 * time.Second)
 		mustTB(b, syscall.Kill(pid, syscall.SIGCONT))
 		time.Sleep(time.Second)
-		return r.window(stop, stop.Add(5*time.Second))
+		return r.Window(stop, stop.Add(5*time.Second))
 	})
 }
 
 // benchStandby runs incident b.N times on a node with the node-cache model, without and with the
 // standby, and reports the lookups answered and the longest gap.
-func benchStandby(b *testing.B, what string, incident func(*standbyNode, *nstest.NodeCache, *resolver) windowStats) {
+func benchStandby(b *testing.B, what string, incident func(*standbyNode, *nstest.NodeCache, *nstest.Resolver) nstest.Window) {
 	for _, on := range []bool{false, true} {
 		name := "without-standby"
 		if on {
@@ -394,7 +394,7 @@ func benchStandby(b *testing.B, what string, incident func(*standbyNode, *nstest
 			b.ResetTimer()
 			for range b.N {
 				w := incident(n, nc, r)
-				asked, answered, gap = asked+w.asked, answered+w.answered, max(gap, w.longestGap)
+				asked, answered, gap = asked+w.Asked, answered+w.Answered, max(gap, w.LongestGap)
 				ready()
 			}
 			b.StopTimer()

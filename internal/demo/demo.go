@@ -2,7 +2,11 @@
 // DHCP search domain leaks and node-cache forwards to itself" and "Incident 002: host_resolvconf
 // points the node at the cache and a reboot loops") on this machine, with real components, first
 // without nodedns and then with `nodedns run`, and reports the same figures both times: CoreDNS's
-// loop FATAL, lookups that fail, queries that leak to the LAN resolver.
+// loop FATAL, lookups that fail, queries that leak to the LAN resolver. A third scene is a
+// node-local-dns rolling update on a kubespray node (update.go): node-cache's teardown takes the
+// cache address off the node until its replacement binds; it reports a pod's lookups answered and
+// the longest gap without nodedns and with `nodedns run`'s standby (docs/contract.md "Standby"),
+// and what the standby put back.
 //
 // Everything runs in namespaces the demo makes with the test harness (internal/testutil/nstest): a
 // node (network, mount, PID and UTS namespaces; /etc and /var/lib overlaid, so nothing is written to
@@ -25,6 +29,11 @@
 // The LAN runs dnsmasq as its resolver (--log-queries: the demo counts what it receives) and, for
 // incident 001, as its DHCP server handing out the search domain example.org; the node's real
 // dhclient takes that lease, and its script hands the server and domain to resolved over D-Bus.
+//
+// The rolling update's node has node-cache modelled from its source (nstest.NodeCache: its
+// interface, its twelve rules with iptables, its teardown on SIGTERM) around a real CoreDNS in
+// kubespray's Corefile, and a pod (a network namespace of its own, as nstest.AddPod makes it)
+// resolving through the cache address 100 times a second (nstest.Resolver).
 package demo
 
 import (
@@ -107,9 +116,15 @@ type Incident struct {
 	Elapsed       time.Duration
 }
 
-// Run replays incidents 002 and 001 and returns their figures. Every namespace and process it
-// started is gone when t's cleanups have run (t.Cleanup).
-func Run(t testing.TB, o Options) []Incident {
+// Result is what a run measured: the incidents (002, then 001) and the rolling update.
+type Result struct {
+	Incidents []Incident
+	Update    Update
+}
+
+// Run replays incidents 002 and 001, then a node-local-dns rolling update, and returns their
+// figures. Every namespace and process it started is gone when t's cleanups have run (t.Cleanup).
+func Run(t testing.TB, o Options) Result {
 	t.Helper()
 	out := o.Out
 	if out == nil {
@@ -128,8 +143,12 @@ func Run(t testing.TB, o Options) []Incident {
 	}
 	nstest.NeedTools(t, "apt-get install dnsmasq-base isc-dhcp-client", "dnsmasq", "dhclient")
 	nstest.NeedTools(t, "apt-get install libc-bin util-linux iproute2 dbus-daemon dbus-bin", "getent", "unshare", "ip", "dbus-daemon", "dbus-send")
+	nstest.NeedTools(t, "apt-get install iptables bind9-dnsutils", "iptables", "dig")
 	d := &demo{t: t, out: out, bin: bin, coredns: nstest.CoreDNS(t)}
-	return []Incident{d.incident002(), d.incident001()}
+	var r Result
+	r.Incidents = []Incident{d.incident002(), d.incident001()}
+	r.Update = d.rollingUpdate()
+	return r
 }
 
 type demo struct {
@@ -148,7 +167,7 @@ func (d *demo) incident002() Incident {
 	start := time.Now()
 	inc := Incident{ID: "002", Title: "kubespray's host_resolvconf points the node at the cache; after a reboot the cache loops"}
 	d.printf("Incident 002: %s\n", inc.Title)
-	n := d.newNode("ens33", false)
+	n := d.newNode("ens33", false, true)
 	n.sb.Run(t, fmt.Sprintf(`set -e
 rm -f /etc/resolv.conf
 printf 'domain cluster.local\nsearch cluster.local default.svc.cluster.local. svc.cluster.local.\nnameserver %[1]s\n' > /etc/resolv.conf
@@ -206,7 +225,7 @@ func (d *demo) incident001() Incident {
 	start := time.Now()
 	inc := Incident{ID: "001", Title: "a DHCP search domain leaks and node-cache forwards to itself"}
 	d.printf("Incident 001: %s\n", inc.Title)
-	n := d.newNode("enp1s0", true)
+	n := d.newNode("enp1s0", true, true)
 	n.sb.Run(t, fmt.Sprintf(`set -e
 mkdir -p /etc/systemd/resolved.conf.d
 chmod 0755 /etc/systemd /etc/systemd/resolved.conf.d
@@ -369,10 +388,11 @@ func clip(s string, n int) string {
 // Check returns what in the figures is not what the incidents and their fix must show: the
 // incident before nodedns (002: the cache exits with the loop plugin's FATAL; 001: failing pod
 // lookups leak to the LAN resolver) and none after (the cache up and answering an outside name,
-// nothing leaked).
-func Check(incs []Incident) []string {
+// nothing leaked); and what in the rolling update is not what the standby promises
+// (docs/contract.md "Standby").
+func Check(r Result) []string {
 	var bad []string
-	for _, inc := range incs {
+	for _, inc := range r.Incidents {
 		b, a := inc.Before, inc.After
 		switch inc.ID {
 		case "002":
@@ -393,6 +413,33 @@ func Check(incs []Incident) []string {
 		if !a.CacheUp || a.LoopFatals != 0 || a.Outside != outsideAddr {
 			bad = append(bad, fmt.Sprintf("incident %s after: want the cache up with no loop and %s answered %s, got up=%v fatals=%d answer=%q", inc.ID, outsideName, outsideAddr, a.CacheUp, a.LoopFatals, a.Outside))
 		}
+	}
+	return append(bad, checkUpdate(r.Update)...)
+}
+
+// checkUpdate: without nodedns node-cache's teardown takes its interface and every rule, and the
+// pod loses lookups for seconds (the address is gone until the replacement binds, ReplaceAfter
+// later: well under 99% answered, a gap over a second); with the standby at least 99% are answered
+// and no gap is longer than 200 ms, plus what the machine's load alone cost the control resolver
+// (nstest.GapAllowed, as the standby's live tests allow), at 50 lookups a second or more; nodedns
+// put back the interface and node-cache's rules, and the replacement took them over.
+func checkUpdate(u Update) []string {
+	var bad []string
+	w, c := u.Without, u.With
+	if u.Rules == 0 || u.TornDown.Link || u.TornDown.Rules != 0 {
+		bad = append(bad, fmt.Sprintf("rolling update without nodedns: want node-cache's teardown to delete its interface and its %d rules, left interface=%v and %d rules", u.Rules, u.TornDown.Link, u.TornDown.Rules))
+	}
+	if w.AnsweredShare() > 0.9 || w.LongestGap <= time.Second {
+		bad = append(bad, fmt.Sprintf("rolling update without nodedns: %s; want lookups lost (at most 90%% answered, a gap over 1s)", w))
+	}
+	if c.AnsweredShare() < 0.99 || c.LongestGap > nstest.GapAllowed(u.Control) || c.Rate < 50 {
+		bad = append(bad, fmt.Sprintf("rolling update with the standby: %s; want at least 99%% answered at 50 lookups/s or more and no gap over %v (control, asking the cluster DNS: %s)", c, nstest.GapAllowed(u.Control), u.Control))
+	}
+	if !strings.Contains(u.PutBack, "interface nodelocaldns") || !strings.Contains(u.PutBack, fmt.Sprintf("%d of node-cache's rules", u.Rules)) {
+		bad = append(bad, fmt.Sprintf("rolling update with the standby: nodedns check says it put back %q, want the interface and node-cache's %d rules (nodelocaldns.standby %s)", u.PutBack, u.Rules, u.Check))
+	}
+	if !strings.HasPrefix(u.Check, "ok: ") || !u.TakenOver {
+		bad = append(bad, "rolling update with the standby: want the replacement to have taken over what nodedns put back, nodelocaldns.standby "+u.Check)
 	}
 	return bad
 }

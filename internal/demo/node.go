@@ -32,29 +32,30 @@ type node struct {
 }
 
 // newNode makes the node and its LAN: the node's uplink iface at nodeAddr, the LAN resolver at
-// lanDNS, the cluster DNS, and the nodelocaldns bridge with the cache address (the cache itself is
-// started by startCache).
-func (d *demo) newNode(iface string, dhcp bool) *node {
+// lanDNS, the cluster DNS, and, with cacheLink, the nodelocaldns bridge with the cache address (the
+// cache itself is started by startCache; without cacheLink the node-cache model makes its own).
+func (d *demo) newNode(iface string, dhcp, cacheLink bool) *node {
 	t := d.t
 	n := &node{d: d, iface: iface}
 	n.sb = nstest.NewWith(t, nstest.Options{UTSNamespace: true})
 	n.lan = nstest.New(t)
 	n.sb.Isolate(t)
 	a, _ := nstest.Veth(t, n.sb, n.lan, nodeAddr+"/24", lanDNS+"/24")
+	link := ""
+	if cacheLink {
+		link = fmt.Sprintf("ip link add nodelocaldns type bridge\nip addr add %s/32 dev nodelocaldns\nip link set nodelocaldns up\n", cacheAddr)
+	}
 	n.sb.Run(t, fmt.Sprintf(`set -e
 hostname node1
 ip link set %[1]s down
 ip link set %[1]s name %[2]s
 ip link set %[2]s up
 ip route replace default via %[3]s dev %[2]s
-ip link add nodelocaldns type bridge
-ip addr add %[4]s/32 dev nodelocaldns
-ip link set nodelocaldns up
-ip link add kube-ipvs0 type bridge
-ip addr add %[5]s/32 dev kube-ipvs0
+%[5]sip link add kube-ipvs0 type bridge
+ip addr add %[4]s/32 dev kube-ipvs0
 ip link set kube-ipvs0 up
 mkdir -p /var/lib/kubelet /var/lib/dhcp /etc/dhcp
-`, a, iface, lanDNS, cacheAddr, clusterDNS))
+`, a, iface, lanDNS, clusterDNS, link))
 
 	// The LAN resolver: answers outsideName (standing in for the internet), NXDOMAIN for its own
 	// domain's unknown names, and logs every query it receives.

@@ -1,7 +1,8 @@
-// Command demo is `make demo`: it replays incidents 001 and 002 (docs/incidents.md) on this machine,
-// in namespaces of its own, without and then with `nodedns run`, and prints the figures side by
-// side. It needs root. It exits 0 when the figures show the incident before and none after, 1 when
-// they do not, 2 when the demo could not run.
+// Command demo is `make demo`: it replays incidents 002 and 001 (docs/incidents.md) and a
+// node-local-dns rolling update on this machine, in namespaces of its own, without and then with
+// `nodedns run`, and prints the figures side by side. It needs root. It exits 0 when the figures
+// show the incident before and none after (the rolling update: lookups lost without nodedns, at
+// least 99% answered with its standby), 1 when they do not, 2 when the demo could not run.
 package main
 
 import (
@@ -49,12 +50,12 @@ func main() {
 		close(cleaned)
 	}()
 
-	fmt.Println("nodedns demo: incidents 002 and 001 replayed with real CoreDNS, dnsmasq and systemd-resolved,")
-	fmt.Println("in namespaces of their own (this machine's /etc and network are not touched).")
+	fmt.Println("nodedns demo: incidents 002 and 001 and a node-local-dns rolling update, replayed with real CoreDNS,")
+	fmt.Println("dnsmasq and systemd-resolved in namespaces of their own (this machine's /etc and network are not touched).")
 	fmt.Println()
-	var incs []demo.Incident
+	var res demo.Result
 	failed, skipped, msg := s.Do(func(t testing.TB) {
-		incs = demo.Run(t, demo.Options{Nodedns: *bin, Out: os.Stdout})
+		res = demo.Run(t, demo.Options{Nodedns: *bin, Out: os.Stdout})
 	})
 	if interrupted.Load() {
 		<-cleaned
@@ -68,7 +69,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "nodedns demo failed: %s\n(run with -v for the components' logs)\n", msg)
 		os.Exit(2)
 	}
-	bad := demo.Check(incs)
+	bad := demo.Check(res)
 	fmt.Printf("Done in %.1fs; every namespace and process the demo started is gone.\n", time.Since(start).Seconds())
 	if len(bad) > 0 {
 		for _, b := range bad {
