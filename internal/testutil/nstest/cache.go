@@ -210,14 +210,6 @@ func (c *Cache) Stop() {
 	}
 }
 
-// PID is the running CoreDNS's process ID as this machine numbers it, or 0 when none runs.
-func (c *Cache) PID() int {
-	if c.Cmd == nil || c.Cmd.Process == nil {
-		return 0
-	}
-	return c.Cmd.Process.Pid
-}
-
 // Log is CoreDNS's output so far (its log plugin's lines, when the Corefile has one).
 func (c *Cache) Log() string { return output(c.Cmd) }
 
