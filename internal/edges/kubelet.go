@@ -32,8 +32,11 @@ type kubeletProcess struct {
 func (kubeletProcess) Name() string { return "kubelet process" }
 
 func (k kubeletProcess) Observe(ctx context.Context, s *node.Snapshot) error {
-	if k.cfg.Kubelet.Config != "" && k.cfg.Kubelet.Config != config.KubeletConfigAuto {
-		return nil // a path in the config names the file directly
+	// A path in the config names the file directly; the running kubelet is then read only for
+	// kubelet.manage's restart, which its start settles.
+	named := k.cfg.Kubelet.Config != "" && k.cfg.Kubelet.Config != config.KubeletConfigAuto
+	if named && !k.cfg.Kubelet.Manage {
+		return nil
 	}
 	var units kubelet.MainPIDs
 	if k.mainPIDs != nil {
@@ -53,10 +56,13 @@ func (k kubeletProcess) Observe(ctx context.Context, s *node.Snapshot) error {
 		return err
 	}
 	s.KubeletIgnored, s.KubeletUnverified = scan.Ignored, scan.Unverified
+	s.KubeletScanned = k.cfg.Kubelet.Manage
 	if !scan.OK {
 		return nil
 	}
-	s.UseKubeletConfig(k.files, kubelet.Complete(k.files, scan.Found))
+	if !named {
+		s.UseKubeletConfig(k.files, kubelet.Complete(k.files, scan.Found))
+	}
 	if k.cfg.Kubelet.Manage && !scan.Started.IsZero() {
 		// docs/contract.md "kubelet.manage": a kubelet started after nodedns changed its config
 		// reads the new one. Only the chosen process's start time counts: another process named

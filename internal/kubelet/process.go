@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"golang.org/x/sys/unix"
 )
 
 // procKind bounds a /proc file read here: kubelet's command line is well under a page, and the
@@ -363,7 +364,12 @@ func StartTime(proc string, pid int) (time.Time, error) {
 	return boot.Add(time.Duration(ticks) * time.Second / userHZ), nil
 }
 
-// bootTime is /proc/stat's btime.
+// bootTime is when the kernel booted: /proc/stat's btime, which the kernel cuts to the whole second
+// (fs/proc/stat.c show_stat: getboottime64's tv_sec), refined to the nanosecond when it is this
+// kernel's (a fake tree's is not): the wall clock now less CLOCK_BOOTTIME is the same boot time
+// before the cut (getboottime64 is that difference), so when it falls within btime's second it is
+// taken. The clocks are read wall clock first, so the boot time found is never later than the
+// kernel's: a start time built on it errs early, towards a kubelet restart still owed.
 func bootTime(proc string) (time.Time, error) {
 	all, err := nodefs.ReadKernel(filepath.Join(proc, "stat"), procKind)
 	if err != nil {
@@ -375,7 +381,15 @@ func bootTime(proc string) (time.Time, error) {
 			if err != nil {
 				return time.Time{}, fmt.Errorf("%s/stat: btime %q", proc, v)
 			}
-			return time.Unix(bt, 0), nil
+			btime := time.Unix(bt, 0)
+			now := time.Now().Round(0) // the wall clock alone
+			var ts unix.Timespec
+			if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) == nil {
+				if boot := now.Add(-time.Duration(ts.Nano())); !boot.Before(btime) && boot.Before(btime.Add(time.Second)) {
+					return boot, nil
+				}
+			}
+			return btime, nil
 		}
 	}
 	return time.Time{}, fmt.Errorf("%s/stat: no btime", proc)

@@ -327,6 +327,30 @@ func TestStartTime(t *testing.T) {
 	}
 }
 
+// TestStartTimeResolution (docs/contract.md "kubelet.manage"): the start time of a process started
+// now is good to the clock tick (10 ms), as kubelet.manage compares it with the time of its change.
+// /proc/stat's btime is the boot time cut to the whole second: a start time built on it alone is up
+// to a second early (on the machine this was written on, 0.55 s: the boot's fraction of a second),
+// so a kubelet restarted just after the change could count as started before it.
+func TestStartTimeResolution(t *testing.T) {
+	before := time.Now()
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	got, err := StartTime("/proc", cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kernel's start time is cut to the tick: at most 10 ms before the real one.
+	if got.Before(before.Add(-10*time.Millisecond)) || got.After(after) {
+		t.Errorf("a process started between %s and %s started at %s by StartTime (%v early)",
+			before.Format("15:04:05.000"), after.Format("15:04:05.000"), got.Format("15:04:05.000"), before.Sub(got).Round(time.Millisecond))
+	}
+}
+
 // FuzzProcStatus: the /proc readers of the running kubelet (its stat's start time and parent, its
 // status's ids) take any bytes without panicking, and what they accept is what was written.
 func FuzzProcStatus(f *testing.F) {
