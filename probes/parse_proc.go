@@ -23,8 +23,15 @@ type CacheProcess struct {
 	// Resolv are the resolv.conf files forward reads, as the process sees them (its mount namespace).
 	Resolv map[string]*resolvconf.File
 	Err    error // the Corefile or a resolv.conf could not be read
-	// NetNS is the process's network namespace (FindDNSServers), to tell which pod it is.
-	NetNS podprobe.NSID
+	// NetNS is the process's network namespace (FindDNSServers), to tell which pod it is; HostNet
+	// is set when that is the host's (nodedns's own).
+	NetNS   podprobe.NSID
+	HostNet bool
+	// Root: its real, effective, saved and file system uids are all 0. PrivilegedPort: it is in the
+	// host's network namespace, where binding port 53 takes CAP_NET_BIND_SERVICE
+	// (net.ipv4.ip_unprivileged_port_start above 53): no unprivileged user's process holds such a
+	// socket. FindDNSServers fills both, for serverTrust.
+	Root, PrivilegedPort bool
 }
 
 // ProcNetEntry is one socket of /proc/net/{udp,tcp}{,6}.

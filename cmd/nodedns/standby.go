@@ -42,12 +42,14 @@ func startStandby(ctx context.Context, g *globals, rec *metrics.Recorder, st *st
 			_, f := facts()
 			return standby.Inputs{CacheAddrs: f.CacheAddrs, ClusterDomain: f.ClusterDomain, ClusterDNS: cfg.ClusterDNS, Upstreams: f.Upstreams}, nil
 		},
+		// The cache is the process that holds the cache address's socket (sock_diag's inode, in
+		// this namespace, owned by its user), never one that is only named like a cache.
 		FindCache: func(addrs []netip.Addr) *standby.Cache {
-			cp := live.FindCacheProcess("/proc", addrs)
+			cp, holders := live.FindCacheHolders("/proc", addrs)
 			if cp == nil {
 				return nil
 			}
-			c := &standby.Cache{PID: cp.PID}
+			c := &standby.Cache{PID: cp.PID, PIDs: holders}
 			for _, fw := range cp.Forwards {
 				c.Forwards = append(c.Forwards, standby.Forward{Zones: fw.Zones, From: fw.From, To: fw.To})
 			}

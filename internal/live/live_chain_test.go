@@ -46,7 +46,7 @@ printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nc
 
 	// The cluster DNS: CoreDNS in its pod, the service IP on the pod's loopback and routed to it (as
 	// kube-proxy or Cilium deliver the service IP to an endpoint on this node).
-	pod := n.nd.AddPod(t, nstest.PodOptions{Name: corednsPod, HostIf: "lxc5e1d0c0ffee1",
+	pod := n.nd.AddPod(t, nstest.PodOptions{Name: corednsPod, Namespace: "kube-system", HostIf: "lxc5e1d0c0ffee1",
 		Cgroup: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod7c1e2d3f_4a5b_4c6d_8e7f_8091a2b3c4d5.slice/cri-containerd-dddd.scope"})
 	pod.Run(t, "ip addr add "+chainClusterDNS+"/32 dev lo")
 	n.nd.Run(t, fmt.Sprintf("ip route add %s/32 via %s", chainClusterDNS, pod.IPv4))
@@ -104,7 +104,7 @@ printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nc
 		for _, s := range []string{
 			"cache -> CoreDNS -> cache",
 			"the cache forwards cluster.local, in-addr.arpa, ip6.arpa to " + chainClusterDNS,
-			fmt.Sprintf("coredns pod %s (pid ", corednsPod),
+			fmt.Sprintf("coredns pod kube-system/%s (pid ", corednsPod),
 			"sends in-addr.arpa, ip6.arpa back",
 			"/etc/resolv.conf (read through /proc/",
 			"lists 169.254.25.10 (the node-local cache)",
@@ -123,7 +123,7 @@ printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nc
 		}
 		t.Logf("dns.loop: %s\nhint: %s", r.Message, r.Hint)
 		out, _ := n.nd.Cmd(context.Background(), n.bin, "check", "--npd").Output()
-		if line := strings.TrimSuffix(string(out), "\n"); len(line) > probes.NPDMaxLen || !strings.HasPrefix(line, "dns.loop: coredns pod "+corednsPod) {
+		if line := strings.TrimSuffix(string(out), "\n"); len(line) > probes.NPDMaxLen || !strings.HasPrefix(line, "dns.loop: coredns pod kube-system/"+corednsPod) {
 			t.Errorf("--npd printed %q: want the CoreDNS pod within %d characters", line, probes.NPDMaxLen)
 		}
 		n.requirePodsUnchanged(t)
@@ -132,7 +132,7 @@ printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nc
 	t.Run("CoreDNS re-created with a loop-free resolv.conf", func(t *testing.T) {
 		startCoreDNS(t, `nameserver `+upstreamAddr+`\n`)
 		rep := n.requireHealthy(t, "CoreDNS re-created")
-		if r := byID(rep)["dns.loop"]; !strings.Contains(r.Message, fmt.Sprintf("coredns pod %s (pid %d): cluster.local, in-addr.arpa, ip6.arpa not sent back to a loop address", corednsPod, corednsPID)) {
+		if r := byID(rep)["dns.loop"]; !strings.Contains(r.Message, fmt.Sprintf("coredns pod kube-system/%s (pid %d): cluster.local, in-addr.arpa, ip6.arpa not sent back to a loop address", corednsPod, corednsPID)) {
 			t.Errorf("dns.loop does not name the CoreDNS pod it judged: %s", r.Message)
 		}
 	})
@@ -184,7 +184,7 @@ printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nc
 			if r.Status != probes.Problem || code != 1 {
 				t.Fatalf("%v: dns.loop %s exit %d, want problem exit 1:\n%s", env, r.Status, code, dump(rep))
 			}
-			says := []string{"the cache's Corefile cannot be read", fmt.Sprintf("coredns pod %s (pid %d) sends in-addr.arpa, ip6.arpa back", corednsPod, corednsPID), "169.254.25.10 (the node-local cache)"}
+			says := []string{"the cache's Corefile cannot be read", fmt.Sprintf("coredns pod kube-system/%s (pid %d) sends in-addr.arpa, ip6.arpa back", corednsPod, corednsPID), "169.254.25.10 (the node-local cache)"}
 			if env != nil {
 				says = append(says, "to the cluster DNS "+chainClusterDNS)
 			}

@@ -29,7 +29,10 @@ const StatePath = statefile.Path
 
 // Cache is the process holding the cache's listener, as the check finds it.
 type Cache struct {
-	PID      int
+	PID int
+	// PIDs are every process that holds one of the cache's listeners (PID among them: a cache
+	// being replaced and its successor share the address), watched for exit.
+	PIDs     []int
 	Forwards []Forward
 }
 
@@ -55,8 +58,6 @@ type Standby struct {
 	Metrics Metrics
 	// Port is 53 but for tests.
 	Port int
-	// Proc is /proc but for tests.
-	Proc string
 
 	mu       sync.Mutex
 	status   Status
@@ -214,13 +215,12 @@ func (s *Standby) check(exitAt time.Time) {
 				s.mu.Unlock()
 				s.refresh()
 			}
-			pids = []int{c.PID}
-		} else {
-			// The listener's process is not readable here (a unit without CAP_SYS_PTRACE cannot read
-			// /proc/PID/fd of the cache's container): every process named as a cache is watched, and
-			// any one's exit makes a re-check.
-			pids = pidsByComm(s.proc(), CacheComms)
+			pids = c.PIDs
 		}
+		// Else the listener's process is not readable here (a unit without CAP_SYS_PTRACE cannot
+		// read /proc/PID/fd of the cache's container): nothing is watched, and the listeners are
+		// looked at again every second. A process is not watched for its name: anyone can start one
+		// called coredns, and each of its exits would wake the standby (watch.go).
 		if len(pids) > 0 {
 			if w, err := watchExit(pids...); err == nil {
 				s.watch = w
@@ -321,13 +321,6 @@ func (s *Standby) findCache() *Cache {
 		return nil
 	}
 	return s.FindCache(s.Addrs)
-}
-
-func (s *Standby) proc() string {
-	if s.Proc != "" {
-		return s.Proc
-	}
-	return "/proc"
 }
 
 func (s *Standby) clusterDomain() string {
