@@ -43,11 +43,16 @@ func startStandby(ctx context.Context, g *globals, rec *metrics.Recorder, st *st
 			return standby.Inputs{CacheAddrs: f.CacheAddrs, ClusterDomain: f.ClusterDomain, ClusterDNS: cfg.ClusterDNS, Upstreams: f.Upstreams}, nil
 		},
 		// The cache is the process that holds the cache address's socket (sock_diag's inode, in
-		// this namespace, owned by its user), never one that is only named like a cache.
+		// this namespace, owned by its user), never one that is only named like a cache; where the
+		// kernel hides which process holds it (the unit has no ptrace access), the likely holders
+		// (live.FindCacheHolders), whose Corefile is not readable either.
 		FindCache: func(addrs []netip.Addr) *standby.Cache {
 			cp, holders := live.FindCacheHolders("/proc", addrs)
-			if cp == nil {
+			if len(holders) == 0 {
 				return nil
+			}
+			if cp == nil {
+				return &standby.Cache{PID: holders[0], PIDs: holders}
 			}
 			c := &standby.Cache{PID: cp.PID, PIDs: holders}
 			for _, fw := range cp.Forwards {

@@ -1,7 +1,9 @@
 package live
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
 	"path"
@@ -58,6 +60,11 @@ func FindCacheProcess(proc string, addrs []netip.Addr) *probes.CacheProcess {
 
 // FindCacheHolders is FindCacheProcess with the PID of every cache process that holds one of the
 // sockets (a cache being replaced and its successor share the address: the standby watches both).
+// Where the kernel hides which socket a process holds (its /proc/PID/fd targets take ptrace access:
+// the packaged unit), cp is nil and the PIDs are the likely holders instead: named node-cache or
+// coredns, of the socket's owner, in the network namespace the socket is in (its /proc/PID/net
+// tables, readable by anyone, list the socket). No other user's process, and none in another
+// namespace (a tenant's pod, namespaces of its own), is one.
 func FindCacheHolders(proc string, addrs []netip.Addr) (*probes.CacheProcess, []int) {
 	ls, err := hostnet.Listeners(addrs, 53)
 	if err != nil || len(ls) == 0 {
@@ -71,7 +78,8 @@ func FindCacheHolders(proc string, addrs []netip.Addr) (*probes.CacheProcess, []
 // is also in the reader's network namespace (the one the sockets were listed in) and one of its uids
 // is the socket's owner: a socket inode number is a 32-bit counter shared by every namespace
 // (get_next_ino), which comes round, so a number alone could be another socket's in another
-// namespace. A process merely named node-cache or coredns decides nothing.
+// namespace. A process merely named node-cache or coredns decides nothing. Without the exact
+// holders (the kernel hid them all), the likely ones (FindCacheHolders) come back with a nil cp.
 func findHolders(proc string, ls []netstate.Listener) (*probes.CacheProcess, []int) {
 	owner := map[string]uint32{}
 	for _, l := range ls {
@@ -81,7 +89,7 @@ func findHolders(proc string, ls []netstate.Listener) (*probes.CacheProcess, []i
 	if err != nil {
 		return nil, nil
 	}
-	var holders []int
+	var holders, likely []int
 	best, bestComm := 0, ""
 	for _, pid := range pids(proc) {
 		dir := filepath.Join(proc, strconv.Itoa(pid))
@@ -90,7 +98,13 @@ func findHolders(proc string, ls []netstate.Listener) (*probes.CacheProcess, []i
 		if err != nil || !slices.Contains(cacheComms, name) {
 			continue
 		}
-		uid, ok := heldSocketOwner(dir, owner)
+		uid, ok, hidden := heldSocketOwner(dir, owner)
+		if hidden {
+			if likelyHolder(dir, owner) {
+				likely = append(likely, pid)
+			}
+			continue
+		}
 		if !ok {
 			continue
 		}
@@ -107,25 +121,43 @@ func findHolders(proc string, ls []netstate.Listener) (*probes.CacheProcess, []i
 		}
 	}
 	if best == 0 {
-		return nil, nil
+		return nil, likely
 	}
 	return readCacheProcess(proc, best, bestComm), holders
 }
 
 // heldSocketOwner returns the owner of the first socket of owner (inode -> uid) the process at dir
-// has open.
-func heldSocketOwner(dir string, owner map[string]uint32) (uint32, bool) {
-	fds, _ := os.ReadDir(filepath.Join(dir, "fd"))
+// has open; hidden when the kernel would not say (ptrace access denied) for a descriptor of its.
+func heldSocketOwner(dir string, owner map[string]uint32) (uid uint32, ok, hidden bool) {
+	fds, err := os.ReadDir(filepath.Join(dir, "fd"))
+	if errors.Is(err, fs.ErrPermission) {
+		return 0, false, true
+	}
 	for _, fd := range fds {
 		t, err := os.Readlink(filepath.Join(dir, "fd", fd.Name()))
+		if errors.Is(err, fs.ErrPermission) {
+			return 0, false, true
+		}
 		if err != nil || !strings.HasPrefix(t, "socket:[") {
 			continue
 		}
 		if uid, ok := owner[strings.TrimSuffix(strings.TrimPrefix(t, "socket:["), "]")]; ok {
-			return uid, true
+			return uid, true, false
 		}
 	}
-	return 0, false
+	return 0, false, false
+}
+
+// likelyHolder reports whether the process at dir, whose descriptors the kernel hides, may hold one
+// of the sockets of owner: its own network namespace's tables list one of them (so it is in the
+// namespace the socket is in) and one of its uids is that socket's owner.
+func likelyHolder(dir string, owner map[string]uint32) bool {
+	for ino := range socketInodes(dir, nil) {
+		if uid, ok := owner[ino]; ok && hasUID(dir, uid) {
+			return true
+		}
+	}
+	return false
 }
 
 // hasUID reports whether one of the real, effective, saved and file system uids of the process at

@@ -217,10 +217,11 @@ func (s *Standby) check(exitAt time.Time) {
 			}
 			pids = c.PIDs
 		}
-		// Else the listener's process is not readable here (a unit without CAP_SYS_PTRACE cannot
-		// read /proc/PID/fd of the cache's container): nothing is watched, and the listeners are
-		// looked at again every second. A process is not watched for its name: anyone can start one
-		// called coredns, and each of its exits would wake the standby (watch.go).
+		// Else no process known to hold the listener (FindCache: its holder, or where the kernel
+		// hides that, a cache process of the socket's owner in the socket's namespace): nothing is
+		// watched, and the listeners are looked at again every second. A process is never watched
+		// for its name alone: anyone can start one called coredns, and each of its exits would wake
+		// the standby.
 		if len(pids) > 0 {
 			if w, err := watchExit(pids...); err == nil {
 				s.watch = w
