@@ -76,7 +76,7 @@ func (p *Plan) kubeletManage(s *node.Snapshot, cfg config.Config) {
 		// A process calls itself kubelet but nodedns cannot tell whether it is root's (it lacks
 		// ptrace access to it): it could not see a restart either, and would restart kubelet on
 		// every pass. The restart is left to the operator.
-		why += "; nodedns cannot verify the running kubelet (see kubelet.resolvconf: it needs CAP_SYS_PTRACE, which /usr/share/nodedns/systemd/kubelet-manage.conf grants the packaged unit), so it cannot see kubelet restart and does not restart it itself"
+		why += "; nodedns cannot verify the running kubelet (see kubelet.resolvconf: the packaged unit needs /usr/share/nodedns/systemd/kubelet-manage.conf, and kubelet started by a unit of systemd's), so it cannot see kubelet restart and does not restart it itself"
 	case cfg.Kubelet.Restart && !rec.Restarted.IsZero():
 		// At most one restart per record: the unit was restarted and still no kubelet that started
 		// after the change runs (none at all, or the old one): another restart would come on every
