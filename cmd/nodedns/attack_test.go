@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,4 +125,115 @@ func TestAttackKubeletManageEdits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openForNobody opens root's temporary directories above dir for walking (0755), so nobody reaches
+// the parts of a tree that are theirs.
+func openForNobody(t *testing.T, dir string) {
+	t.Helper()
+	for d := dir; d != "/" && strings.HasPrefix(d, os.TempDir()); d = filepath.Dir(d) {
+		if d == filepath.Clean(os.TempDir()) {
+			break
+		}
+		must(t, os.Chmod(d, 0o755))
+	}
+}
+
+// TestAttackStateRecords (docs/contract.md "Where things live"): nodedns's own records are believed
+// only when nobody else could have written them, as the store's state is. nobody plants
+// /var/lib/nodedns/kubelet-restart.json naming another unit (sshd.service) with a change in the
+// future, and dhcp-domains.json saying a search domain the node has on purpose (corp.example) came
+// from DHCP on lo (a link without a networkd lease, where the record bridges a lease gap): where the state directory is nobody's, and where the record itself is nobody's in
+// root's directory. Neither changes what nodedns restarts or writes; check names the record.
+func TestAttackStateRecords(t *testing.T) {
+	nstest.Require(t)
+	const sshd = `{"unit":"sshd.service","file":"/var/lib/kubelet/config.yaml","changed":"2999-01-01T00:00:00Z"}`
+	// lo: a link every node has, with no networkd lease, whose record the plan would believe.
+	const domains = `{"comment":"x","links":{"lo":{"domains":["corp.example"],"from":"x"}}}`
+	for _, own := range []struct{ name, setup string }{
+		{"the state directory is nobody's", "mkdir -p var/lib/nodedns && chown 65534:65534 var/lib/nodedns"},
+		{"the record is nobody's", "mkdir -p var/lib/nodedns && touch var/lib/nodedns/RECORD && chown 65534:65534 var/lib/nodedns/RECORD"},
+	} {
+		t.Run("kubelet-restart.json: "+own.name, func(t *testing.T) {
+			root := attackTree(t, "testdata/kubelet/kubeadm-healthy")
+			// kubelet already pointed at nodedns's file: the record's restart is all that is left.
+			cfg := manageConfig(t, "  restart: true\n")
+			if r := nodedns(t, "--config", manageConfig(t, ""), "--root", root, "apply"); r.code != 0 {
+				t.Fatalf("apply: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			setup := exec.Command("sh", "-ec", strings.ReplaceAll(own.setup, "RECORD", "kubelet-restart.json"))
+			setup.Dir = root
+			if out, err := setup.CombinedOutput(); err != nil {
+				t.Fatalf("setup: %v\n%s", err, out)
+			}
+			asNobody(t, root, "rm -f var/lib/nodedns/kubelet-restart.json 2>/dev/null || true; printf '%s\\n' '"+sshd+"' > var/lib/nodedns/kubelet-restart.json")
+			p, r := planOf(t, "--config", cfg, "--root", root)
+			for _, a := range p.Actions {
+				if a.Target == "sshd.service" {
+					t.Errorf("the plan restarts %s, the unit nobody's record names: %+v", a.Target, a)
+				}
+			}
+			if t.Failed() {
+				t.Logf("plan:\n%s", r.stdout)
+			}
+			kc := byIDIn(t, nodedns(t, "--config", cfg, "--root", root, "check", "-o", "json").stdout, "kubelet.resolvconf")
+			if !strings.Contains(kc, "refusing untrusted state /var/lib/nodedns") {
+				t.Errorf("check does not name the untrusted record: %s", kc)
+			}
+		})
+		t.Run("dhcp-domains.json: "+own.name, func(t *testing.T) {
+			root := networkdGapNode(t)
+			// The node searches corp.example on purpose (resolved's Domains=), and DHCP hands
+			// ens3 example.org: kubelet's file keeps the former, drops the latter.
+			putFile(t, root, "/run/systemd/resolve/resolv.conf", "nameserver 10.77.0.53\nsearch corp.example example.org\n")
+			putFile(t, root, "/run/systemd/resolve/stub-resolv.conf", "nameserver 127.0.0.53\noptions edns0 trust-ad\nsearch corp.example example.org\n")
+			putFile(t, root, "/etc/systemd/resolved.conf", "[Resolve]\nDomains=corp.example\n")
+			putFile(t, root, "/sys/class/net/lo/ifindex", "1\n")
+			if p, r := planOf(t, "--root", root); !strings.Contains(r.stdout, `search corp.example`) {
+				t.Fatalf("without the attack kubelet's resolv.conf does not search corp.example: the case proves nothing\n%+v", p.Changes)
+			}
+			openForNobody(t, root)
+			setup := exec.Command("sh", "-ec", strings.ReplaceAll(own.setup, "RECORD", "dhcp-domains.json"))
+			setup.Dir = root
+			if out, err := setup.CombinedOutput(); err != nil {
+				t.Fatalf("setup: %v\n%s", err, out)
+			}
+			asNobody(t, root, "printf '%s\\n' '"+domains+"' > var/lib/nodedns/dhcp-domains.json")
+			p, r := planOf(t, "--root", root)
+			found := false
+			for _, c := range p.Changes {
+				if c.Path == "/var/lib/nodedns/resolv.conf" {
+					found = true
+					if !strings.Contains(c.Diff, "+search corp.example") && !strings.Contains(c.Diff, " search corp.example") {
+						t.Errorf("kubelet's resolv.conf loses corp.example, which nobody's record says DHCP gave:\n%s", c.Diff)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("the plan writes no kubelet resolv.conf:\n%s", r.stdout)
+			}
+			dc := byIDIn(t, nodedns(t, "--root", root, "check", "-o", "json").stdout, "dhcp.search")
+			if !strings.Contains(dc, "refusing untrusted state /var/lib/nodedns") {
+				t.Errorf("dhcp.search does not name the untrusted record: %s", dc)
+			}
+		})
+	}
+}
+
+// byIDIn is the status and message of check id in a check -o json report.
+func byIDIn(t *testing.T, out, id string) string {
+	t.Helper()
+	var rep struct {
+		Checks []struct{ ID, Status, Message string }
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("check -o json: %v\n%s", err, out)
+	}
+	for _, c := range rep.Checks {
+		if c.ID == id {
+			return c.Status + ": " + c.Message
+		}
+	}
+	t.Fatalf("no %s in\n%s", id, out)
+	return ""
 }

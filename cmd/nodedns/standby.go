@@ -60,8 +60,10 @@ func startStandby(ctx context.Context, g *globals, rec *metrics.Recorder, st *st
 			}
 			return c
 		},
-		Resync:    cfg.Daemon.ResyncInterval,
-		LoadState: func() ([]byte, error) { return r.ReadFile(standby.StatePath, nodefs.State) },
+		Resync: cfg.Daemon.ResyncInterval,
+		// Trusted state only: the file carries the cluster DNS the cache's Corefile named, where the
+		// standby forwards the cluster's zones.
+		LoadState: func() ([]byte, error) { return st.ReadState(standby.StatePath, nodefs.State) },
 		SaveState: func(data []byte) error { _, err := st.Write(standby.StatePath, data, 0o644); return err },
 		Log:       g.log.With("component", "standby"),
 	}

@@ -710,3 +710,29 @@ mount --bind "$(readlink -f /bin/sleep)" /var/tmp/imp/coredns`)
 		})
 	}
 }
+
+// TestAttackStandbyState (docs/contract.md "Standby"; "Where things live"): the standby's state file
+// carries the cluster DNS the cache's Corefile last named, where the standby forwards the cluster's
+// zones while the cache is down. nobody owns /var/lib/nodedns/standby.json (root's directory) and
+// writes an address of theirs (192.0.2.99) there; the cache is down when the daemon starts, so its
+// Corefile cannot tell otherwise. The standby never forwards to the address nobody wrote.
+//
+// Measured before (the file was read as any file): the standby stood in forwarding the cluster's
+// zones to 192.0.2.99 ("targets: cluster.local, in-addr.arpa, ip6.arpa -> 192.0.2.99 ...").
+func TestAttackStandbyState(t *testing.T) {
+	n := newStandbyNode(t)
+	n.cache.Stop()
+	const planted = `{"pid":1,"state":"ready","since":"2026-01-01T00:00:00Z","queries":0,"corefileClusterDNS":["192.0.2.99"],"takeovers":0,"updated":"2026-01-01T00:00:00Z"}`
+	mustTB(t, os.WriteFile(n.sb.Path("/run/planted.json"), []byte(planted+"\n"), 0o644))
+	n.sb.Run(t, "touch /var/lib/nodedns/standby.json && chown 65534:65534 /var/lib/nodedns/standby.json && "+
+		"setpriv --reuid=65534 --regid=65534 --clear-groups sh -c 'cat /run/planted.json > /var/lib/nodedns/standby.json'")
+	if data, _ := os.ReadFile(n.sb.Path(standby.StatePath)); !strings.Contains(string(data), "192.0.2.99") {
+		t.Fatalf("the planted state file: %q", data)
+	}
+	n.startNodedns(t, "nodeLocalDNS:\n  standby: on\n")
+	st := n.waitState(t, standby.Active)
+	t.Logf("standby with nobody's state file: %s, targets %s", st.State, st.Targets)
+	if strings.Contains(st.Targets, "192.0.2.99") || slices.Contains(st.CorefileClusterDNS, netip.MustParseAddr("192.0.2.99")) {
+		t.Errorf("the standby forwards to the address nobody wrote: %s", st.Targets)
+	}
+}

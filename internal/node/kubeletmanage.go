@@ -64,7 +64,7 @@ func (s *Snapshot) readKubeletManage(r nodefs.Reader, cfg config.Config) {
 	if e, ok := kubelet.Manage(r, s.KubeletFiles, cfg.Kubelet.ResolvConf); ok {
 		s.KubeletManage = &e
 	}
-	m := s.readManagedKind(r, KubeletRestartFile, statefile.Kind)
+	m := s.readStateRecord(r, KubeletRestartFile)
 	if !m.Exists || m.Err != nil {
 		return
 	}

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"path"
+	"slices"
 	"time"
 
 	"github.com/nodedns/nodedns/internal/config"
@@ -64,7 +65,9 @@ func (p *Plan) kubeletManage(s *node.Snapshot, cfg config.Config) {
 			Reason: fmt.Sprintf("kubelet.manage: kubelet restarted at %s, after nodedns changed %s", stamp(s.KubeletStarted), rec.File)})
 		return
 	}
-	if rec.Unit != "" {
+	if slices.Contains(kubelet.Units, rec.Unit) {
+		// The record's unit only when it is one that starts kubelet: a record never makes nodedns
+		// restart another unit (docs/contract.md "kubelet.manage").
 		unit = rec.Unit
 	}
 	why := fmt.Sprintf("nodedns pointed %s at %s; kubelet reads it only when it starts", orKubelet(rec.File), cfg.Kubelet.ResolvConf)

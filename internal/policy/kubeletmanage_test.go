@@ -229,3 +229,24 @@ func restartChanges(p policy.Plan) []policy.Change {
 	}
 	return out
 }
+
+// TestKubeletRestartOnlyKubeletUnits (docs/contract.md "kubelet.manage"): whatever unit a record
+// names, the restart is of a unit that starts kubelet: a record naming sshd.service (written by an
+// older nodedns, or by whoever could write it) makes the plan restart kubelet.service.
+func TestKubeletRestartOnlyKubeletUnits(t *testing.T) {
+	cfg := config.Default()
+	cfg.Kubelet.Manage, cfg.Kubelet.Restart = true, true
+	now := time.Date(2026, 11, 27, 4, 0, 0, 0, time.UTC)
+	s := node.Observe(nodefs.NewReader("../../cmd/nodedns/testdata/kubelet/kubeadm-healthy"), cfg, now)
+	s.KubeletManage, s.KubeletScanned = nil, true
+	s.KubeletRestart = &node.KubeletRestart{Unit: "sshd.service", File: kubelet.KubeadmConfig, Changed: now}
+	p := policy.Compute(s, cfg)
+	for _, a := range p.Actions {
+		if _, ok := a.(policy.RestartKubelet); ok && a.Target() != kubelet.Unit {
+			t.Errorf("the plan restarts %s", a.Target())
+		}
+	}
+	if len(p.Actions) == 0 {
+		t.Error("no restart planned")
+	}
+}
