@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nodedns/nodedns/internal/testutil/nstest"
 )
@@ -236,4 +240,120 @@ func byIDIn(t *testing.T, out, id string) string {
 	}
 	t.Fatalf("no %s in\n%s", id, out)
 	return ""
+}
+
+// hostileVarlink is a varlink server that misbehaves as the mode says (python3 of the node's, run as
+// nobody): huge (64 MiB of one reply, no end), deep (4 MiB of nesting), slow (a space every 100 ms,
+// never a reply's end), options (a valid reply of 4 MiB: 150,000 DHCP options).
+const hostileVarlink = `import os, socket, sys, time
+mode, path = sys.argv[1], sys.argv[2]
+try:
+    os.unlink(path)
+except FileNotFoundError:
+    pass
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(path)
+s.listen(16)
+open(path + ".ready", "w").close()
+while True:
+    c, _ = s.accept()
+    if os.fork() == 0:
+        try:
+            buf = b""
+            while not buf.endswith(b"\0"):
+                d = c.recv(4096)
+                if not d:
+                    break
+                buf += d
+            if mode == "huge":
+                c.sendall(b'{"parameters":{"Interfaces":[{"Name":"' + b"a" * (64 << 20) + b'"}]}}\0')
+            elif mode == "deep":
+                c.sendall(b'{"parameters":' + b"[" * (4 << 20) + b"\0")
+            elif mode == "slow":
+                while True:
+                    c.sendall(b" ")
+                    time.sleep(0.1)
+            elif mode == "options":
+                opt = b'{"tag":6,"data":"0a000002"},'
+                n = (4 << 20) // len(opt) - 64
+                c.sendall(b'{"parameters":{"Interfaces":[{"Index":2,"Name":"eth0","DHCPv4Client":{"Lease":{"Message":{"yiaddr":"0a000005","options":[' + opt * n + b'{"tag":1,"data":"ffffff00"}]}}}}]}}\0')
+        finally:
+            os._exit(0)
+    c.close()
+`
+
+// TestAttackVarlinkServer (docs/contract.md "Upstreams"): networkd's varlink socket
+// /run/systemd/netif/io.systemd.Network is asked for leases on every live pass. Who can bind it is
+// whoever can write /run/systemd/netif: networkd's own user, as systemd makes the directory
+// (systemd-network, 0755), else root. Run as that user (nobody here), a hostile server costs a pass
+// bounded time and memory whatever it answers: 64 MiB of one reply, 4 MiB of nesting, a reply that
+// never ends, a valid reply of 150,000 options: `nodedns check` takes at most the varlink timeout
+// (5 s) longer than without the server and its peak RSS grows by at most 64 MiB. Where the directory
+// is writable by others, anyone could bind the socket: nodedns does not ask it at all.
+//
+// Measured before: held for the four replies (here: check 10 ms and 17 MiB without a server; 113 ms
+// and 26 MiB with the huge reply, 35 ms and 26 MiB deep, 5.014 s and 18 MiB slow, 125 ms and 41 MiB
+// with the 150,000 options: the 4 MiB reply bound and the 5 s timeout). But with
+// /run/systemd/netif root's and 0777, nobody's server was asked and held check 5.014 s (every pass
+// alike), its answer taken as networkd's.
+func TestAttackVarlinkServer(t *testing.T) {
+	nstest.Require(t)
+	sb := nstest.NewWith(t, nstest.Options{PIDNamespace: true})
+	bin := nstest.Build(t)
+	sb.Isolate(t)
+	sb.Run(t, "mount -t tmpfs -o mode=1777 tmpfs /var/tmp && mkdir -p /run/systemd/netif && chown 65534:65534 /run/systemd/netif")
+	must(t, os.WriteFile(sb.Path("/var/tmp/hostile.py"), []byte(hostileVarlink), 0o644))
+	const sock = "/run/systemd/netif/io.systemd.Network"
+	check := func() (time.Duration, int64, string) {
+		t.Helper()
+		cmd := sb.Cmd(context.Background(), bin, "check", "-o", "json")
+		start := time.Now()
+		out, _ := cmd.Output()
+		took := time.Since(start)
+		ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		var rss int64
+		if ru != nil {
+			rss = ru.Maxrss // KiB; nsenter's child's, the largest of the waited-for tree
+		}
+		return took, rss, string(out)
+	}
+	baseTook, baseRSS, _ := check()
+	t.Logf("without a server: check took %v, peak RSS %d KiB", baseTook.Round(time.Millisecond), baseRSS)
+	serve := func(t *testing.T, mode string) {
+		sb.Run(t, "rm -f "+sock+" "+sock+".ready")
+		_, pid := sb.StartPID(t, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "/var/tmp/hostile.py", mode, sock)
+		t.Cleanup(func() { sb.Run(t, fmt.Sprintf("kill %d; pkill -U 65534 -f hostile.py; true", pid)) })
+		nstest.WaitFor(t, 10*time.Second, "the hostile server", func() bool {
+			_, err := os.Stat(sb.Path(sock + ".ready"))
+			return err == nil
+		})
+	}
+	for _, mode := range []string{"huge", "deep", "slow", "options"} {
+		t.Run(mode, func(t *testing.T) {
+			serve(t, mode)
+			took, rss, out := check()
+			t.Logf("%s: check took %v, peak RSS %d KiB", mode, took.Round(time.Millisecond), rss)
+			if took > baseTook+5*time.Second+2*time.Second {
+				t.Errorf("%s: check took %v, %v without the server: more than the varlink timeout (5 s) longer", mode, took, baseTook)
+			}
+			if rss > baseRSS+64<<10 {
+				t.Errorf("%s: peak RSS %d KiB, %d KiB without the server: more than 64 MiB more", mode, rss, baseRSS)
+			}
+			if !strings.Contains(out, `"checks"`) {
+				t.Errorf("%s: no report:\n%s", mode, out)
+			}
+		})
+	}
+	t.Run("a directory anyone can write", func(t *testing.T) {
+		sb.Run(t, "chown 0:0 /run/systemd/netif && chmod 0777 /run/systemd/netif")
+		serve(t, "slow")
+		took, _, out := check()
+		t.Logf("check took %v", took.Round(time.Millisecond))
+		if took > baseTook+2*time.Second {
+			t.Errorf("check took %v, %v without the server: it waited on a socket anyone could have bound", took, baseTook)
+		}
+		if !strings.Contains(out, "/run/systemd/netif") {
+			t.Errorf("check does not name the socket it refused")
+		}
+	})
 }
