@@ -357,3 +357,79 @@ func TestAttackVarlinkServer(t *testing.T) {
 		}
 	})
 }
+
+// delegateNode is a --root node with systemd 262 (its shared library names the version), resolved
+// in use (/etc/resolv.conf its stub) with a loop-free global DNS, the cluster DNS in nodedns's
+// config, and /run/systemd/dns-delegate.d made nobody's.
+func delegateNode(t *testing.T) (root, cfg string) {
+	t.Helper()
+	root = t.TempDir()
+	putFile(t, root, "/usr/lib/x86_64-linux-gnu/systemd/libsystemd-shared-262.so", "")
+	putFile(t, root, "/run/systemd/resolve/resolv.conf", "nameserver 192.168.1.1\n")
+	putFile(t, root, "/run/systemd/resolve/stub-resolv.conf", "nameserver 127.0.0.53\noptions edns0 trust-ad\n")
+	must(t, os.MkdirAll(filepath.Join(root, "etc/systemd/dns-delegate.d"), 0o755))
+	must(t, os.Symlink("/run/systemd/resolve/stub-resolv.conf", filepath.Join(root, "etc/resolv.conf")))
+	must(t, os.MkdirAll(filepath.Join(root, "run/systemd/dns-delegate.d"), 0o755))
+	cfg = filepath.Join(t.TempDir(), "config.yaml")
+	must(t, os.WriteFile(cfg, []byte("clusterDNS: [10.233.0.3]\n"), 0o644))
+	openForNobody(t, root)
+	return root, cfg
+}
+
+// TestAttackDelegates (docs/contract.md "systemd-resolved 258 and later: DNS delegates"): a delegate
+// file another user could have written is never copied or edited by nodedns, whatever it says:
+// nobody plants, in /run/systemd/dns-delegate.d made theirs, a delegate listing the cache (a loop
+// address) beside an address and a domain of theirs (203.0.113.66, ~attacker.example); a drop-in of
+// their own under a delegate's drop-in directory; and owns a delegate file in root's /etc. No file
+// nodedns writes names the attacker's address or domain, the attacker's file is left as it is, and
+// apply blocks the file, naming it.
+//
+// Measured before: apply exit 0 each time, having written /etc/systemd/dns-delegate.d/evil.dns-delegate
+// (and .../corp.dns-delegate.d/10-x.conf) with "DNS=203.0.113.66" and "Domains=~attacker.example":
+// the attacker's server and domain, from a volatile /run file, made a file of root's in /etc that
+// outlives a reboot; and nobody's file in /etc edited in place (kept nobody's), its original backed
+// up.
+func TestAttackDelegates(t *testing.T) {
+	nstest.Require(t)
+	const hostile = "[Delegate]\nDNS=169.254.25.10 203.0.113.66\nDomains=~attacker.example\nDefaultRoute=yes\n"
+	for _, tc := range []struct {
+		name, setup, attack, file string
+	}{
+		{"/run/systemd/dns-delegate.d is nobody's", "chown 65534:65534 run/systemd/dns-delegate.d",
+			"printf '" + strings.ReplaceAll(hostile, "\n", `\n`) + "' > run/systemd/dns-delegate.d/evil.dns-delegate", "/run/systemd/dns-delegate.d/evil.dns-delegate"},
+		{"a drop-in directory of nobody's", "printf '[Delegate]\\nDNS=192.168.1.1\\nDomains=~corp.example\\n' > run/systemd/dns-delegate.d/corp.dns-delegate && mkdir run/systemd/dns-delegate.d/corp.dns-delegate.d && chown 65534:65534 run/systemd/dns-delegate.d/corp.dns-delegate.d",
+			"printf '" + strings.ReplaceAll(hostile, "\n", `\n`) + "' > run/systemd/dns-delegate.d/corp.dns-delegate.d/10-x.conf", "/run/systemd/dns-delegate.d/corp.dns-delegate.d/10-x.conf"},
+		{"a delegate of nobody's in /etc", "touch etc/systemd/dns-delegate.d/evil.dns-delegate && chown 65534:65534 etc/systemd/dns-delegate.d/evil.dns-delegate",
+			"printf '" + strings.ReplaceAll(hostile, "\n", `\n`) + "' > etc/systemd/dns-delegate.d/evil.dns-delegate", "/etc/systemd/dns-delegate.d/evil.dns-delegate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, cfg := delegateNode(t)
+			setup := exec.Command("sh", "-ec", tc.setup)
+			setup.Dir = root
+			if out, err := setup.CombinedOutput(); err != nil {
+				t.Fatalf("setup: %v\n%s", err, out)
+			}
+			asNobody(t, root, tc.attack)
+			r := nodedns(t, "--config", cfg, "--root", root, "apply")
+			t.Logf("apply: exit %d\n%s", r.code, r.stdout)
+			err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+				if err != nil || d.IsDir() || strings.HasPrefix(p, filepath.Join(root, "run")) || p == filepath.Join(root, tc.file) {
+					return err // the attacker's own file, checked below
+				}
+				data, _ := os.ReadFile(p)
+				if strings.Contains(string(data), "203.0.113.66") || strings.Contains(string(data), "attacker.example") {
+					rel, _ := filepath.Rel(root, p)
+					t.Errorf("nodedns wrote the attacker's address or domain into /%s:\n%s", rel, data)
+				}
+				return nil
+			})
+			must(t, err)
+			if data, err := os.ReadFile(filepath.Join(root, tc.file)); err != nil || string(data) != hostile {
+				t.Errorf("the attacker's file was changed (%v):\n%s", err, data)
+			}
+			if r.code == 0 || !strings.Contains(r.stdout, "blocked "+tc.file) {
+				t.Errorf("apply does not block %s (exit %d)", tc.file, r.code)
+			}
+		})
+	}
+}
