@@ -30,18 +30,9 @@ const nobody = 65534
 // it: namespace kube-system), whose resolv.conf is loop-free.
 func newImpostorNode(t *testing.T) (*liveNode, *nstest.Pod) {
 	t.Helper()
-	n := newLiveNode(t, nstest.Suite{}, false)
+	n, pod := newChainNode(t)
 	coredns := nstest.CoreDNS(t)
-	n.nd.Run(t, fmt.Sprintf(`set -e
-mkdir -p /var/lib/kubelet
-printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDNS:\n- %[1]s\n- %[2]s\nclusterDomain: cluster.local\n' > /var/lib/kubelet/config.yaml
-`, cacheAddr, cacheAddr6))
 	prepareImpostors(t, n)
-	pod := n.nd.AddPod(t, nstest.PodOptions{Name: corednsPod, Namespace: "kube-system", HostIf: "lxc5e1d0c0ffee1",
-		Cgroup: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod7c1e2d3f_4a5b_4c6d_8e7f_8091a2b3c4d5.slice/cri-containerd-dddd.scope"})
-	pod.Run(t, "ip addr add "+chainClusterDNS+"/32 dev lo")
-	n.nd.Run(t, fmt.Sprintf("ip route add %s/32 via %s", chainClusterDNS, pod.IPv4))
-	n.watchPods(t, pod)
 	corefile := filepath.Join(n.nd.Dir(), "Corefile-coredns")
 	if err := os.WriteFile(corefile, fmt.Appendf(nil, "cluster.local:53 {\n    hosts {\n        %s %s\n    }\n}\n.:53 {\n    forward . /etc/resolv.conf\n}\n",
 		nstest.ClusterNameAddr, strings.TrimSuffix(nstest.ClusterName, ".")), 0o644); err != nil {

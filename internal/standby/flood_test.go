@@ -160,6 +160,10 @@ func checkFlood(t testing.TB, r floodResult) {
 	if r.End.HeapInuse > r.Start.HeapInuse+16<<20 {
 		t.Errorf("heap in use grew from %d to %d KiB under the flood", r.Start.HeapInuse>>10, r.End.HeapInuse>>10)
 	}
+	if raceOn {
+		t.Logf("resident memory not judged: the race detector's shadow memory is in it")
+		return
+	}
 	for _, s := range []floodSample{r.Start, r.End} {
 		if s.RSS > r.Idle.RSS+256<<20 {
 			t.Errorf("resident memory %d KiB under the flood, %d KiB idle: more than twice the in-flight buffers' 128 MiB over it", s.RSS>>10, r.Idle.RSS>>10)
@@ -238,6 +242,12 @@ func TestStandbyFloodHelper(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { sb.Run(ctx, os.Getpid()) })
 	defer func() { cancel(); wg.Wait() }()
+	// Its sockets first: Run sets its state up before its first check without the lock Status
+	// takes, so Status is asked only once a check has run (the check binds, under that lock).
+	nstest.WaitFor(t, 10*time.Second, "the standby's socket", func() bool {
+		ls, err := standby.Listeners([]netip.Addr{cache})
+		return err == nil && len(ls) >= 2
+	})
 	nstest.WaitFor(t, 10*time.Second, "the standby active", func() bool { return sb.Status().State == standby.Active })
 
 	idle := sample()
