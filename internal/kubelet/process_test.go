@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -456,4 +457,21 @@ func TestVerifyWithoutPtrace(t *testing.T) {
 			t.Logf("ignored %q, unverified %v", scan.Ignored, scan.Unverified)
 		})
 	}
+}
+
+// FuzzCgroupFiles: the readers of /proc/PID/cgroup and of mountinfo that verifyUntraced uses take
+// any bytes without panicking, and what they return is a clean absolute path or nothing.
+func FuzzCgroupFiles(f *testing.F) {
+	f.Add([]byte("0::/system.slice/kubelet.service\n"), []byte("30 22 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"))
+	f.Add([]byte("12:pids:/system.slice/kubelet.service\n1:name=systemd:/system.slice/kubelet.service\n"), []byte("31 22 0:27 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,xattr,name=systemd\n"))
+	f.Add([]byte("0::relative\n::\n0::/a/../../b\n"), []byte(" - \n - cgroup2\n1 2 3 4 5 - cgroup2 x y\n"))
+	f.Fuzz(func(t *testing.T, cgroup, mountinfo []byte) {
+		if cg, _ := systemdCgroup(cgroup); cg != "" && (!strings.HasPrefix(cg, "/") || path.Clean(cg) != cg) {
+			t.Fatalf("cgroup path %q is not clean and absolute", cg)
+		}
+		for _, v2 := range []bool{true, false} {
+			_ = cgroupMountIn(mountinfo, v2)
+		}
+		_ = statusFields(cgroup, "NSpid:")
+	})
 }

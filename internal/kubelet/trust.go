@@ -287,6 +287,12 @@ func cgroupMount(proc string, v2 bool) string {
 	if err != nil {
 		return ""
 	}
+	return cgroupMountIn(data, v2)
+}
+
+// cgroupMountIn is cgroupMount's reading of a mountinfo file (proc(5): fields, " - ", the file
+// system type, its source, its super options); "" when it names no such mount.
+func cgroupMountIn(data []byte, v2 bool) string {
 	for _, l := range strings.Split(string(data), "\n") {
 		pre, post, ok := strings.Cut(l, " - ")
 		if !ok {
