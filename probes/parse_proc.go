@@ -39,11 +39,12 @@ type ProcNetEntry struct {
 	Addr  netip.Addr
 	Port  uint16
 	State int
+	UID   uint32 // the socket's owner (column 8)
 	Inode string
 }
 
 // ParseProcNet reads /proc/net/udp-style tables: local address as hex in host byte order per 32-bit
-// word, port as hex, state, inode in column 10. Lines it cannot read are skipped.
+// word, port as hex, state, owner uid in column 8, inode in column 10. Lines it cannot read are skipped.
 func ParseProcNet(data []byte) []ProcNetEntry {
 	var out []ProcNetEntry
 	for i, line := range strings.Split(string(data), "\n") {
@@ -69,7 +70,11 @@ func ParseProcNet(data []byte) []ProcNetEntry {
 			continue
 		}
 		st, _ := strconv.ParseInt(f[3], 16, 32)
-		out = append(out, ProcNetEntry{Addr: a.Unmap(), Port: uint16(port), State: int(st), Inode: f[9]})
+		uid, err := strconv.ParseUint(f[7], 10, 32)
+		if err != nil {
+			continue
+		}
+		out = append(out, ProcNetEntry{Addr: a.Unmap(), Port: uint16(port), State: int(st), UID: uint32(uid), Inode: f[9]})
 	}
 	return out
 }

@@ -23,10 +23,10 @@ import (
 )
 
 // socketInodes returns the inodes of sockets bound to any of addrs (nil: any address) on port 53
-// (UDP, or TCP listening), from the proc net tables under proc: /proc/net is the reader's network
-// namespace, /proc/PID/net that process's.
-func socketInodes(proc string, addrs []netip.Addr) map[string]bool {
-	inodes := map[string]bool{}
+// (UDP, or TCP listening), with their owners' uids, from the proc net tables under proc: /proc/net
+// is the reader's network namespace, /proc/PID/net that process's.
+func socketInodes(proc string, addrs []netip.Addr) map[string]uint32 {
+	inodes := map[string]uint32{}
 	for _, t := range []string{"udp", "udp6", "tcp", "tcp6"} {
 		data, err := nodefs.ReadKernel(filepath.Join(proc, "net", t), procKind)
 		if err != nil {
@@ -37,7 +37,7 @@ func socketInodes(proc string, addrs []netip.Addr) map[string]bool {
 				continue
 			}
 			if addrs == nil || slices.Contains(addrs, e.Addr) {
-				inodes[e.Inode] = true
+				inodes[e.Inode] = e.UID
 			}
 		}
 	}
@@ -152,8 +152,8 @@ func heldSocketOwner(dir string, owner map[string]uint32) (uid uint32, ok, hidde
 // of the sockets of owner: its own network namespace's tables list one of them (so it is in the
 // namespace the socket is in) and one of its uids is that socket's owner.
 func likelyHolder(dir string, owner map[string]uint32) bool {
-	for ino := range socketInodes(dir, nil) {
-		if uid, ok := owner[ino]; ok && hasUID(dir, uid) {
+	for ino, uid := range socketInodes(dir, nil) {
+		if o, ok := owner[ino]; ok && o == uid && hasUID(dir, uid) {
 			return true
 		}
 	}
@@ -260,19 +260,15 @@ func portPrivileged(proc string, port int) bool {
 	return err == nil && port < start
 }
 
-// holdsSocket reports whether the process at dir (/proc/PID) has one of the socket inodes open.
-func holdsSocket(dir string, inodes map[string]bool) bool {
+// holdsSocket reports whether the process at dir (/proc/PID) has one of the sockets inodes lists
+// open (inode -> owner uid), its owner among the process's uids: a socket inode number is a 32-bit
+// counter that comes round, so the number alone could be another socket's.
+func holdsSocket(dir string, inodes map[string]uint32) bool {
 	if len(inodes) == 0 {
 		return false
 	}
-	fds, _ := os.ReadDir(filepath.Join(dir, "fd"))
-	for _, fd := range fds {
-		t, err := os.Readlink(filepath.Join(dir, "fd", fd.Name()))
-		if err == nil && inodes[strings.TrimSuffix(strings.TrimPrefix(t, "socket:["), "]")] {
-			return true
-		}
-	}
-	return false
+	uid, ok, _ := heldSocketOwner(dir, inodes)
+	return ok && hasUID(dir, uid)
 }
 
 func readCacheProcess(proc string, pid int, comm string) *probes.CacheProcess {

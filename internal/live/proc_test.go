@@ -255,10 +255,10 @@ func TestFindCacheProcess(t *testing.T) {
 // network namespace's tables, by PID, each with its Corefile's blocks and the resolv.conf it forwards
 // to read inside its own root, and what says whose it is (its namespace, the host's or not, root's
 // or not, port 53 privileged there or not); other programs and DNS processes without such a socket
-// are left out.
+// are left out, and so is one holding a socket's inode number that is not its owner.
 func TestFindDNSServers(t *testing.T) {
 	const podUDP = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n" +
-		"  2: 00000000:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 5152 2 0000000000000000 0\n"
+		"  2: 00000000:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000 65532        0 5152 2 0000000000000000 0\n"
 	coredns := map[string]string{"/etc/coredns/Corefile": ".:53 {\n    kubernetes cluster.local in-addr.arpa {\n      fallthrough in-addr.arpa\n    }\n    forward . /etc/resolv.conf\n}\n", "/etc/resolv.conf": "nameserver 169.254.25.10\n"}
 	procs := []fakeProcess{
 		{pid: 2000, comm: "coredns", args: []string{"/coredns", "-conf", "/etc/coredns/Corefile"}, sockets: []string{"5152"}, files: coredns, netns: "pod", uid: 65532},
@@ -266,6 +266,8 @@ func TestFindDNSServers(t *testing.T) {
 			files: map[string]string{"/etc/Corefile": ".:53 {\n    forward . /etc/resolv.conf\n}\n", "/etc/resolv.conf": "nameserver 10.0.0.2\n"}},
 		{pid: 300, comm: "dnsmasq", sockets: []string{"5152"}},
 		{pid: 400, comm: "coredns", sockets: []string{"9999"}},
+		// The socket's inode number, but not its owner: a number that came round (get_next_ino).
+		{pid: 500, comm: "coredns", sockets: []string{"5152"}, uid: 1000},
 	}
 	root := fakeProc(t, map[string]string{"udp": procNetUDP}, procs...)
 	fixture.TreeAt(t, root, map[string]string{"sys/net/ipv4/ip_unprivileged_port_start": "1024\n"})
