@@ -151,19 +151,81 @@ func appendNew(s []string, x string) []string {
 	return append(s, x)
 }
 
-// dnsPodName names a DNS server process after its pod: the pod whose network namespace it runs in
-// (its UTS hostname, else the runtime's netns name), else the process.
-// podName is the pod name when the namespace is named by its hostname, else "".
-func dnsPodName(s *CacheProcess, pods []podprobe.Pod) (label, podName string) {
-	for _, p := range pods {
-		if !s.NetNS.IsZero() && p.ID == s.NetNS {
-			if p.NamedBy == podprobe.NamedByHostname {
-				return fmt.Sprintf("%s pod %s (pid %d)", s.Comm, p.Name, s.PID), p.Name
-			}
-			return fmt.Sprintf("%s in pod network namespace %s (pid %d)", s.Comm, p.Name, s.PID), ""
+// ClusterDNSNamespace is the Kubernetes namespace of the cluster DNS service and of the node-local
+// cache's pods: kube-system, where kubeadm's (cmd/kubeadm/app/phases/addons/dns), kubespray's,
+// k3s's and RKE2's CoreDNS and every node-local-dns manifest put them. A Service's endpoints are
+// pods of its own namespace only (the EndpointSlice controller selects in the Service's namespace),
+// so no pod of another namespace ever gets the cache's queries for the cluster DNS.
+const ClusterDNSNamespace = "kube-system"
+
+// serverTrust says whether a DNS server FindDNSServers found may be taken for the cluster DNS's or
+// the node-local cache's (docs/contract.md "Check ids", dns.loop), with the pod it runs in: why is
+// "" when it may. Anyone can start a process named coredns or node-cache, in namespaces of its own or
+// in a pod of theirs, bound to port 53 there; what it says must not change a verdict. So a server
+// counts only when the kernel or the container runtime says whose it is:
+//   - in the host's network namespace: when its uids are root's, or port 53 is privileged there
+//     (only CAP_NET_BIND_SERVICE binds it: a hostNetwork pod of the cluster's, node-local-dns);
+//   - in a pod's: when the runtime's record of that pod's sandbox (root's, podnet) puts it in
+//     ClusterDNSNamespace. A pod's hostname is its author's choice, never proof.
+func serverTrust(s *CacheProcess, pods []podprobe.Pod) (*podprobe.Pod, string) {
+	if s.HostNet {
+		if s.Root || s.PrivilegedPort {
+			return nil, ""
+		}
+		return nil, "in the host's network namespace, not root's, where port 53 is not privileged"
+	}
+	p := podOf(s, pods)
+	switch {
+	case p == nil:
+		return nil, "in a network namespace that is no pod's (neither in kubelet's pod cgroups nor named by a container runtime)"
+	case p.Namespace == "":
+		return p, "no container runtime's record says whose pod this is"
+	case p.Namespace != ClusterDNSNamespace:
+		return p, fmt.Sprintf("a pod of namespace %s, not %s's", p.Namespace, ClusterDNSNamespace)
+	}
+	return p, ""
+}
+
+// podOf is the pod whose network namespace s runs in, nil when none.
+func podOf(s *CacheProcess, pods []podprobe.Pod) *podprobe.Pod {
+	if s.NetNS.IsZero() {
+		return nil
+	}
+	for i := range pods {
+		if pods[i].ID == s.NetNS {
+			return &pods[i]
 		}
 	}
-	return fmt.Sprintf("%s (pid %d)", s.Comm, s.PID), ""
+	return nil
+}
+
+// dnsPodName names a DNS server process after its pod: as the container runtime records it
+// (namespace/name: podNS and podName, for the hint that re-creates it), else by its pod network
+// namespace's name and hostname (which its author chose: named, never taken for the pod), else the
+// process alone.
+func dnsPodName(s *CacheProcess, pods []podprobe.Pod) (label, podNS, podName string) {
+	p := podOf(s, pods)
+	switch {
+	case p == nil && s.HostNet:
+		return fmt.Sprintf("%s (pid %d) in the host's network namespace", s.Comm, s.PID), "", ""
+	case p == nil:
+		return fmt.Sprintf("%s (pid %d)", s.Comm, s.PID), "", ""
+	case p.Namespace != "":
+		return fmt.Sprintf("%s pod %s/%s (pid %d)", s.Comm, p.Namespace, p.PodName, s.PID), p.Namespace, p.PodName
+	case p.NamedBy == podprobe.NamedByHostname && p.Netns != "":
+		return fmt.Sprintf("%s in pod network namespace %s, hostname %q (pid %d)", s.Comm, p.Netns, p.Name, s.PID), "", ""
+	case p.NamedBy == podprobe.NamedByHostname:
+		return fmt.Sprintf("%s in a pod network namespace, hostname %q (pid %d)", s.Comm, p.Name, s.PID), "", ""
+	}
+	return fmt.Sprintf("%s in pod network namespace %s (pid %d)", s.Comm, p.Name, s.PID), "", ""
+}
+
+// listSome joins the first n of items and says how many more there are.
+func listSome(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more", strings.Join(items[:n], "; "), len(items)-n)
 }
 
 // podLoopResult is dns.loop's answer when DNS pods loop back through the cache: it names each pod and
@@ -174,10 +236,10 @@ func podLoopResult(ctx context.Context, env *Env, cf ClusterForwards, pls []PodL
 	var parts, recreate []string
 	coredns := false
 	for _, pl := range pls {
-		label, podName := dnsPodName(pl.Server, pods)
+		label, podNS, podName := dnsPodName(pl.Server, pods)
 		parts = append(parts, fmt.Sprintf("%s sends %s back: %s", label, strings.Join(pl.Zones, ", "), strings.Join(pl.Via, "; ")))
 		if podName != "" {
-			recreate = appendNew(recreate, "`kubectl -n kube-system delete pod "+podName+"`")
+			recreate = appendNew(recreate, "`kubectl -n "+podNS+" delete pod "+podName+"`")
 		}
 		coredns = coredns || pl.Server.Comm == "coredns"
 	}

@@ -4,13 +4,17 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nodedns/nodedns/internal/config"
+	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/testutil/fixture"
+	"github.com/nodedns/nodedns/probes/podprobe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/miekg/dns"
@@ -399,4 +403,121 @@ func TestCacheLoopHintAfterApply(t *testing.T) {
 			t.Errorf("kubelet %q: the hint says %q: %s", tc.kubelet, tc.not, r.Hint)
 		}
 	}
+}
+
+// impostorServers are the DNS servers of a node where the cluster DNS's CoreDNS (pid 300) runs in
+// its kube-system pod and four processes only call themselves coredns or node-cache, each bound to
+// port 53 in its own namespace with a Corefile that sends everything to the cache: one in a
+// tenant's pod (namespace tenant-a, a name that reads like the cluster DNS's), one in a pod no
+// runtime's record names (hostname coredns-5d78c9869d-h2k4x), one in namespaces of its own (no pod's),
+// and nobody's on the host where port 53 is not privileged. clusterResolv is the real CoreDNS's
+// resolv.conf.
+func impostorServers(t *testing.T, clusterResolv string) ([]*CacheProcess, []podprobe.Pod) {
+	t.Helper()
+	pods := []podprobe.Pod{
+		{Name: "coredns-5d78c9869d-h2k4x", NamedBy: podprobe.NamedByHostname, Namespace: "kube-system", PodName: "coredns-5d78c9869d-h2k4x", ID: podprobe.NSID{Dev: 4, Ino: 1}, Netns: "cni-1"},
+		{Name: "coredns-7f9c6b5d4-tenant", NamedBy: podprobe.NamedByHostname, Namespace: "tenant-a", PodName: "coredns-7f9c6b5d4-tenant", ID: podprobe.NSID{Dev: 4, Ino: 2}, Netns: "cni-2"},
+		{Name: "coredns-5d78c9869d-h2k4x", NamedBy: podprobe.NamedByHostname, ID: podprobe.NSID{Dev: 4, Ino: 3}, Netns: "cni-3"},
+	}
+	loop := ".:53 {\n forward . 169.254.25.10\n}\n"
+	in := func(cp *CacheProcess, ns uint64, comm string) *CacheProcess {
+		cp.Comm = comm
+		if ns != 0 {
+			cp.NetNS = podprobe.NSID{Dev: 4, Ino: ns}
+		}
+		return cp
+	}
+	host := in(corednsProcess(t, 150, loop, nil), 0, "coredns")
+	host.HostNet, host.NetNS = true, podprobe.NSID{Dev: 4, Ino: 99}
+	return []*CacheProcess{
+		in(corednsProcess(t, 300, kubesprayCoreDNSCorefile, map[string]string{"/etc/resolv.conf": clusterResolv}), 1, "coredns"),
+		in(corednsProcess(t, 120, loop, nil), 2, "coredns"),
+		in(corednsProcess(t, 130, loop, nil), 3, "coredns"),
+		in(corednsProcess(t, 140, loop, nil), 9, "node-cache"),
+		host,
+	}, pods
+}
+
+// TestDNSLoopImpostors (docs/contract.md "Check ids", dns.loop): only the cluster DNS's servers are
+// judged on the cluster side: a pod the container runtime puts in kube-system, or a privileged
+// server on the host. Processes that only call themselves coredns or node-cache, whatever they
+// forward to, change no verdict; the message names them as not judged, and no hint names their
+// pods. A real loop in the kube-system pod is still found, and its hint names the pod by the
+// runtime's namespace and name.
+func TestDNSLoopImpostors(t *testing.T) {
+	for _, tc := range []struct {
+		name, clusterResolv string
+		status              Status
+		say, not            []string
+	}{
+		{"the cluster DNS loop-free", "nameserver 10.0.0.2\n", OK,
+			[]string{"coredns pod kube-system/coredns-5d78c9869d-h2k4x (pid 300): cluster.local, in-addr.arpa, ip6.arpa not sent back",
+				"not judged: coredns pod tenant-a/coredns-7f9c6b5d4-tenant (pid 120): a pod of namespace tenant-a, not kube-system's",
+				"coredns in pod network namespace cni-3, hostname \"coredns-5d78c9869d-h2k4x\" (pid 130): no container runtime's record says whose pod this is",
+				"node-cache (pid 140): in a network namespace that is no pod's", "and 1 more"},
+			nil},
+		{"the cluster DNS loops", "nameserver 169.254.25.10\n", Problem,
+			[]string{"coredns pod kube-system/coredns-5d78c9869d-h2k4x (pid 300) sends in-addr.arpa, ip6.arpa back", "not judged:"},
+			[]string{"pid 120) sends", "pid 130) sends", "pid 140) sends", "pid 150) sends"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, _ := testEnv(t, func(w dns.ResponseWriter, r *dns.Msg) {
+				m := new(dns.Msg)
+				m.SetRcode(r, dns.RcodeNameError)
+				_ = w.WriteMsg(m)
+			}, "example.com")
+			servers, pods := impostorServers(t, tc.clusterResolv)
+			env.Host.FindCache = boundTo(cache, cacheProcessOf(t, 100, "node-cache", fixture.KubesprayCorefile, map[string]string{"/etc/resolv.conf": "nameserver 10.0.0.2\n"}))
+			env.Host.FindDNSServers = func() []*CacheProcess { return servers }
+			env.Host.Pods = func(context.Context, *slog.Logger) ([]podprobe.Pod, error) { return pods, nil }
+			r := dnsLoop{}.Run(context.Background(), env)
+			t.Logf("%s: %s (hint: %s)", r.Status, r.Message, r.Hint)
+			if r.Status != tc.status {
+				t.Fatalf("dns.loop %s, want %s: %s", r.Status, tc.status, r.Message)
+			}
+			for _, s := range tc.say {
+				if !strings.Contains(r.Message, s) {
+					t.Errorf("dns.loop does not say %q", s)
+				}
+			}
+			for _, s := range tc.not {
+				if strings.Contains(r.Message, s) {
+					t.Errorf("dns.loop says %q", s)
+				}
+			}
+			if tc.status == Problem {
+				if !strings.Contains(r.Hint, "`kubectl -n kube-system delete pod coredns-5d78c9869d-h2k4x`") || strings.Contains(r.Hint, "tenant") {
+					t.Errorf("the hint: %s", r.Hint)
+				}
+			}
+		})
+	}
+	t.Run("a root or privileged server on the host is judged", func(t *testing.T) {
+		servers, pods := impostorServers(t, "nameserver 10.0.0.2\n")
+		host := servers[4]
+		for _, priv := range []struct{ root, port bool }{{true, false}, {false, true}} {
+			host.Root, host.PrivilegedPort = priv.root, priv.port
+			if _, why := serverTrust(host, pods); why != "" {
+				t.Errorf("root %v, port 53 privileged %v: not believed (%s)", priv.root, priv.port, why)
+			}
+		}
+	})
+}
+
+// TestPodModeCacheImpostors (docs/contract.md "Cache mode"): in lrp and none modes the cache is the
+// node-cache or coredns the checks believe (a kube-system pod's), never a process that only calls
+// itself node-cache (which would otherwise win over coredns) or has a lower PID.
+func TestPodModeCacheImpostors(t *testing.T) {
+	servers, pods := impostorServers(t, "nameserver 10.0.0.2\n")
+	env, _ := podNode(t, &fakePods{pods: pods}, func(c *config.Config, s *node.Snapshot, n *dualNet) {
+		c.NodeLocalDNS.Mode = config.CacheLRP
+		delete(n.links, "nodelocaldns")
+		n.routes = nil
+		s.Kubelet.ClusterDNS = []netip.Addr{clusterIP}
+	})
+	env.Host.FindDNSServers = func() []*CacheProcess { return servers }
+	if cp := env.cacheProcess(context.Background()); cp == nil || cp.PID != 300 {
+		t.Fatalf("the cache in lrp mode: %+v, want the kube-system pod's coredns (pid 300)", cp)
+	}
+	checkResult(t, runCheck(env, "dns.loop"), OK, []string{"coredns (pid 300) forwards"}, []string{"pid 120) forwards", "pid 140) forwards"}, nil)
 }

@@ -53,6 +53,13 @@ func dhcpSearchRun(_ context.Context, env *Env) Result {
 	for _, p := range s.ProblemsFrom(node.SourceLease, node.SourceNetplan, node.SourceNetworkManager) {
 		unread = append(unread, p.String())
 	}
+	// nodedns's own record of networkd's DHCP domains, not believed (another user could have
+	// written it): the domains it would have bridged a lease gap with are unknown.
+	for _, p := range s.ProblemsFrom(node.SourceManaged) {
+		if p.Path == node.DHCPDomainsStatePath {
+			unread = append(unread, p.String())
+		}
+	}
 	if len(doms) == 0 {
 		if len(unread) > 0 {
 			return Result{Status: Unknown, Message: "no readable DHCP lease hands out a search domain, but some sources could not be read: " + strings.Join(unread, "; "), Hint: "fix or remove the unreadable files"}
@@ -98,7 +105,11 @@ func dhcpSearchRun(_ context.Context, env *Env) Result {
 		}
 	}
 	if len(problems) > 0 {
-		return Result{Status: Problem, Message: fmt.Sprintf("DHCP hands out %s and will again on renewal: %s", strings.Join(doms, ", "), strings.Join(problems, "; ")), Hint: strings.Join(uniq(hints), "; ")}
+		msg := fmt.Sprintf("DHCP hands out %s and will again on renewal: %s", strings.Join(doms, ", "), strings.Join(problems, "; "))
+		if len(unread) > 0 {
+			msg += "; and some sources could not be read: " + strings.Join(unread, "; ")
+		}
+		return Result{Status: Problem, Message: msg, Hint: strings.Join(uniq(hints), "; ")}
 	}
 	if len(unread) > 0 {
 		return Result{Status: Unknown, Message: fmt.Sprintf("DHCP hands out %s; the known clients drop it, but some sources could not be read: %s", strings.Join(doms, ", "), strings.Join(unread, "; ")), Hint: "fix or remove the unreadable files"}

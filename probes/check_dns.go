@@ -82,7 +82,7 @@ func (dnsLoop) Run(ctx context.Context, env *Env) Result {
 	}
 	l := env.Host
 	p := env.probeCache(ctx)
-	cp := env.cacheProcess()
+	cp := env.cacheProcess(ctx)
 
 	// The live probe: a random name the cache cannot have cached (the CoreDNS loop plugin's shape,
 	// <random>.<random>. HINFO), sent through the cache so it travels the whole upstream chain.
@@ -167,24 +167,41 @@ func clusterSideLoop(ctx context.Context, env *Env, p *cacheProbe, cp *CacheProc
 	if len(cf.Zones) == 0 {
 		return Result{}, false, ""
 	}
+	// Only the servers that may be the cluster DNS's are judged (serverTrust): a process that merely
+	// calls itself coredns, in a tenant's pod or in namespaces of its own, is named and left out.
+	pods, _ := env.podNamespaces(ctx)
 	var others []*CacheProcess
-	for _, s := range env.Host.FindDNSServers() {
-		if cp == nil || s.PID != cp.PID {
-			others = append(others, s)
+	var ignored []string
+	for _, s := range env.dnsServers() {
+		if cp != nil && s.PID == cp.PID {
+			continue
 		}
+		if _, why := serverTrust(s, pods); why != "" {
+			l, _, _ := dnsPodName(s, pods)
+			ignored = append(ignored, l+": "+why)
+			continue
+		}
+		others = append(others, s)
+	}
+	notJudged := ""
+	if len(ignored) > 0 {
+		notJudged = "not judged: " + listSome(ignored, 3)
 	}
 	pls := PodLoops(env.Plan.Facts, cf, others)
 	if len(pls) == 0 {
 		if len(others) == 0 {
-			return Result{}, false, ""
+			return Result{}, false, notJudged
 		}
-		pods, _ := env.podNamespaces(ctx)
 		var names []string
 		for _, s := range others {
-			l, _ := dnsPodName(s, pods)
+			l, _, _ := dnsPodName(s, pods)
 			names = append(names, l)
 		}
-		return Result{}, false, fmt.Sprintf("%s: %s not sent back to a loop address", strings.Join(names, ", "), strings.Join(cf.Zones, ", "))
+		judged = fmt.Sprintf("%s: %s not sent back to a loop address", strings.Join(names, ", "), strings.Join(cf.Zones, ", "))
+		if notJudged != "" {
+			judged += "; " + notJudged
+		}
+		return Result{}, false, judged
 	}
 	var cacheLoops []string
 	if cp != nil {
@@ -197,7 +214,11 @@ func clusterSideLoop(ctx context.Context, env *Env, p *cacheProbe, cp *CacheProc
 	case probe == nil:
 		ps = "the cache does not answer"
 	}
-	return podLoopResult(ctx, env, cf, pls, cacheLoops, ps), true, ""
+	r = podLoopResult(ctx, env, cf, pls, cacheLoops, ps)
+	if notJudged != "" {
+		r.Message += "; " + notJudged
+	}
+	return r, true, ""
 }
 
 type searchNXDomain struct{}

@@ -17,6 +17,17 @@ func (kubeletResolvConf) ID() string { return "kubelet.resolvconf" }
 
 func (c kubeletResolvConf) Run(_ context.Context, env *Env) Result {
 	r := c.run(env)
+	for _, p := range env.Snapshot.ProblemsFrom(node.SourceManaged) {
+		if p.Path != node.KubeletRestartFile || !env.Config.Kubelet.Manage {
+			continue
+		}
+		// docs/contract.md "kubelet.manage": a record nodedns cannot believe (another user could
+		// have written it) decides nothing, so whether a restart is owed is unknown.
+		r.Message += "; nodedns's kubelet restart record is not believed: " + p.String()
+		if r.Status == OK {
+			r.Status, r.Hint = Unknown, "make "+node.KubeletRestartFile+" root's again as the message says (or remove it), then `nodedns apply`"
+		}
+	}
 	if ig := env.Snapshot.KubeletIgnored; len(ig) > 0 {
 		// docs/contract.md "Kubelet's config": a process that only calls itself kubelet decided
 		// nothing; say so, so that whoever reads the verdict knows it was there.

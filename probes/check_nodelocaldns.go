@@ -366,7 +366,7 @@ func (nodelocalIptables) Run(ctx context.Context, env *Env) Result {
 			return Result{Status: Unknown, Message: msg + "; and " + strings.Join(errs, "; ")}
 		}
 		msg += " (read from " + backendNames(bs) + ")"
-		if r, ok := notrackFirstSync(env, msg); ok {
+		if r, ok := notrackFirstSync(ctx, env, msg); ok {
 			return r
 		}
 		return Result{Status: Problem, Message: msg,
@@ -405,8 +405,8 @@ func FirstSyncWait(comm string, age time.Duration) (wait bool, left time.Duratio
 // there yet because node-cache adds them at its first sync tick, and restarting its pod (the hint
 // for rules gone later) would restart that wait. unknown, not problem, so `check --wait` keeps going
 // (docs/contract.md "Check ids", nodelocaldns.iptables).
-func notrackFirstSync(env *Env, msg string) (Result, bool) {
-	cp := env.cacheProcess()
+func notrackFirstSync(ctx context.Context, env *Env, msg string) (Result, bool) {
+	cp := env.cacheProcess(ctx)
 	if cp == nil || env.Host.Uptime == nil {
 		return Result{}, false
 	}

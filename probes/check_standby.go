@@ -19,6 +19,10 @@ func (env *Env) readStandby() (st statefile.Status, ok bool, err error) {
 	if env.Files == nil {
 		return st, false, nil
 	}
+	// Only the daemon's own word: a file another user could write says nothing (nodefs.CheckState).
+	if err := nodefs.CheckState(env.Files, statefile.Path); err != nil {
+		return st, false, err
+	}
 	data, err := env.Files.ReadFile(statefile.Path, nodefs.State)
 	if errors.Is(err, fs.ErrNotExist) {
 		return st, false, nil

@@ -34,13 +34,13 @@ type Host struct {
 	DNS      Exchanger
 	// DNSPort is the port probes send to (53; tests run their servers elsewhere).
 	DNSPort uint16
-	// FindCache finds the cache's process bound to one of addrs on port 53 (interface mode);
-	// FindPodCache the one that runs in a network namespace of its own (lrp and none modes, lowest
-	// PID first); FindDNSServers every node-cache or coredns process on the node with a port-53
-	// socket, by PID. Each is read from /proc, its Corefile and resolv.conf files through the
-	// process's own root; nil when none runs.
+	// FindCache finds the cache's process: the one holding a socket the kernel lists as bound to
+	// one of addrs on port 53 (interface mode); FindDNSServers every node-cache or coredns process on
+	// the node with a port-53 socket in its own network namespace, by PID, with what says whose it
+	// is (the checks believe only some: serverTrust; in lrp and none modes the cache is among them).
+	// Each is read from /proc, its Corefile and resolv.conf files through the process's own root;
+	// nil when none runs.
 	FindCache      func(addrs []netip.Addr) *CacheProcess
-	FindPodCache   func() *CacheProcess
 	FindDNSServers func() []*CacheProcess
 	// ProcStat returns /proc/PID/stat of a process (ParseProcStatStart reads it).
 	ProcStat func(pid int) ([]byte, error)
@@ -76,6 +76,8 @@ type Host struct {
 	podsErr error
 	cpOnce  sync.Once
 	cp      *CacheProcess
+	srvOnce sync.Once
+	srv     []*CacheProcess
 }
 
 // ProbeRounds is how many DNS rounds a live report waits for one after the other, each bounded by
@@ -96,18 +98,48 @@ func (env *Env) podNamespaces(ctx context.Context) ([]podprobe.Pod, error) {
 	return l.pods, l.podsErr
 }
 
-// cacheProcess finds the cache's process once per report: bound to a cache address in interface
-// mode, else in a network namespace of its own (docs/contract.md "Cache mode"); nil when none runs.
-func (env *Env) cacheProcess() *CacheProcess {
+// cacheProcess finds the cache's process once per report (docs/contract.md "Cache mode"): the one
+// holding the cache address's socket in interface mode; else, among the DNS servers the checks
+// believe (serverTrust: a kube-system pod's, or a privileged one's on the host), node-cache before
+// coredns, then the lowest PID. nil when none runs.
+func (env *Env) cacheProcess(ctx context.Context) *CacheProcess {
 	l := env.Host
 	l.cpOnce.Do(func() {
 		if env.cacheMode().Interface() {
 			l.cp = l.FindCache(env.Plan.Facts.CacheAddrs)
-		} else {
-			l.cp = l.FindPodCache()
+			return
+		}
+		pods, _ := env.podNamespaces(ctx)
+		for _, s := range env.dnsServers() {
+			if _, why := serverTrust(s, pods); why != "" {
+				continue
+			}
+			if l.cp == nil || cacheRank(s.Comm) < cacheRank(l.cp.Comm) {
+				l.cp = s // dnsServers is by PID: the first of a rank is the lowest
+			}
 		}
 	})
 	return l.cp
+}
+
+// cacheRank orders the names of a node-local cache: node-cache (the cache itself) before coredns.
+func cacheRank(comm string) int {
+	if comm == "node-cache" {
+		return 0
+	}
+	return 1
+}
+
+// dnsServers finds the node's DNS servers once per report, by PID.
+func (env *Env) dnsServers() []*CacheProcess {
+	l := env.Host
+	l.srvOnce.Do(func() {
+		if l.FindDNSServers != nil {
+			l.srv = l.FindDNSServers()
+		}
+		slices.SortFunc(l.srv, func(a, b *CacheProcess) int { return a.PID - b.PID })
+	})
+	return l.srv
 }
 
 // cacheMode is how the cache runs on this node (docs/contract.md "Cache mode"); in auto mode the

@@ -50,7 +50,6 @@ func (f fakeNet) Rules(fam int) ([]netstate.Rule, error) {
 // cache's process give it themselves (cacheProcessOf).
 func noProcesses(h *Host) *Host {
 	h.FindCache = func([]netip.Addr) *CacheProcess { return nil }
-	h.FindPodCache = func() *CacheProcess { return nil }
 	h.FindDNSServers = func() []*CacheProcess { return nil }
 	h.ProcStat = func(int) ([]byte, error) { return nil, fs.ErrNotExist }
 	return h

@@ -23,8 +23,15 @@ type CacheProcess struct {
 	// Resolv are the resolv.conf files forward reads, as the process sees them (its mount namespace).
 	Resolv map[string]*resolvconf.File
 	Err    error // the Corefile or a resolv.conf could not be read
-	// NetNS is the process's network namespace (FindDNSServers), to tell which pod it is.
-	NetNS podprobe.NSID
+	// NetNS is the process's network namespace (FindDNSServers), to tell which pod it is; HostNet
+	// is set when that is the host's (nodedns's own).
+	NetNS   podprobe.NSID
+	HostNet bool
+	// Root: its real, effective, saved and file system uids are all 0. PrivilegedPort: it is in the
+	// host's network namespace, where binding port 53 takes CAP_NET_BIND_SERVICE
+	// (net.ipv4.ip_unprivileged_port_start above 53): no unprivileged user's process holds such a
+	// socket. FindDNSServers fills both, for serverTrust.
+	Root, PrivilegedPort bool
 }
 
 // ProcNetEntry is one socket of /proc/net/{udp,tcp}{,6}.
@@ -32,11 +39,12 @@ type ProcNetEntry struct {
 	Addr  netip.Addr
 	Port  uint16
 	State int
+	UID   uint32 // the socket's owner (column 8)
 	Inode string
 }
 
 // ParseProcNet reads /proc/net/udp-style tables: local address as hex in host byte order per 32-bit
-// word, port as hex, state, inode in column 10. Lines it cannot read are skipped.
+// word, port as hex, state, owner uid in column 8, inode in column 10. Lines it cannot read are skipped.
 func ParseProcNet(data []byte) []ProcNetEntry {
 	var out []ProcNetEntry
 	for i, line := range strings.Split(string(data), "\n") {
@@ -62,7 +70,11 @@ func ParseProcNet(data []byte) []ProcNetEntry {
 			continue
 		}
 		st, _ := strconv.ParseInt(f[3], 16, 32)
-		out = append(out, ProcNetEntry{Addr: a.Unmap(), Port: uint16(port), State: int(st), Inode: f[9]})
+		uid, err := strconv.ParseUint(f[7], 10, 32)
+		if err != nil {
+			continue
+		}
+		out = append(out, ProcNetEntry{Addr: a.Unmap(), Port: uint16(port), State: int(st), UID: uint32(uid), Inode: f[9]})
 	}
 	return out
 }

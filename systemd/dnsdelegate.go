@@ -52,6 +52,11 @@ type DNSDelegate struct {
 	// DefaultRoute is the last valid DefaultRoute= value ("" when unset: resolved then decides by
 	// the delegate's domains, as for a link).
 	DefaultRoute string
+	// Foreign names each of Files another user could have written, with why (nodedns.CheckTrusted:
+	// the file, or a directory on the way, is not root's or is writable by others). resolved loads
+	// it all the same; nodedns neither edits nor copies it (docs/contract.md "systemd-resolved 258 and
+	// later: DNS delegates").
+	Foreign map[string]string
 }
 
 // DNSDelegates is every delegate resolved would load, in file name order.
@@ -107,6 +112,12 @@ func LoadDNSDelegates(r nodefs.Reader) *DNSDelegates {
 			}
 			d.Files = append(d.Files, p)
 			d.Data = append(d.Data, data)
+			if err := nodefs.CheckTrusted(r, p); err != nil {
+				if d.Foreign == nil {
+					d.Foreign = map[string]string{}
+				}
+				d.Foreign[p] = err.Error()
+			}
 			fw, fatal := ParseDNSDelegate(&d, p, data)
 			ws = append(ws, fw...)
 			if fatal {

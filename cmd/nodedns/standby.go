@@ -45,19 +45,28 @@ func startStandby(ctx context.Context, g *globals, rec *metrics.Recorder, st *st
 			_, f := facts()
 			return standby.Inputs{CacheAddrs: f.CacheAddrs, ClusterDomain: f.ClusterDomain, ClusterDNS: cfg.ClusterDNS, Upstreams: f.Upstreams}, nil
 		},
+		// The cache is the process that holds the cache address's socket (sock_diag's inode, in
+		// this namespace, owned by its user), never one that is only named like a cache; where the
+		// kernel hides which process holds it (the unit has no ptrace access), the likely holders
+		// (live.FindCacheHolders), whose Corefile is not readable either.
 		FindCache: func(addrs []netip.Addr) *standby.Cache {
-			cp := live.FindCacheProcess("/proc", addrs)
-			if cp == nil {
+			cp, holders := live.FindCacheHolders("/proc", addrs)
+			if len(holders) == 0 {
 				return nil
 			}
-			c := &standby.Cache{PID: cp.PID}
+			if cp == nil {
+				return &standby.Cache{PID: holders[0], PIDs: holders}
+			}
+			c := &standby.Cache{PID: cp.PID, PIDs: holders}
 			for _, fw := range cp.Forwards {
 				c.Forwards = append(c.Forwards, standby.Forward{Zones: fw.Zones, From: fw.From, To: fw.To})
 			}
 			return c
 		},
-		Resync:    cfg.Daemon.ResyncInterval,
-		LoadState: func() ([]byte, error) { return r.ReadFile(standby.StatePath, nodefs.State) },
+		Resync: cfg.Daemon.ResyncInterval,
+		// Trusted state only: the file carries the cluster DNS the cache's Corefile named, where the
+		// standby forwards the cluster's zones.
+		LoadState: func() ([]byte, error) { return st.ReadState(standby.StatePath, nodefs.State) },
 		SaveState: func(data []byte) error { _, err := st.Write(standby.StatePath, data, 0o644); return err },
 		Log:       g.log.With("component", "standby"),
 		// node-cache's teardown covered (docs/contract.md "Standby"): its interface, addresses and

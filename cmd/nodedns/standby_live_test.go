@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -152,8 +153,15 @@ printf 'nameserver %[3]s\n' > /etc/resolv.conf
 // marks its state) and waits for it.
 func (n *standbyNode) startNodedns(t testing.TB, config string) *syncBuf {
 	t.Helper()
+	return n.startNodednsAs(t, config)
+}
+
+// startNodednsAs is startNodedns with the binary run through prefix (setpriv dropping capabilities).
+func (n *standbyNode) startNodednsAs(t testing.TB, config string, prefix ...string) *syncBuf {
+	t.Helper()
 	mustTB(t, os.WriteFile(n.sb.Path("/etc/nodedns/config.yaml"), []byte(config), 0o644))
-	cmd := n.sb.Cmd(context.Background(), n.bin, "--config", "/etc/nodedns/config.yaml", "--log-level", "debug", "run")
+	argv := append(append(prefix, n.bin), "--config", "/etc/nodedns/config.yaml", "--log-level", "debug", "run")
+	cmd := n.sb.Cmd(context.Background(), argv[0], argv[1:]...)
 	lb := &syncBuf{}
 	cmd.Stderr, cmd.Stdout = lb, lb
 	if err := cmd.Start(); err != nil {
@@ -467,4 +475,90 @@ func BenchmarkStandbyTakeover(b *testing.B) {
 	b.ReportMetric(float64(delay.Microseconds())/float64(b.N)/1000, "takeover-ms")
 	b.Logf("cache down %v: without standby %s; with standby %d of %d lookups lost per kill, longest gap %v, takeover delay %v (mean of %d)",
 		down, without, lost/b.N, asked/b.N, gap, delay/time.Duration(b.N), b.N)
+}
+
+// unitCaps runs a program with the packaged unit's capabilities and the standby drop-in's
+// (packaging/systemd/nodedns.service, standby.conf): no CAP_SYS_PTRACE, so the cache's process,
+// root's with every capability, is not the daemon's to read (its /proc/PID/fd).
+var unitCaps = []string{"setpriv", "--bounding-set=-all,+net_admin,+chown,+net_bind_service", "--inh-caps=-all", "--"}
+
+// TestStandbyIgnoresCacheImpostors (docs/contract.md "Standby", "Whose DNS server"): processes
+// named coredns that hold none of the cache's sockets, started and exiting twenty times a second from
+// before the daemon starts (nobody's on the node, and root's in a pod's network namespace), never
+// wake the standby in 5 s: with the unit's capabilities (the kernel hides which process holds the
+// socket: the standby watches the cache processes of the socket's owner in the socket's network
+// namespace) and with root's (it watches the socket's holder). Killed, the real cache still wakes it
+// at once (its exit is watched), and the standby takes over.
+//
+// Measured before (the standby watched every process named node-cache or coredns when it could not
+// read which held the socket): with the unit's capabilities 101 wake-ups in those 5 s (with nobody's
+// impostors alone, 60, 20 and 44 over three runs: each exit re-watched the impostor then running,
+// so the chain lasts until one exits with no other alive), each a log line ("a node-local cache
+// process exited; checking its address") and a re-scan of /proc and of the sockets; with root's,
+// none. The takeover after the cache's kill was 21 ms then, 22 ms now.
+func TestStandbyIgnoresCacheImpostors(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		prefix []string
+	}{{"the unit's capabilities", unitCaps}, {"root's", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newStandbyNode(t)
+			n.sb.Run(t, `set -e
+mount -t tmpfs -o mode=1777 tmpfs /var/tmp
+mkdir -m 0755 /var/tmp/imp && touch /var/tmp/imp/coredns
+mount --bind "$(readlink -f /bin/sleep)" /var/tmp/imp/coredns`)
+			// The impostors first: one runs whenever the standby looks for the cache's process.
+			loop := `sh -c 'end=$(($(date +%s)+20)); while [ $(date +%s) -lt $end ]; do /var/tmp/imp/coredns 0.05; done'`
+			n.sb.Run(t, "(setpriv --reuid=65534 --regid=65534 --clear-groups "+loop+") >/dev/null 2>&1 &\n"+
+				"(ip netns exec "+n.pod.Netns+" "+loop+") >/dev/null 2>&1 &")
+			nstest.WaitFor(t, 10*time.Second, "nobody's and root's processes named coredns", func() bool {
+				out, _ := n.sb.Try("ps -eo uid=,args= | grep -c '/var/tmp/imp/coredns 0.05' || true")
+				c, _ := strconv.Atoi(strings.TrimSpace(out))
+				return c >= 2
+			})
+			lb := n.startNodednsAs(t, "nodeLocalDNS:\n  standby: on\n", tc.prefix...)
+			n.waitState(t, standby.Ready)
+			const woke = "a node-local cache process exited"
+			before := strings.Count(lb.String(), woke)
+			time.Sleep(5 * time.Second)
+			wakes := strings.Count(lb.String(), woke) - before
+			t.Logf("processes named coredns, 40 a second: the standby woke %d times in 5 s", wakes)
+			if wakes != 0 {
+				t.Errorf("the standby woke %d times for processes that only call themselves coredns", wakes)
+			}
+			killed := time.Now()
+			n.cache.Stop()
+			st := n.waitState(t, standby.Active)
+			t.Logf("the cache killed: the standby active %v later (takeover delay %v as it measured)", time.Since(killed).Round(time.Millisecond), st.LastTakeoverDelay)
+			if strings.Count(lb.String(), woke) == before {
+				t.Errorf("the cache's exit did not wake the standby: it was not watched (it took over %v after the kill)", time.Since(killed).Round(time.Millisecond))
+			}
+		})
+	}
+}
+
+// TestAttackStandbyState (docs/contract.md "Standby"; "Where things live"): the standby's state file
+// carries the cluster DNS the cache's Corefile last named, where the standby forwards the cluster's
+// zones while the cache is down. nobody owns /var/lib/nodedns/standby.json (root's directory) and
+// writes an address of theirs (192.0.2.99) there; the cache is down when the daemon starts, so its
+// Corefile cannot tell otherwise. The standby never forwards to the address nobody wrote.
+//
+// Measured before (the file was read as any file): the standby stood in forwarding the cluster's
+// zones to 192.0.2.99 ("targets: cluster.local, in-addr.arpa, ip6.arpa -> 192.0.2.99 ...").
+func TestAttackStandbyState(t *testing.T) {
+	n := newStandbyNode(t)
+	n.cache.Stop()
+	const planted = `{"pid":1,"state":"ready","since":"2026-01-01T00:00:00Z","queries":0,"corefileClusterDNS":["192.0.2.99"],"takeovers":0,"updated":"2026-01-01T00:00:00Z"}`
+	mustTB(t, os.WriteFile(n.sb.Path("/run/planted.json"), []byte(planted+"\n"), 0o644))
+	n.sb.Run(t, "touch /var/lib/nodedns/standby.json && chown 65534:65534 /var/lib/nodedns/standby.json && "+
+		"setpriv --reuid=65534 --regid=65534 --clear-groups sh -c 'cat /run/planted.json > /var/lib/nodedns/standby.json'")
+	if data, _ := os.ReadFile(n.sb.Path(standby.StatePath)); !strings.Contains(string(data), "192.0.2.99") {
+		t.Fatalf("the planted state file: %q", data)
+	}
+	n.startNodedns(t, "nodeLocalDNS:\n  standby: on\n")
+	st := n.waitState(t, standby.Active)
+	t.Logf("standby with nobody's state file: %s, targets %s", st.State, st.Targets)
+	if strings.Contains(st.Targets, "192.0.2.99") || slices.Contains(st.CorefileClusterDNS, netip.MustParseAddr("192.0.2.99")) {
+		t.Errorf("the standby forwards to the address nobody wrote: %s", st.Targets)
+	}
 }

@@ -7,7 +7,6 @@
 package edges
 
 import (
-	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -15,12 +14,10 @@ import (
 	"github.com/nodedns/nodedns/internal/cachenet"
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/hostnet"
-	"github.com/nodedns/nodedns/internal/kubelet"
 	"github.com/nodedns/nodedns/internal/live"
 	"github.com/nodedns/nodedns/internal/reconcile"
 	"github.com/nodedns/nodedns/internal/store"
 	"github.com/nodedns/nodedns/probes"
-	"github.com/nodedns/nodedns/systemd/bus"
 )
 
 // Edges is one run's node with its integrations wired in, the store of its files, the live probes
@@ -72,9 +69,7 @@ func New(root string, cfg config.Config, log *slog.Logger) *Edges {
 	netlink := hostnet.New()
 
 	n.Sources = []reconcile.Source{
-		kubeletProcess{cfg: cfg, proc: "/proc", files: st, mainPIDs: func(ctx context.Context) (map[int]string, error) {
-			return bus.MainPIDs(ctx, nil, kubelet.Units)
-		}},
+		kubeletProcess{cfg: cfg, proc: "/proc", files: st, units: unitProcesses},
 		resolved,
 		nm,
 		cacheInterface{ifname: cfg.NodeLocalDNS.Interface, net: netlink},

@@ -25,23 +25,28 @@ type kubeletProcess struct {
 	cfg   config.Config
 	proc  string        // "/proc"; a fake tree in tests
 	files nodefs.Reader // the node's files, to read the config found
-	// mainPIDs answers systemd's MainPID of each of kubelet.Units (bus.MainPIDs); nil: no bus.
-	mainPIDs func(ctx context.Context) (map[int]string, error)
+	// units answers what systemd says of each of kubelet.Units, its MainPID and ControlGroup
+	// (bus.UnitProcesses); nil: no bus.
+	units func(ctx context.Context) (map[string]kubelet.UnitProcess, error)
 }
 
 func (kubeletProcess) Name() string { return "kubelet process" }
 
 func (k kubeletProcess) Observe(ctx context.Context, s *node.Snapshot) error {
-	if k.cfg.Kubelet.Config != "" && k.cfg.Kubelet.Config != config.KubeletConfigAuto {
-		return nil // a path in the config names the file directly
+	// A path in the config names the file directly; the running kubelet is then read only for
+	// kubelet.manage's restart, which its start settles.
+	named := k.cfg.Kubelet.Config != "" && k.cfg.Kubelet.Config != config.KubeletConfigAuto
+	if named && !k.cfg.Kubelet.Manage {
+		return nil
 	}
-	var units kubelet.MainPIDs
-	if k.mainPIDs != nil {
-		// Asked only when several of root's kubelets run: the answer is a D-Bus round trip per unit.
-		units = func() map[int]string {
+	var units kubelet.AskUnits
+	if k.units != nil {
+		// Asked only when several of root's kubelets run, or one must be verified without ptrace
+		// access to it: the answer is D-Bus round trips per unit.
+		units = func() map[string]kubelet.UnitProcess {
 			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			m, err := k.mainPIDs(ctx)
+			m, err := k.units(ctx)
 			if err != nil {
 				return nil // no systemd to ask: FindProcess takes the newest
 			}
@@ -53,10 +58,13 @@ func (k kubeletProcess) Observe(ctx context.Context, s *node.Snapshot) error {
 		return err
 	}
 	s.KubeletIgnored, s.KubeletUnverified = scan.Ignored, scan.Unverified
+	s.KubeletScanned = k.cfg.Kubelet.Manage
 	if !scan.OK {
 		return nil
 	}
-	s.UseKubeletConfig(k.files, kubelet.Complete(k.files, scan.Found))
+	if !named {
+		s.UseKubeletConfig(k.files, kubelet.Complete(k.files, scan.Found))
+	}
 	if k.cfg.Kubelet.Manage && !scan.Started.IsZero() {
 		// docs/contract.md "kubelet.manage": a kubelet started after nodedns changed its config
 		// reads the new one. Only the chosen process's start time counts: another process named
@@ -103,4 +111,18 @@ func (k KubeletRestarter) Do(ctx context.Context, a policy.Action) error {
 		k.Log.Info("restarted the unit that starts kubelet", "unit", rk.Unit, "how", "systemd D-Bus RestartUnit")
 	}
 	return nil
+}
+
+// unitProcesses asks systemd over D-Bus for the main process and control group of each unit that
+// starts kubelet.
+func unitProcesses(ctx context.Context) (map[string]kubelet.UnitProcess, error) {
+	m, err := bus.UnitProcesses(ctx, nil, kubelet.Units)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]kubelet.UnitProcess, len(m))
+	for u, up := range m {
+		out[u] = kubelet.UnitProcess{MainPID: up.MainPID, ControlGroup: up.ControlGroup}
+	}
+	return out, nil
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/nodedns/nodedns/internal/node"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/testutil/nstest"
-	"github.com/nodedns/nodedns/systemd/bus"
 )
 
 // TestKubeletMainPIDLive (docs/contract.md "Kubelet's config"): two kubelets of root's run, both
@@ -87,12 +86,11 @@ func TestKubeletMainPIDInNamespace(t *testing.T) {
 	if os.Getenv(mainPIDHelperEnv) == "" {
 		t.Skip("run by TestKubeletMainPIDLive inside its systemd's namespace")
 	}
-	ask := func(ctx context.Context) (map[int]string, error) { return bus.MainPIDs(ctx, nil, kubelet.Units) }
-	for name, mainPIDs := range map[string]func(context.Context) (map[int]string, error){"bus": ask, "no bus": nil} {
+	for name, units := range map[string]func(context.Context) (map[string]kubelet.UnitProcess, error){"bus": unitProcesses, "no bus": nil} {
 		cfg := config.Default()
 		r := nodefs.NewReader("/")
 		s := node.Observe(r, cfg, time.Now())
-		if err := (kubeletProcess{cfg: cfg, proc: "/proc", files: r, mainPIDs: mainPIDs}).Observe(context.Background(), s); err != nil {
+		if err := (kubeletProcess{cfg: cfg, proc: "/proc", files: r, units: units}).Observe(context.Background(), s); err != nil {
 			t.Fatal(err)
 		}
 		if len(s.KubeletIgnored) > 0 {

@@ -69,9 +69,22 @@ func TestKubeletProcessStarted(t *testing.T) {
 		if manage {
 			want = time.Unix(fakeproc.Btime+5, 0)
 		}
-		if !s.KubeletStarted.Equal(want) || s.Kubelet.PID != 812 {
-			t.Errorf("kubelet.manage %v: started %v, pid %d; want %v, 812", manage, s.KubeletStarted, s.Kubelet.PID, want)
+		if !s.KubeletStarted.Equal(want) || s.Kubelet.PID != 812 || s.KubeletScanned != manage {
+			t.Errorf("kubelet.manage %v: started %v, pid %d, scanned %v; want %v, 812, %v", manage, s.KubeletStarted, s.Kubelet.PID, s.KubeletScanned, want, manage)
 		}
+	}
+	// A path in the config names kubelet's file, but kubelet.manage's restart is still settled by
+	// the running kubelet's start. Before, the process was not read at all then: the record of an
+	// owed restart was never removed, and with kubelet.restart every pass restarted kubelet.
+	cfg := config.Default()
+	cfg.Kubelet.Manage, cfg.Kubelet.Config = true, "/etc/kubelet/explicit.yaml"
+	r := nodefs.NewReader(t.TempDir())
+	s := node.Observe(r, cfg, time.Now())
+	if err := (kubeletProcess{cfg: cfg, proc: proc, files: r}).Observe(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	if !s.KubeletStarted.Equal(time.Unix(fakeproc.Btime+5, 0)) || !s.KubeletScanned || s.Kubelet.Path != "/etc/kubelet/explicit.yaml" {
+		t.Errorf("kubelet.config named: started %v, scanned %v, config %q; want root's kubelet's start and the named file", s.KubeletStarted, s.KubeletScanned, s.Kubelet.Path)
 	}
 }
 

@@ -226,6 +226,15 @@ func edit(r nodefs.Reader, p string, change func(data []byte, exists bool) ([]by
 	if !declared(p) {
 		return Edit{Target: p, Blocked: fmt.Sprintf("%s decides kubelet's resolv.conf, but is not among the files kubelet.manage may change (%s): point it at nodedns's file there yourself", p, strings.Join(Writes(), ", "))}, true
 	}
+	// The file and every directory on the way to it (the targets of symlinks included) must be
+	// root's and writable by nobody else: another user could otherwise change what nodedns reads
+	// there between plan and write, plant a link that turns the write against another file, or own
+	// the file nodedns would hand back to them (docs/contract.md "kubelet.manage"). The store
+	// refuses a write in a directory of another user's too; a file of another user's it would
+	// rewrite, keeping its owner.
+	if err := nodefs.CheckTrusted(r, p); err != nil {
+		return Edit{Target: p, Blocked: fmt.Sprintf("%s decides kubelet's resolv.conf, but another user could change it (%v): nodedns points kubelet at its file only in root's files; make it and the directories on the way root's and writable by root only, then apply again", p, err)}, true
+	}
 	e := Edit{Path: p, Mode: 0o644, Reason: reason}
 	data, err := r.ReadFile(p, nodefs.Config)
 	exists := true

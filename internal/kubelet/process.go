@@ -9,9 +9,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nodedns/nodedns/internal/nodefs"
+	"golang.org/x/sys/unix"
 )
 
 // procKind bounds a /proc file read here: kubelet's command line is well under a page, and the
@@ -36,20 +38,55 @@ type Scan struct {
 	Unverified bool
 }
 
-// MainPIDs answers which processes are the main processes of the units that start kubelet (Units),
-// as PID -> unit: systemd's MainPID over D-Bus on the live node. nil, or an empty answer: none known.
-type MainPIDs func() map[int]string
+// UnitProcess is what systemd says of a unit that starts kubelet: its main process (MainPID) and
+// its control group (ControlGroup, "" when unknown).
+type UnitProcess struct {
+	MainPID      int
+	ControlGroup string
+}
+
+// AskUnits answers what systemd says of the units that start kubelet (Units), by unit: over D-Bus on
+// the live node. nil, or an empty answer: nothing known (no systemd to ask). It is asked at most
+// once per scan, and only when needed: several of root's kubelets to tell apart, or one to verify
+// without ptrace access to it.
+type AskUnits func() map[string]UnitProcess
+
+// mainPIDs is the answer's main processes, PID -> unit.
+func mainPIDs(units map[string]UnitProcess) map[int]string {
+	out := map[int]string{}
+	for u, up := range units {
+		if up.MainPID > 0 {
+			out[up.MainPID] = u
+		}
+	}
+	return out
+}
+
+// askOnce wraps units so that it is asked at most once.
+func askOnce(units AskUnits) AskUnits {
+	if units == nil {
+		return nil
+	}
+	var once sync.Once
+	var answer map[string]UnitProcess
+	return func() map[string]UnitProcess {
+		once.Do(func() { answer = units() })
+		return answer
+	}
+}
 
 // FindProcess is step 1 of docs/contract.md "Kubelet's config": it finds the process whose name is
 // kubelet (its comm, else the base name of its executable: a comm is cut at 15 bytes and can be
 // changed by the process), or a `k3s server`/`k3s agent`, in proc ("/proc"; a fake tree in tests)
 // and reads its --config and --config-dir. Only a process the kernel says is root's counts
 // (verifyProcess: uid and gid 0, PID 1's PID and mount namespaces, a root-owned executable in
-// root's directories); every other is in Scan.Ignored with the rule it failed. When several
-// qualify, the main process of a unit that starts kubelet (or its child: RKE2's kubelet) wins, as
-// mainPIDs says (asked only then; nil: no bus), else the newest: the one that read kubelet's
-// files last. The others are named in Found.How.
-func FindProcess(proc string, mainPIDs MainPIDs) (Scan, error) {
+// root's directories; or, where the kernel shows nodedns no more than the process's status and
+// cgroup, PID 1's PID namespace and a unit's cgroup or main process, as units says); every other is
+// in Scan.Ignored with the rule it failed. When several qualify, the main process of a unit that
+// starts kubelet (or its child: RKE2's kubelet) wins, as units says (nil: no bus), else the newest:
+// the one that read kubelet's files last. The others are named in Found.How.
+func FindProcess(proc string, units AskUnits) (Scan, error) {
+	units = askOnce(units)
 	ents, err := os.ReadDir(proc)
 	if err != nil {
 		return Scan{}, fmt.Errorf("list %s: %w", proc, err)
@@ -64,7 +101,7 @@ func FindProcess(proc string, mainPIDs MainPIDs) (Scan, error) {
 	var scan Scan
 	var trusted []candidate
 	for _, pid := range pids {
-		c, ok, err := readProcess(proc, pid)
+		c, ok, err := readProcess(proc, pid, units)
 		if err != nil {
 			return Scan{}, err
 		}
@@ -80,7 +117,7 @@ func FindProcess(proc string, mainPIDs MainPIDs) (Scan, error) {
 	if len(trusted) == 0 {
 		return scan, nil
 	}
-	c, note := choose(proc, trusted, mainPIDs)
+	c, note := choose(proc, trusted, units)
 	scan.Found, scan.OK = c.found, true
 	scan.Found.How += note
 	if boot, err := bootTime(proc); err == nil {
@@ -110,15 +147,15 @@ func (c candidate) ignored() string {
 	return fmt.Sprintf("pid %d (%s) calls itself %s: ignored (%s)", c.pid, uid, c.name, c.why)
 }
 
-// choose picks among root's processes: a unit's main process (or its descendant) when mainPIDs
+// choose picks among root's processes: a unit's main process (or its descendant) when systemd
 // names one, else the newest (ties: the higher PID); note says why and names the others.
-func choose(proc string, trusted []candidate, mainPIDs MainPIDs) (candidate, string) {
+func choose(proc string, trusted []candidate, ask AskUnits) (candidate, string) {
 	if len(trusted) == 1 {
 		return trusted[0], ""
 	}
 	pool, rule := trusted, ""
-	if mainPIDs != nil {
-		if units := mainPIDs(); len(units) > 0 {
+	if ask != nil {
+		if units := mainPIDs(ask()); len(units) > 0 {
 			var started []candidate
 			for _, c := range trusted {
 				if r := unitOf(proc, c, units); r != "" {
@@ -181,7 +218,7 @@ func unitOf(proc string, c candidate, units map[int]string) string {
 
 // readProcess reads one process; ok is false when it is not a (live) kubelet or k3s. A process
 // that is one but not root's comes back with why set (verifyProcess).
-func readProcess(proc string, pid int) (candidate, bool, error) {
+func readProcess(proc string, pid int, units AskUnits) (candidate, bool, error) {
 	dir := filepath.Join(proc, strconv.Itoa(pid))
 	// Its start time before and after the reads: the same process throughout, not a PID reused.
 	stat, err := nodefs.ReadKernel(filepath.Join(dir, "stat"), procKind)
@@ -232,7 +269,7 @@ func readProcess(proc string, pid int) (candidate, bool, error) {
 		found = readKubelet(proc, dir, pid, exe, args)
 	}
 	c := candidate{found: found, pid: pid, name: name, ticks: ticks, ppid: ppid}
-	c.uid, c.why, c.unverified = verifyProcess(proc, pid)
+	c.uid, c.why, c.unverified = verifyProcess(proc, pid, units)
 	if again, err := nodefs.ReadKernel(filepath.Join(dir, "stat"), procKind); err != nil {
 		return candidate{}, false, nil
 	} else if t, _, err := statFields(again); err != nil || t != ticks {
@@ -363,7 +400,12 @@ func StartTime(proc string, pid int) (time.Time, error) {
 	return boot.Add(time.Duration(ticks) * time.Second / userHZ), nil
 }
 
-// bootTime is /proc/stat's btime.
+// bootTime is when the kernel booted: /proc/stat's btime, which the kernel cuts to the whole second
+// (fs/proc/stat.c show_stat: getboottime64's tv_sec), refined to the nanosecond when it is this
+// kernel's (a fake tree's is not): the wall clock now less CLOCK_BOOTTIME is the same boot time
+// before the cut (getboottime64 is that difference), so when it falls within btime's second it is
+// taken. The clocks are read wall clock first, so the boot time found is never later than the
+// kernel's: a start time built on it errs early, towards a kubelet restart still owed.
 func bootTime(proc string) (time.Time, error) {
 	all, err := nodefs.ReadKernel(filepath.Join(proc, "stat"), procKind)
 	if err != nil {
@@ -375,7 +417,15 @@ func bootTime(proc string) (time.Time, error) {
 			if err != nil {
 				return time.Time{}, fmt.Errorf("%s/stat: btime %q", proc, v)
 			}
-			return time.Unix(bt, 0), nil
+			btime := time.Unix(bt, 0)
+			now := time.Now().Round(0) // the wall clock alone
+			var ts unix.Timespec
+			if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) == nil {
+				if boot := now.Add(-time.Duration(ts.Nano())); !boot.Before(btime) && boot.Before(btime.Add(time.Second)) {
+					return boot, nil
+				}
+			}
+			return btime, nil
 		}
 	}
 	return time.Time{}, fmt.Errorf("%s/stat: no btime", proc)

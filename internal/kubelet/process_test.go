@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -141,9 +142,16 @@ func TestFindProcess(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			proc := fakeproc.Write(t, tc.procs)
 			asked := false
-			var units MainPIDs
+			var units AskUnits
 			if tc.units != nil {
-				units = func() map[int]string { asked = true; return tc.units }
+				units = func() map[string]UnitProcess {
+					asked = true
+					m := map[string]UnitProcess{}
+					for pid, u := range tc.units {
+						m[u] = UnitProcess{MainPID: pid}
+					}
+					return m
+				}
 			}
 			got, err := FindProcess(proc, units)
 			if err != nil {
@@ -262,7 +270,7 @@ func TestProcessLive(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		// Once sh has started, its comm is the binary's name and its cmdline the flags.
-		got, ok, err := readProcess("/proc", cmd.Process.Pid)
+		got, ok, err := readProcess("/proc", cmd.Process.Pid, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -327,6 +335,30 @@ func TestStartTime(t *testing.T) {
 	}
 }
 
+// TestStartTimeResolution (docs/contract.md "kubelet.manage"): the start time of a process started
+// now is good to the clock tick (10 ms), as kubelet.manage compares it with the time of its change.
+// /proc/stat's btime is the boot time cut to the whole second: a start time built on it alone is up
+// to a second early (on the machine this was written on, 0.55 s: the boot's fraction of a second),
+// so a kubelet restarted just after the change could count as started before it.
+func TestStartTimeResolution(t *testing.T) {
+	before := time.Now()
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	got, err := StartTime("/proc", cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kernel's start time is cut to the tick: at most 10 ms before the real one.
+	if got.Before(before.Add(-10*time.Millisecond)) || got.After(after) {
+		t.Errorf("a process started between %s and %s started at %s by StartTime (%v early)",
+			before.Format("15:04:05.000"), after.Format("15:04:05.000"), got.Format("15:04:05.000"), before.Sub(got).Round(time.Millisecond))
+	}
+}
+
 // FuzzProcStatus: the /proc readers of the running kubelet (its stat's start time and parent, its
 // status's ids) take any bytes without panicking, and what they accept is what was written.
 func FuzzProcStatus(f *testing.F) {
@@ -347,5 +379,99 @@ func FuzzProcStatus(f *testing.F) {
 				t.Errorf("status %q: %s %v", status, key, ids)
 			}
 		}
+	})
+}
+
+// TestVerifyWithoutPtrace (docs/contract.md "Kubelet's config"): where the kernel hides a process's
+// executable and namespaces (nodedns without ptrace access to it, the packaged unit), root's kubelet
+// is still told from the rest by what the kernel shows anyone: its status's uids, gids and NSpid
+// (one PID: PID 1's PID namespace), and its cgroup, which must be a unit's that starts kubelet (as
+// systemd says over D-Bus; without an answer, system.slice/UNIT) and root's alone, or systemd's
+// MainPID. A cgroup delegated to a user, one named like the unit's but a user's, one others can
+// write, and a process that is in none of them or in a container's PID namespace, are not proof.
+func TestVerifyWithoutPtrace(t *testing.T) {
+	root := os.Getuid() // who the test's cgroups belong to: root's, or the user running the test
+	kubelet := func(cgroup string) fakeproc.Proc {
+		return fakeproc.Proc{Comm: "kubelet", Argv: []string{"/usr/bin/kubelet", "--config=/var/lib/kubelet/config.yaml"}, Cwd: "/", Hidden: true, Cgroup: cgroup}
+	}
+	const unitCG = "/system.slice/kubelet.service"
+	const userCG = "/user.slice/user-1000.slice/user@1000.service/app.slice/kubelet.service"
+	for _, tc := range []struct {
+		name    string
+		proc    fakeproc.Proc
+		cgroups func(t *testing.T, proc string)
+		units   map[string]UnitProcess // nil: no systemd to ask
+		ok      bool
+		ignored string
+	}{
+		{"in kubelet.service's cgroup, no bus", kubelet("0::" + unitCG + "\n"),
+			func(t *testing.T, proc string) { fakeproc.Cgroup(t, proc, unitCG, root, 0o755, 0o644) }, nil, true, ""},
+		{"in the cgroup systemd names", kubelet("0::/kube.slice/kubelet.service\n"),
+			func(t *testing.T, proc string) {
+				fakeproc.Cgroup(t, proc, "/kube.slice/kubelet.service", root, 0o755, 0o644)
+			},
+			map[string]UnitProcess{"kubelet.service": {MainPID: 4242, ControlGroup: "/kube.slice/kubelet.service"}}, true, ""},
+		{"cgroup v1's name=systemd hierarchy", kubelet("12:pids:/system.slice/kubelet.service\n1:name=systemd:" + unitCG + "\n"),
+			func(t *testing.T, proc string) { fakeproc.Cgroup(t, proc, unitCG, root, 0o755, 0o644) }, nil, true, ""},
+		{"the unit's main process, as systemd says", kubelet("0::/somewhere\n"), nil,
+			map[string]UnitProcess{"kubelet.service": {MainPID: 700, ControlGroup: unitCG}}, true, ""},
+		{"system.slice/kubelet.service, but systemd names another cgroup", kubelet("0::" + unitCG + "\n"),
+			func(t *testing.T, proc string) { fakeproc.Cgroup(t, proc, unitCG, root, 0o755, 0o644) },
+			map[string]UnitProcess{"kubelet.service": {MainPID: 4242, ControlGroup: "/kube.slice/kubelet.service"}}, false,
+			"nor from its cgroup: " + unitCG + " is no unit's that starts kubelet"},
+		{"a cgroup a user's systemd delegates, named kubelet.service", kubelet("0::" + userCG + "\n"),
+			func(t *testing.T, proc string) { fakeproc.Cgroup(t, proc, userCG, 1000, 0o755, 0o644) }, nil, false,
+			"nor from its cgroup: " + userCG + " is no unit's that starts kubelet"},
+		{"kubelet.service's cgroup, but a user's", kubelet("0::" + unitCG + "\n"),
+			func(t *testing.T, proc string) { fakeproc.Cgroup(t, proc, unitCG, 1000, 0o755, 0o644) }, nil, false,
+			"its cgroup " + unitCG + " is not root's alone: refusing to read " + unitCG + "/cgroup.procs"},
+		{"kubelet.service's cgroup, others may write its cgroup.procs", kubelet("0::" + unitCG + "\n"),
+			func(t *testing.T, proc string) { fakeproc.Cgroup(t, proc, unitCG, root, 0o755, 0o666) }, nil, false,
+			"is writable by others"},
+		{"a container's PID namespace", func() fakeproc.Proc { p := kubelet("0::" + unitCG + "\n"); p.NS = "4026532201"; return p }(),
+			func(t *testing.T, proc string) { fakeproc.Cgroup(t, proc, unitCG, root, 0o755, 0o644) }, nil, false,
+			"in another PID namespace than PID 1 (its PIDs 700 1, from PID 1's namespace down): a container's"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			proc := fakeproc.Write(t, map[int]fakeproc.Proc{700: tc.proc})
+			if tc.cgroups != nil {
+				tc.cgroups(t, proc)
+			}
+			var ask AskUnits
+			if tc.units != nil {
+				ask = func() map[string]UnitProcess { return tc.units }
+			}
+			scan, err := FindProcess(proc, ask)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if scan.OK != tc.ok || tc.ok && scan.Found.Path != "/var/lib/kubelet/config.yaml" {
+				t.Fatalf("found %v (%+v), ignored %q; want found %v", scan.OK, scan.Found, scan.Ignored, tc.ok)
+			}
+			if !tc.ok && (len(scan.Ignored) != 1 || !strings.Contains(scan.Ignored[0], tc.ignored)) {
+				t.Errorf("ignored %q, want one saying %q", scan.Ignored, tc.ignored)
+			}
+			if tc.ok && scan.Started.IsZero() {
+				t.Error("no start time for the kubelet verified")
+			}
+			t.Logf("ignored %q, unverified %v", scan.Ignored, scan.Unverified)
+		})
+	}
+}
+
+// FuzzCgroupFiles: the readers of /proc/PID/cgroup and of mountinfo that verifyUntraced uses take
+// any bytes without panicking, and what they return is a clean absolute path or nothing.
+func FuzzCgroupFiles(f *testing.F) {
+	f.Add([]byte("0::/system.slice/kubelet.service\n"), []byte("30 22 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"))
+	f.Add([]byte("12:pids:/system.slice/kubelet.service\n1:name=systemd:/system.slice/kubelet.service\n"), []byte("31 22 0:27 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,xattr,name=systemd\n"))
+	f.Add([]byte("0::relative\n::\n0::/a/../../b\n"), []byte(" - \n - cgroup2\n1 2 3 4 5 - cgroup2 x y\n"))
+	f.Fuzz(func(t *testing.T, cgroup, mountinfo []byte) {
+		if cg, _ := systemdCgroup(cgroup); cg != "" && (!strings.HasPrefix(cg, "/") || path.Clean(cg) != cg) {
+			t.Fatalf("cgroup path %q is not clean and absolute", cg)
+		}
+		for _, v2 := range []bool{true, false} {
+			_ = cgroupMountIn(mountinfo, v2)
+		}
+		_ = statusFields(cgroup, "NSpid:")
 	})
 }

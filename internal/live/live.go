@@ -45,7 +45,6 @@ func New(timeout time.Duration, state probes.StateStore) *probes.Host {
 		DNS:            DNSClient{Timeout: timeout},
 		DNSPort:        53,
 		FindCache:      func(addrs []netip.Addr) *probes.CacheProcess { return FindCacheProcess(procRoot, addrs) },
-		FindPodCache:   func() *probes.CacheProcess { return FindPodCache(procRoot) },
 		FindDNSServers: func() []*probes.CacheProcess { return FindDNSServers(procRoot) },
 		ProcStat:       readProcStat,
 		BootID:         readBootID,

@@ -37,20 +37,8 @@ const corednsPod = "coredns-5d78c9869d-h2k4x"
 // CoreDNS (the cached static binary in every suite) and nodedns's own probes; the suite's user space
 // only sets the node up (its iptables' NOTRACK rules are TestLiveChecks's, per suite).
 func TestLiveCacheChain(t *testing.T) {
-	n := newLiveNode(t, nstest.Suite{}, false)
+	n, pod := newChainNode(t)
 	coredns := nstest.CoreDNS(t)
-	n.nd.Run(t, fmt.Sprintf(`set -e
-mkdir -p /var/lib/kubelet
-printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDNS:\n- %s\n- %s\nclusterDomain: cluster.local\n' > /var/lib/kubelet/config.yaml
-`, cacheAddr, cacheAddr6))
-
-	// The cluster DNS: CoreDNS in its pod, the service IP on the pod's loopback and routed to it (as
-	// kube-proxy or Cilium deliver the service IP to an endpoint on this node).
-	pod := n.nd.AddPod(t, nstest.PodOptions{Name: corednsPod, HostIf: "lxc5e1d0c0ffee1",
-		Cgroup: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod7c1e2d3f_4a5b_4c6d_8e7f_8091a2b3c4d5.slice/cri-containerd-dddd.scope"})
-	pod.Run(t, "ip addr add "+chainClusterDNS+"/32 dev lo")
-	n.nd.Run(t, fmt.Sprintf("ip route add %s/32 via %s", chainClusterDNS, pod.IPv4))
-	n.watchPods(t, pod)
 	corefile := filepath.Join(n.nd.Dir(), "Corefile-coredns")
 	if err := os.WriteFile(corefile, []byte(fmt.Sprintf(`cluster.local:53 {
     errors
@@ -104,7 +92,7 @@ printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nc
 		for _, s := range []string{
 			"cache -> CoreDNS -> cache",
 			"the cache forwards cluster.local, in-addr.arpa, ip6.arpa to " + chainClusterDNS,
-			fmt.Sprintf("coredns pod %s (pid ", corednsPod),
+			fmt.Sprintf("coredns pod kube-system/%s (pid ", corednsPod),
 			"sends in-addr.arpa, ip6.arpa back",
 			"/etc/resolv.conf (read through /proc/",
 			"lists 169.254.25.10 (the node-local cache)",
@@ -123,7 +111,7 @@ printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nc
 		}
 		t.Logf("dns.loop: %s\nhint: %s", r.Message, r.Hint)
 		out, _ := n.nd.Cmd(context.Background(), n.bin, "check", "--npd").Output()
-		if line := strings.TrimSuffix(string(out), "\n"); len(line) > probes.NPDMaxLen || !strings.HasPrefix(line, "dns.loop: coredns pod "+corednsPod) {
+		if line := strings.TrimSuffix(string(out), "\n"); len(line) > probes.NPDMaxLen || !strings.HasPrefix(line, "dns.loop: coredns pod kube-system/"+corednsPod) {
 			t.Errorf("--npd printed %q: want the CoreDNS pod within %d characters", line, probes.NPDMaxLen)
 		}
 		n.requirePodsUnchanged(t)
@@ -132,7 +120,7 @@ printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nc
 	t.Run("CoreDNS re-created with a loop-free resolv.conf", func(t *testing.T) {
 		startCoreDNS(t, `nameserver `+upstreamAddr+`\n`)
 		rep := n.requireHealthy(t, "CoreDNS re-created")
-		if r := byID(rep)["dns.loop"]; !strings.Contains(r.Message, fmt.Sprintf("coredns pod %s (pid %d): cluster.local, in-addr.arpa, ip6.arpa not sent back to a loop address", corednsPod, corednsPID)) {
+		if r := byID(rep)["dns.loop"]; !strings.Contains(r.Message, fmt.Sprintf("coredns pod kube-system/%s (pid %d): cluster.local, in-addr.arpa, ip6.arpa not sent back to a loop address", corednsPod, corednsPID)) {
 			t.Errorf("dns.loop does not name the CoreDNS pod it judged: %s", r.Message)
 		}
 	})
@@ -184,7 +172,7 @@ printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nc
 			if r.Status != probes.Problem || code != 1 {
 				t.Fatalf("%v: dns.loop %s exit %d, want problem exit 1:\n%s", env, r.Status, code, dump(rep))
 			}
-			says := []string{"the cache's Corefile cannot be read", fmt.Sprintf("coredns pod %s (pid %d) sends in-addr.arpa, ip6.arpa back", corednsPod, corednsPID), "169.254.25.10 (the node-local cache)"}
+			says := []string{"the cache's Corefile cannot be read", fmt.Sprintf("coredns pod kube-system/%s (pid %d) sends in-addr.arpa, ip6.arpa back", corednsPod, corednsPID), "169.254.25.10 (the node-local cache)"}
 			if env != nil {
 				says = append(says, "to the cluster DNS "+chainClusterDNS)
 			}
@@ -195,6 +183,25 @@ printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nc
 			}
 		}
 	})
+}
+
+// newChainNode makes the chain tests' node: kubelet handing pods the cache on both families, and the
+// cluster DNS's pod (kube-system, as containerd records it), the service IP on the pod's loopback and
+// routed to it (as kube-proxy or Cilium deliver the service IP to an endpoint on this node); no
+// CoreDNS runs in it yet, and no cache.
+func newChainNode(t *testing.T) (*liveNode, *nstest.Pod) {
+	t.Helper()
+	n := newLiveNode(t, nstest.Suite{}, false)
+	n.nd.Run(t, fmt.Sprintf(`set -e
+mkdir -p /var/lib/kubelet
+printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDNS:\n- %s\n- %s\nclusterDomain: cluster.local\n' > /var/lib/kubelet/config.yaml
+`, cacheAddr, cacheAddr6))
+	pod := n.nd.AddPod(t, nstest.PodOptions{Name: corednsPod, Namespace: "kube-system", HostIf: "lxc5e1d0c0ffee1",
+		Cgroup: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod7c1e2d3f_4a5b_4c6d_8e7f_8091a2b3c4d5.slice/cri-containerd-dddd.scope"})
+	pod.Run(t, "ip addr add "+chainClusterDNS+"/32 dev lo")
+	n.nd.Run(t, fmt.Sprintf("ip route add %s/32 via %s", chainClusterDNS, pod.IPv4))
+	n.watchPods(t, pod)
+	return n, pod
 }
 
 // nodePID is pid's number in the node sandbox's PID namespace (the last NSpid of /proc/PID/status).

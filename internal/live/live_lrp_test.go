@@ -27,40 +27,7 @@ const lrpClusterDNS = "10.233.0.10"
 // kernel enforces it and nodedns never reads it (the netfilter checks are skipped in this mode), so a
 // newer suite's nft would change nothing nodedns sees.
 func TestLRPMode(t *testing.T) {
-	n := newLiveNode(t, nstest.Suite{}, false)
-	coredns := nstest.CoreDNS(t)
-	n.nd.Run(t, fmt.Sprintf(`set -e
-mkdir -p /var/lib/kubelet
-printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDNS:\n- %s\nclusterDomain: cluster.local\nresolvConf: /etc/resolv.conf\n' > /var/lib/kubelet/config.yaml
-ip route add default via %s
-`, lrpClusterDNS, upstreamAddr))
-
-	// node-local-dns in the pod network, and a client pod.
-	cachePod := n.nd.AddPod(t, nstest.PodOptions{Name: "node-local-dns-x7k2p", HostIf: "lxc0c0ffee0c0de",
-		Cgroup: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod3e0c7a52_9b1d_4c6e_8f2a_0d4b5c6e7f80.slice/cri-containerd-cccc.scope"})
-	n.addPods(t)
-	n.watchPods(t, cachePod)
-	corefile := filepath.Join(n.nd.Dir(), "Corefile-lrp")
-	if err := os.WriteFile(corefile, []byte(fmt.Sprintf("cluster.local:53 {\n    hosts {\n        %s %s\n    }\n}\n",
-		nstest.ClusterNameAddr, strings.TrimSuffix(nstest.ClusterName, "."))), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	n.nd.StartPID(t, "ip", "netns", "exec", cachePod.Netns, coredns, "-conf", corefile)
-	nstest.WaitFor(t, 20*time.Second, "CoreDNS in the node-local-dns pod", func() bool {
-		out, err := n.nd.Try(fmt.Sprintf("dig +tries=1 +time=1 @%s %s A", cachePod.IPv4, nstest.ClusterName))
-		return err == nil && strings.Contains(out, nstest.ClusterNameAddr)
-	})
-	redirect := fmt.Sprintf(`set -e
-nft add table ip nstest_lrp
-nft add chain ip nstest_lrp pre '{ type nat hook prerouting priority -100; }'
-nft add chain ip nstest_lrp out '{ type nat hook output priority -100; }'
-nft add chain ip nstest_lrp post '{ type nat hook postrouting priority 100; }'
-nft add rule ip nstest_lrp pre ip daddr %[1]s meta l4proto { udp, tcp } th dport 53 dnat to %[2]s
-nft add rule ip nstest_lrp out ip daddr %[1]s meta l4proto { udp, tcp } th dport 53 dnat to %[2]s
-nft add rule ip nstest_lrp post ip saddr %[2]s ip daddr %[2]s masquerade
-`, lrpClusterDNS, cachePod.IPv4)
-	n.nd.Run(t, redirect)
-
+	n, _, redirect := newLRPNode(t)
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -108,4 +75,47 @@ nft add rule ip nstest_lrp post ip saddr %[2]s ip daddr %[2]s masquerade
 			t.Errorf("nodelocaldns.pods: %s %s, want unknown (the host is not answered either)", r.Status, r.Message)
 		}
 	})
+}
+
+// newLRPNode makes TestLRPMode's node: kubelet's clusterDNS the service IP 10.233.0.10, a real
+// CoreDNS as node-local-dns in its kube-system pod (containerd's record of it) behind an nft DNAT of
+// the service IP (the LocalRedirectPolicy's stand-in, the script that adds it returned), and the two
+// client pods of addPods.
+func newLRPNode(t *testing.T) (n *liveNode, cachePod *nstest.Pod, redirect string) {
+	t.Helper()
+	n = newLiveNode(t, nstest.Suite{}, false)
+	coredns := nstest.CoreDNS(t)
+	n.nd.Run(t, fmt.Sprintf(`set -e
+mkdir -p /var/lib/kubelet
+printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDNS:\n- %s\nclusterDomain: cluster.local\nresolvConf: /etc/resolv.conf\n' > /var/lib/kubelet/config.yaml
+ip route add default via %s
+`, lrpClusterDNS, upstreamAddr))
+
+	// node-local-dns in the pod network, and a client pod.
+	cachePod = n.nd.AddPod(t, nstest.PodOptions{Name: "node-local-dns-x7k2p", Namespace: "kube-system", HostIf: "lxc0c0ffee0c0de",
+		Cgroup: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod3e0c7a52_9b1d_4c6e_8f2a_0d4b5c6e7f80.slice/cri-containerd-cccc.scope"})
+	n.addPods(t)
+	n.watchPods(t, cachePod)
+	corefile := filepath.Join(n.nd.Dir(), "Corefile-lrp")
+	if err := os.WriteFile(corefile, []byte(fmt.Sprintf("cluster.local:53 {\n    hosts {\n        %s %s\n    }\n}\n",
+		nstest.ClusterNameAddr, strings.TrimSuffix(nstest.ClusterName, "."))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.nd.StartPID(t, "ip", "netns", "exec", cachePod.Netns, coredns, "-conf", corefile)
+	nstest.WaitFor(t, 20*time.Second, "CoreDNS in the node-local-dns pod", func() bool {
+		out, err := n.nd.Try(fmt.Sprintf("dig +tries=1 +time=1 @%s %s A", cachePod.IPv4, nstest.ClusterName))
+		return err == nil && strings.Contains(out, nstest.ClusterNameAddr)
+	})
+	redirect = fmt.Sprintf(`set -e
+nft add table ip nstest_lrp
+nft add chain ip nstest_lrp pre '{ type nat hook prerouting priority -100; }'
+nft add chain ip nstest_lrp out '{ type nat hook output priority -100; }'
+nft add chain ip nstest_lrp post '{ type nat hook postrouting priority 100; }'
+nft add rule ip nstest_lrp pre ip daddr %[1]s meta l4proto { udp, tcp } th dport 53 dnat to %[2]s
+nft add rule ip nstest_lrp out ip daddr %[1]s meta l4proto { udp, tcp } th dport 53 dnat to %[2]s
+nft add rule ip nstest_lrp post ip saddr %[2]s ip daddr %[2]s masquerade
+`, lrpClusterDNS, cachePod.IPv4)
+	n.nd.Run(t, redirect)
+
+	return n, cachePod, redirect
 }

@@ -1,6 +1,7 @@
 package live
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodedns/nodedns/internal/hostnet/netstate"
 	"github.com/nodedns/nodedns/internal/testutil/fixture"
 	"github.com/nodedns/nodedns/probes"
 )
@@ -23,20 +25,23 @@ const procNetUDP = `   sl  local_address rem_address   st tx_queue rx_queue tr t
 `
 
 // fakeProcess is one process of a fake /proc: its comm, command line, the socket inodes its file
-// descriptors point at, and files in its mount namespace (absolute paths under root/, relative ones
-// under cwd/).
+// descriptors point at, its uid (all four), its network namespace ("" the reader's, else a name of
+// another), and files in its mount namespace (absolute paths under root/, relative ones under cwd/).
 type fakeProcess struct {
 	pid     int
 	comm    string
 	args    []string
 	sockets []string
+	uid     int
+	netns   string
 	files   map[string]string
 }
 
-// fakeProc builds a /proc tree: net/udp, net/udp6 and net/tcp as given, and the processes.
+// fakeProc builds a /proc tree: net/udp, net/udp6 and net/tcp as given, the processes, and the
+// network namespaces as files (hard links give /proc/self/ns/net and a process's the same identity).
 func fakeProc(t *testing.T, tables map[string]string, procs ...fakeProcess) string {
 	t.Helper()
-	files := map[string]string{"self/comm": "nodedns\n"} // not a pid: skipped
+	files := map[string]string{"self/comm": "nodedns\n", "ns/host": "", "ns/pod": ""} // not pids: skipped
 	for _, t6 := range []string{"udp", "udp6", "tcp", "tcp6"} {
 		if data, ok := tables[t6]; ok {
 			files["net/"+t6] = data
@@ -46,6 +51,7 @@ func fakeProc(t *testing.T, tables map[string]string, procs ...fakeProcess) stri
 		dir := strconv.Itoa(p.pid)
 		files[dir+"/comm"] = p.comm + "\n"
 		files[dir+"/cmdline"] = strings.Join(p.args, "\x00") + "\x00"
+		files[dir+"/status"] = fmt.Sprintf("Name:\t%s\nUid:\t%[2]d\t%[2]d\t%[2]d\t%[2]d\nGid:\t0\t0\t0\t0\n", p.comm, p.uid)
 		for name, data := range p.files {
 			if path.IsAbs(name) {
 				files[dir+"/root"+name] = data
@@ -53,10 +59,27 @@ func fakeProc(t *testing.T, tables map[string]string, procs ...fakeProcess) stri
 				files[dir+"/cwd/"+name] = data
 			}
 		}
+		if p.netns != "" {
+			files["ns/"+p.netns] = ""
+		}
 	}
 	proc := fixture.Tree(t, files)
+	link := func(ns, dir string) {
+		if err := os.MkdirAll(filepath.Join(proc, dir, "ns"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Link(filepath.Join(proc, "ns", ns), filepath.Join(proc, dir, "ns", "net")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link("host", "self")
 	for _, p := range procs {
 		dir := strconv.Itoa(p.pid)
+		ns := p.netns
+		if ns == "" {
+			ns = "host"
+		}
+		link(ns, dir)
 		if err := os.MkdirAll(filepath.Join(proc, dir, "fd"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -73,12 +96,14 @@ func fakeProc(t *testing.T, tables map[string]string, procs ...fakeProcess) stri
 	return proc
 }
 
-// TestFindCacheProcess finds the cache in fake /proc trees: by a socket on a cache address port 53
-// and the process name, then its Corefile and the resolv.conf files it forwards to, read inside the
-// process's own root.
+// TestFindCacheProcess finds the cache in fake /proc trees: the process that holds a socket the
+// kernel lists on a cache address's port 53 (the listeners, as hostnet.Listeners gives them: inode
+// 4242 root's), in the reader's network namespace, with the socket's owner among its uids, and named
+// node-cache or coredns; then its Corefile and the resolv.conf files it forwards to, read inside the
+// process's own root. A process that only has the name, or the inode number in another namespace,
+// or under another user, is not the cache.
 func TestFindCacheProcess(t *testing.T) {
-	const tcpHeader = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
-	udp := map[string]string{"udp": procNetUDP} // inode 4242 on 169.254.25.10:53, 4243 on 127.0.0.1:53
+	udp := []netstate.Listener{{Addr: cache, Proto: "udp", Inode: 4242}}
 	corefile := ".:53 {\n    bind 169.254.25.10\n    forward . /etc/resolv.conf\n}\n"
 	coredns := func(mod func(p *fakeProcess)) fakeProcess {
 		p := fakeProcess{pid: 100, comm: "coredns", args: []string{"/coredns", "-conf", "/etc/coredns/Corefile"}, sockets: []string{"4242"},
@@ -91,9 +116,8 @@ func TestFindCacheProcess(t *testing.T) {
 	fromResolv := []probes.Forward{{Zones: []string{"."}, From: ".", To: []string{"/etc/resolv.conf"}, Line: 3}}
 	tests := []struct {
 		name     string
-		tables   map[string]string
+		tables   []netstate.Listener
 		procs    []fakeProcess
-		addrs    []netip.Addr
 		nilWant  bool
 		pid      int
 		comm     string
@@ -135,31 +159,6 @@ func TestFindCacheProcess(t *testing.T) {
 			pid: 100, comm: "coredns", corefile: "Corefile", forwards: fromResolv, resolv: map[string][]string{"/etc/resolv.conf": {"10.0.0.2"}},
 		},
 		{
-			name:   "a TCP listener on the cache address",
-			tables: map[string]string{"tcp": tcpHeader + "   0: 0A19FEA9:0035 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 306147 1 0 100 0 0 10 0\n"},
-			procs:  []fakeProcess{coredns(func(p *fakeProcess) { p.sockets = []string{"306147"} })},
-			pid:    100, comm: "coredns", corefile: "/etc/coredns/Corefile", forwards: fromResolv, resolv: map[string][]string{"/etc/resolv.conf": {"10.0.0.2"}},
-		},
-		{
-			name:    "a TCP socket that does not listen",
-			tables:  map[string]string{"tcp": tcpHeader + "   0: 0A19FEA9:0035 0100000A:D431 01 00000000:00000000 00:00000000 00000000     0        0 306148 1 0 100 0 0 10 0\n"},
-			procs:   []fakeProcess{coredns(func(p *fakeProcess) { p.sockets = []string{"306148"} })},
-			nilWant: true,
-		},
-		{
-			name:   "an IPv6 cache address",
-			tables: map[string]string{"udp6": "header\n13603: 000000FD000000000000000002000000:0035 00000000000000000000000000000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 306145 2 0 0\n"},
-			procs:  []fakeProcess{coredns(func(p *fakeProcess) { p.sockets = []string{"306145"} })},
-			addrs:  []netip.Addr{netip.MustParseAddr("fd00::2")},
-			pid:    100, comm: "coredns", corefile: "/etc/coredns/Corefile", forwards: fromResolv, resolv: map[string][]string{"/etc/resolv.conf": {"10.0.0.2"}},
-		},
-		{
-			name: "only a socket on another address", tables: udp,
-			procs:   []fakeProcess{coredns(func(p *fakeProcess) { p.sockets = []string{"4243"} })},
-			addrs:   []netip.Addr{netip.MustParseAddr("169.254.20.10")},
-			nilWant: true,
-		},
-		{
 			name: "the socket is held by another program", tables: udp,
 			procs:   []fakeProcess{{pid: 99, comm: "dnsmasq", sockets: []string{"4242"}}},
 			nilWant: true,
@@ -170,7 +169,27 @@ func TestFindCacheProcess(t *testing.T) {
 			nilWant: true,
 		},
 		{
-			name: "no proc net tables", tables: map[string]string{},
+			name: "node-cache before a coredns with a lower PID, both holding it", tables: udp,
+			procs: []fakeProcess{coredns(func(p *fakeProcess) { p.pid = 50 }), coredns(func(p *fakeProcess) { p.comm = "node-cache" })},
+			pid:   100, comm: "node-cache", corefile: "/etc/coredns/Corefile", forwards: fromResolv, resolv: map[string][]string{"/etc/resolv.conf": {"10.0.0.2"}},
+		},
+		{
+			name: "the inode number in another network namespace", tables: udp,
+			procs:   []fakeProcess{coredns(func(p *fakeProcess) { p.netns = "pod" })},
+			nilWant: true,
+		},
+		{
+			name: "the inode number held under another user than the socket's", tables: udp,
+			procs:   []fakeProcess{coredns(func(p *fakeProcess) { p.uid = 65534 })},
+			nilWant: true,
+		},
+		{
+			name: "a socket of nobody's, held by nobody's cache", tables: []netstate.Listener{{Addr: cache, Proto: "udp", Inode: 4242, UID: 65534}},
+			procs: []fakeProcess{coredns(func(p *fakeProcess) { p.uid = 65534 })},
+			pid:   100, comm: "coredns", corefile: "/etc/coredns/Corefile", forwards: fromResolv, resolv: map[string][]string{"/etc/resolv.conf": {"10.0.0.2"}},
+		},
+		{
+			name: "no listener", tables: nil,
 			procs:   []fakeProcess{coredns(nil)},
 			nilWant: true,
 		},
@@ -196,11 +215,7 @@ func TestFindCacheProcess(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			addrs := tc.addrs
-			if addrs == nil {
-				addrs = []netip.Addr{cache}
-			}
-			cp := FindCacheProcess(fakeProc(t, tc.tables, tc.procs...), addrs)
+			cp, _ := findHolders(fakeProc(t, nil, tc.procs...), tc.tables)
 			if tc.nilWant {
 				if cp != nil {
 					t.Fatalf("found %+v, want none", cp)
@@ -236,73 +251,26 @@ func TestFindCacheProcess(t *testing.T) {
 	}
 }
 
-// TestFindPodCache finds a cache that runs in a network namespace of its own (cache mode lrp:
-// node-local-dns in the pod network) by the port-53 socket in its own /proc/PID/net tables:
-// node-cache before coredns, a process without such a socket never.
-func TestFindPodCache(t *testing.T) {
-	// A pod's own table: port 53 on its pod IP 10.200.0.2 (inode 5151) and on 0.0.0.0 (5152).
-	const podUDP = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n" +
-		"  1: 0200C80A:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 5151 2 0000000000000000 0\n" +
-		"  2: 00000000:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 5152 2 0000000000000000 0\n"
-	corefile := map[string]string{"/etc/Corefile": "cluster.local:53 {\n    forward . 10.233.0.3\n}\n.:53 {\n    forward . /etc/resolv.conf\n}\n", "/etc/resolv.conf": "nameserver 10.0.0.2\n"}
-	proc := func(procs ...fakeProcess) string {
-		root := fakeProc(t, map[string]string{"udp": procNetUDP}, procs...)
-		for _, p := range procs {
-			fixture.TreeAt(t, root, map[string]string{strconv.Itoa(p.pid) + "/net/udp": podUDP})
-		}
-		return root
-	}
-	tests := []struct {
-		name  string
-		procs []fakeProcess
-		pid   int
-	}{
-		{"coredns in a pod", []fakeProcess{{pid: 300, comm: "coredns", args: []string{"coredns", "-conf", "/etc/Corefile"}, sockets: []string{"5151"}, files: corefile}}, 300},
-		{"node-cache before a lower coredns", []fakeProcess{
-			{pid: 100, comm: "coredns", args: []string{"coredns", "-conf", "/etc/Corefile"}, sockets: []string{"5152"}, files: corefile},
-			{pid: 400, comm: "node-cache", args: []string{"node-cache", "-conf", "/etc/Corefile"}, sockets: []string{"5151"}, files: corefile},
-			{pid: 500, comm: "node-cache", args: []string{"node-cache", "-conf", "/etc/Corefile"}, sockets: []string{"5151"}, files: corefile},
-			{pid: 2000, comm: "coredns", args: []string{"coredns", "-conf", "/etc/Corefile"}, sockets: []string{"5152"}, files: corefile},
-		}, 400},
-		{"the lowest PID, in number not in name order", []fakeProcess{
-			{pid: 1000, comm: "node-cache", args: []string{"node-cache", "-conf", "/etc/Corefile"}, sockets: []string{"5151"}, files: corefile},
-			{pid: 200, comm: "coredns", args: []string{"coredns", "-conf", "/etc/Corefile"}, sockets: []string{"5151"}, files: corefile},
-			{pid: 900, comm: "node-cache", args: []string{"node-cache", "-conf", "/etc/Corefile"}, sockets: []string{"5151"}, files: corefile},
-		}, 900},
-		{"a coredns holding no port-53 socket", []fakeProcess{{pid: 300, comm: "coredns", sockets: []string{"9999"}}}, 0},
-		{"another program on port 53", []fakeProcess{{pid: 300, comm: "dnsmasq", sockets: []string{"5151"}}}, 0},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			cp := FindPodCache(proc(tc.procs...))
-			switch {
-			case tc.pid == 0 && cp != nil:
-				t.Fatalf("found %+v, want none", cp)
-			case tc.pid == 0:
-			case cp == nil:
-				t.Fatalf("found none, want pid %d", tc.pid)
-			case cp.PID != tc.pid || cp.Err != nil || len(cp.Forwards) != 2 || cp.Resolv["/etc/resolv.conf"] == nil:
-				t.Errorf("found %+v, want pid %d with its Corefile and resolv.conf", cp, tc.pid)
-			}
-		})
-	}
-}
-
 // TestFindDNSServers finds every node-cache and coredns process with a port-53 socket in its own
 // network namespace's tables, by PID, each with its Corefile's blocks and the resolv.conf it forwards
-// to read inside its own root; other programs and DNS processes without such a socket are left out.
+// to read inside its own root, and what says whose it is (its namespace, the host's or not, root's
+// or not, port 53 privileged there or not); other programs and DNS processes without such a socket
+// are left out, and so is one holding a socket's inode number that is not its owner.
 func TestFindDNSServers(t *testing.T) {
 	const podUDP = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n" +
-		"  2: 00000000:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 5152 2 0000000000000000 0\n"
+		"  2: 00000000:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000 65532        0 5152 2 0000000000000000 0\n"
 	coredns := map[string]string{"/etc/coredns/Corefile": ".:53 {\n    kubernetes cluster.local in-addr.arpa {\n      fallthrough in-addr.arpa\n    }\n    forward . /etc/resolv.conf\n}\n", "/etc/resolv.conf": "nameserver 169.254.25.10\n"}
 	procs := []fakeProcess{
-		{pid: 2000, comm: "coredns", args: []string{"/coredns", "-conf", "/etc/coredns/Corefile"}, sockets: []string{"5152"}, files: coredns},
+		{pid: 2000, comm: "coredns", args: []string{"/coredns", "-conf", "/etc/coredns/Corefile"}, sockets: []string{"5152"}, files: coredns, netns: "pod", uid: 65532},
 		{pid: 100, comm: "node-cache", args: []string{"/node-cache", "-conf", "/etc/Corefile"}, sockets: []string{"4242"},
 			files: map[string]string{"/etc/Corefile": ".:53 {\n    forward . /etc/resolv.conf\n}\n", "/etc/resolv.conf": "nameserver 10.0.0.2\n"}},
 		{pid: 300, comm: "dnsmasq", sockets: []string{"5152"}},
 		{pid: 400, comm: "coredns", sockets: []string{"9999"}},
+		// The socket's inode number, but not its owner: a number that came round (get_next_ino).
+		{pid: 500, comm: "coredns", sockets: []string{"5152"}, uid: 1000},
 	}
 	root := fakeProc(t, map[string]string{"udp": procNetUDP}, procs...)
+	fixture.TreeAt(t, root, map[string]string{"sys/net/ipv4/ip_unprivileged_port_start": "1024\n"})
 	for _, p := range procs {
 		table := procNetUDP // the host's namespace
 		if p.pid != 100 {
@@ -317,6 +285,17 @@ func TestFindDNSServers(t *testing.T) {
 	}
 	if d := cmp.Diff([]int{100, 2000}, pids); d != "" {
 		t.Fatalf("servers (-want +got):\n%s", d)
+	}
+	if nc := got[0]; !nc.HostNet || !nc.Root || !nc.PrivilegedPort || nc.NetNS.IsZero() {
+		t.Errorf("node-cache in the host's namespace, root's, port 53 privileged: %+v", nc)
+	}
+	if cd := got[1]; cd.HostNet || cd.Root || cd.PrivilegedPort || cd.NetNS.IsZero() || cd.NetNS == got[0].NetNS {
+		t.Errorf("coredns in a pod's namespace, uid 65532: %+v", cd)
+	}
+	// Port 53 is not privileged where the host lowered ip_unprivileged_port_start.
+	fixture.TreeAt(t, root, map[string]string{"sys/net/ipv4/ip_unprivileged_port_start": "53\n"})
+	if nc := FindDNSServers(root)[0]; nc.PrivilegedPort {
+		t.Errorf("port 53 privileged with ip_unprivileged_port_start 53: %+v", nc)
 	}
 	cd := got[1]
 	if cd.Err != nil || len(cd.Blocks) != 1 || cd.Blocks[0].Kubernetes == nil || !cd.Blocks[0].Kubernetes.Answers("cluster.local") || cd.Blocks[0].Kubernetes.Answers("in-addr.arpa") {

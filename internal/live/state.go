@@ -11,8 +11,9 @@ import (
 // created).
 type FileState struct{ Store *store.Store }
 
-// Load implements probes.StateStore.
-func (f FileState) Load() ([]byte, error) { return f.Store.ReadFile(probes.StatePath, nodefs.State) }
+// Load implements probes.StateStore: trusted state only (store.ReadState), so nobody else's file
+// decides what the reboot baseline says.
+func (f FileState) Load() ([]byte, error) { return f.Store.ReadState(probes.StatePath, nodefs.State) }
 
 // Save implements probes.StateStore.
 func (f FileState) Save(data []byte) error {

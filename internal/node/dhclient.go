@@ -99,7 +99,7 @@ func (s *Snapshot) readDhclient(r nodefs.Reader) {
 	var ps []nodefs.Problem
 	s.DhclientRules, ps = leases.LoadDhclientConf(r)
 	problems(s, SourceDhclientConf, ps)
-	s.OfferedState = s.readManagedKind(r, OfferedStatePath, statefile.Kind)
+	s.OfferedState = s.readStateRecord(r, OfferedStatePath)
 	if s.OfferedState.Exists && s.OfferedState.Err == nil {
 		st, err := ParseOfferedState(OfferedStatePath, s.OfferedState.Data)
 		if err != nil {

@@ -72,7 +72,7 @@ func MarshalDHCPDomainsState(st DHCPDomainsState) []byte {
 // readDHCPDomains reads the record and the names of the node's links (nil when /sys/class/net
 // cannot be listed: then no link counts as gone).
 func (s *Snapshot) readDHCPDomains(r nodefs.Reader) {
-	s.DHCPDomainsState = s.readManagedKind(r, DHCPDomainsStatePath, statefile.Kind)
+	s.DHCPDomainsState = s.readStateRecord(r, DHCPDomainsStatePath)
 	s.DHCPDomains = nil
 	if s.DHCPDomainsState.Exists && s.DHCPDomainsState.Err == nil {
 		st, err := ParseDHCPDomainsState(DHCPDomainsStatePath, s.DHCPDomainsState.Data)

@@ -25,8 +25,13 @@ type KubeletRestart struct {
 	// Unit is the unit that starts kubelet ("" when none was found), File the file nodedns changed.
 	Unit string `json:"unit"`
 	File string `json:"file"`
-	// Changed is when apply planned the change; a kubelet started after it reads the new config.
+	// Changed is when apply planned the change, rounded up to the clock tick (10 ms) kubelet's
+	// start time is counted in: a kubelet whose start time is not before it started after the
+	// change and reads the new config (policy.KubeletTick).
 	Changed time.Time `json:"changed"`
+	// Restarted is when nodedns restarted Unit for this change (kubelet.restart), zero while it
+	// has not: it restarts the unit at most once per record.
+	Restarted time.Time `json:"restarted,omitzero"`
 }
 
 // ParseKubeletRestart reads the record (strictly: statefile.Decode); an error names what is wrong.
@@ -59,7 +64,7 @@ func (s *Snapshot) readKubeletManage(r nodefs.Reader, cfg config.Config) {
 	if e, ok := kubelet.Manage(r, s.KubeletFiles, cfg.Kubelet.ResolvConf); ok {
 		s.KubeletManage = &e
 	}
-	m := s.readManagedKind(r, KubeletRestartFile, statefile.Kind)
+	m := s.readStateRecord(r, KubeletRestartFile)
 	if !m.Exists || m.Err != nil {
 		return
 	}

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"path"
 
+	"github.com/nodedns/nodedns/internal/statefile"
+
 	"github.com/nodedns/nodedns/internal/networkmanager"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/store/manifest"
@@ -149,6 +151,17 @@ func readBackup(r nodefs.Reader, p string) ([]byte, bool) {
 		}
 	}
 	return nil, false
+}
+
+// readStateRecord reads one of nodedns's own JSON records in its state directory, only when nobody
+// else could have written it (nodefs.CheckState): an untrusted record is a problem, and read as not
+// there (Err set).
+func (s *Snapshot) readStateRecord(r nodefs.Reader, p string) Managed {
+	if err := nodefs.CheckState(r, p); err != nil {
+		s.problem(SourceManaged, p, 0, err.Error())
+		return Managed{Path: p, Exists: true, Err: err}
+	}
+	return s.readManagedKind(r, p, statefile.Kind)
 }
 
 // readManagedKind is readManaged with the size bound of the file's own kind.

@@ -167,6 +167,10 @@ type Snapshot struct {
 	// nodedns cannot see it restart.
 	KubeletIgnored    []string
 	KubeletUnverified bool
+	// KubeletScanned is set when the running kubelet was looked for (live node, kubelet.manage):
+	// whether KubeletStarted can be believed when zero, and whether a restart nodedns plans is
+	// carried out (under --root it is not, and is not recorded as done).
+	KubeletScanned bool
 
 	Leases []leases.Lease
 	// LiveLeases is set when the live node's lease sources were asked too (networkd's leases over

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"io/fs"
 	"path"
 	"slices"
@@ -364,6 +365,17 @@ func (rc *recorder) Lstat(p string) (fs.FileInfo, error) {
 func (rc *recorder) Readlink(p string) (string, error) {
 	rc.note(p)
 	return rc.r.Readlink(p)
+}
+
+// ResolveVisitInfo lets nodefs.CheckTrusted walk through the recorder (the reader below is a Walker:
+// a Tree or the store), noting the path.
+func (rc *recorder) ResolveVisitInfo(p string, followLast bool, visit func(dir string, fi fs.FileInfo) error) (string, fs.FileInfo, error) {
+	rc.note(p)
+	w, ok := rc.r.(nodefs.Walker)
+	if !ok {
+		return "", nil, errors.New("this reader cannot say who owns it")
+	}
+	return w.ResolveVisitInfo(p, followLast, visit)
 }
 
 // ResolveLink notes every link on the way, so a change to one in the middle of a chain is seen.

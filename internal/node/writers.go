@@ -89,6 +89,11 @@ func MarshalWritersState(st WritersState) ([]byte, error) {
 
 // ReadWritersState reads the daemon's writers state. A missing file is the zero state and no error.
 func ReadWritersState(r nodefs.Reader) (WritersState, error) {
+	// Only when nobody else could have written it: a planted backoff would stop nodedns from
+	// putting a file back (nodefs.CheckState).
+	if err := nodefs.CheckState(r, WritersStatePath); err != nil {
+		return WritersState{}, err
+	}
 	data, err := r.ReadFile(WritersStatePath, statefile.Kind)
 	if errors.Is(err, fs.ErrNotExist) {
 		return WritersState{}, nil

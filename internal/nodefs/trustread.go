@@ -69,13 +69,9 @@ type Walker interface {
 // read will say it is missing); else an *UntrustedReadError, or the walk's error. r must be a
 // Walker: a reader that cannot say who owns a path is refused.
 func CheckTrusted(r Reader, p string) error {
-	w, ok := r.(Walker)
-	if !ok {
-		return fmt.Errorf("refusing to read %s: this reader cannot say who owns it", p)
-	}
-	p, err := NodePath(p)
+	w, p, err := walker(r, p)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", p, err)
+		return err
 	}
 	final, fi, err := w.ResolveVisitInfo(p, true, func(dir string, fi fs.FileInfo) error {
 		if TrustedOwner(fi) {
@@ -95,4 +91,44 @@ func CheckTrusted(r Reader, p string) error {
 	}
 	uid, _ := Owner(fi)
 	return &UntrustedReadError{Path: p, At: final, UID: uid, Mode: fi.Mode()}
+}
+
+// CheckState returns nil when the node path p, one of nodedns's own records in its state
+// directory, may be believed: every directory on the way (symlinks followed, their targets checked
+// too) and p itself trusted state (Untrusted: root's or the running user's, writable by nobody
+// else), p never a symlink. A missing p is nil. Whoever can write a record chooses what nodedns does
+// with it: the unit a kubelet restart is owed to, the search domains kept out of the files it
+// writes (docs/contract.md "Where things live").
+func CheckState(r Reader, p string) error {
+	w, p, err := walker(r, p)
+	if err != nil {
+		return err
+	}
+	if _, _, err := w.ResolveVisitInfo(p, false, func(dir string, fi fs.FileInfo) error {
+		return Untrusted(dir, fi, true, 0o755)
+	}); err != nil {
+		return err
+	}
+	fi, err := r.Lstat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+	return Untrusted(p, fi, false, 0o644)
+}
+
+// walker is r as a Walker, with p as a clean node path: a reader that cannot say who owns a path
+// is refused.
+func walker(r Reader, p string) (Walker, string, error) {
+	w, ok := r.(Walker)
+	if !ok {
+		return nil, p, fmt.Errorf("refusing to read %s: this reader cannot say who owns it", p)
+	}
+	np, err := NodePath(p)
+	if err != nil {
+		return nil, p, fmt.Errorf("read %s: %w", p, err)
+	}
+	return w, np, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -79,5 +80,51 @@ func TestUnixModeBothWays(t *testing.T) {
 	}
 	if got := FileModeOf(0o2644 | syscall.S_IFREG); got != fs.ModeSetgid|0o644 {
 		t.Errorf("FileModeOf(0102644) = %v, want only setgid and 0644", got)
+	}
+}
+
+// TestCheckState: one of nodedns's own records is believed only when it and every directory on the
+// way are trusted state: not a symlink, root's (or the running user's), writable by nobody else.
+func TestCheckState(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(t *testing.T, root string)
+		want string // "" believed
+	}{
+		{"root's record", nil, ""},
+		{"no record", func(t *testing.T, root string) { os.Remove(filepath.Join(root, "var/lib/nodedns/r.json")) }, ""},
+		{"a symlink", func(t *testing.T, root string) {
+			os.Remove(filepath.Join(root, "var/lib/nodedns/r.json"))
+			if err := os.Symlink("/etc/passwd", filepath.Join(root, "var/lib/nodedns/r.json")); err != nil {
+				t.Fatal(err)
+			}
+		}, "refusing untrusted state /var/lib/nodedns/r.json: it is a symlink"},
+		{"writable by others", func(t *testing.T, root string) { os.Chmod(filepath.Join(root, "var/lib/nodedns/r.json"), 0o666) }, "it is writable by others"},
+		{"its directory writable by its group", func(t *testing.T, root string) { os.Chmod(filepath.Join(root, "var/lib/nodedns"), 0o775) }, "refusing untrusted state /var/lib/nodedns: it is writable by its group"},
+		{"another user's", func(t *testing.T, root string) {
+			if err := os.Lchown(filepath.Join(root, "var/lib/nodedns/r.json"), 65534, 65534); err != nil {
+				t.Skipf("cannot give the record away: %v", err)
+			}
+		}, "is owned by uid 65534"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(root, "var/lib/nodedns"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, "var/lib/nodedns/r.json"), []byte("{}\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if tc.mod != nil {
+				tc.mod(t, root)
+			}
+			err := CheckState(NewReader(root), "/var/lib/nodedns/r.json")
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("CheckState = %v, want an error saying %q", err, tc.want)
+			}
+		})
 	}
 }

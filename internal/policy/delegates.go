@@ -44,6 +44,12 @@ func (p *Plan) dnsDelegates(s *node.Snapshot) {
 			}
 		}
 		for _, src := range order {
+			if why := d.Foreign[src]; why != "" {
+				// Another user could have written it: its other lines (servers, domains) are theirs,
+				// and an edit or a copy in /etc would make them nodedns's, for good.
+				p.block(src, "delegate %q lists %s in %s, a file another user could have written (%s): nodedns neither edits it nor copies it into /etc; resolved loads it as it is: make it root's, or remove it", d.ID, strings.Join(loops, " "), src, why)
+				continue
+			}
 			target, ok := systemd.DelegateOverridePath(src)
 			data, read := d.FileData(src)
 			if !ok || !read {

@@ -3,6 +3,8 @@ package policy
 import (
 	"fmt"
 	"path"
+	"slices"
+	"time"
 
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/kubelet"
@@ -36,44 +38,91 @@ func (p *Plan) kubeletManage(s *node.Snapshot, cfg config.Config) {
 		if len(p.Changes) == n {
 			return
 		}
-		rec := node.KubeletRestart{Unit: unit, File: e.Path, Changed: s.Now.UTC().Truncate(1e9)}
+		rec := node.KubeletRestart{Unit: unit, File: e.Path, Changed: ceilTick(s.Now)}
 		var before []byte
 		if s.KubeletRestart != nil {
 			before = (*s.KubeletRestart).Render()
 		}
-		p.Changes = append(p.Changes, Change{Path: node.KubeletRestartFile, Target: node.KubeletRestartFile, Op: OpWrite, Before: before, After: rec.Render(), Mode: 0o644,
-			Reason: "kubelet.manage: record that " + unit + " must restart to read " + e.Path})
 		if cfg.Kubelet.Restart {
+			// The restart comes with the change, in this pass: on the live node the record says it
+			// is done, so no later pass restarts the unit again for it (under --root the action
+			// stays pending, and is not recorded as done).
+			if s.KubeletScanned {
+				rec.Restarted = rec.Changed
+			}
 			p.Actions = append(p.Actions, RestartKubelet{Unit: unit, Reason: fmt.Sprintf("kubelet reads %s only when it starts (kubelet.restart)", e.Path)})
 		}
+		p.Changes = append(p.Changes, Change{Path: node.KubeletRestartFile, Target: node.KubeletRestartFile, Op: OpWrite, Before: before, After: rec.Render(), Mode: 0o644,
+			Reason: "kubelet.manage: record that " + unit + " must restart to read " + e.Path})
 		return
 	}
 	rec := s.KubeletRestart
 	if rec == nil {
 		return
 	}
-	if !s.KubeletStarted.IsZero() && s.KubeletStarted.After(rec.Changed) {
+	if !s.KubeletStarted.IsZero() && !s.KubeletStarted.Before(rec.Changed) {
 		p.Changes = append(p.Changes, Change{Path: node.KubeletRestartFile, Target: node.KubeletRestartFile, Op: OpRemove, Before: rec.Render(),
-			Reason: fmt.Sprintf("kubelet.manage: kubelet restarted at %s, after nodedns changed %s", s.KubeletStarted.UTC().Format("2006-01-02T15:04:05Z"), rec.File)})
+			Reason: fmt.Sprintf("kubelet.manage: kubelet restarted at %s, after nodedns changed %s", stamp(s.KubeletStarted), rec.File)})
 		return
 	}
-	if rec.Unit != "" {
+	if slices.Contains(kubelet.Units, rec.Unit) {
+		// The record's unit only when it is one that starts kubelet: a record never makes nodedns
+		// restart another unit (docs/contract.md "kubelet.manage").
 		unit = rec.Unit
 	}
 	why := fmt.Sprintf("nodedns pointed %s at %s; kubelet reads it only when it starts", orKubelet(rec.File), cfg.Kubelet.ResolvConf)
 	if !s.KubeletStarted.IsZero() {
-		why = fmt.Sprintf("the running kubelet started at %s, before nodedns changed %s (%s): it still reads its old resolv.conf", s.KubeletStarted.UTC().Format("2006-01-02T15:04:05Z"), orKubelet(rec.File), rec.Changed.UTC().Format("2006-01-02T15:04:05Z"))
+		why = fmt.Sprintf("the running kubelet started at %s, before nodedns changed %s (%s): it still reads its old resolv.conf", stamp(s.KubeletStarted), orKubelet(rec.File), stamp(rec.Changed))
 	}
-	if s.KubeletStarted.IsZero() && s.KubeletUnverified {
+	switch {
+	case s.KubeletStarted.IsZero() && s.KubeletUnverified:
 		// A process calls itself kubelet but nodedns cannot tell whether it is root's (it lacks
 		// ptrace access to it): it could not see a restart either, and would restart kubelet on
 		// every pass. The restart is left to the operator.
-		why += "; nodedns cannot verify the running kubelet (see kubelet.resolvconf: it needs CAP_SYS_PTRACE, which /usr/share/nodedns/systemd/kubelet-manage.conf grants the packaged unit), so it cannot see kubelet restart and does not restart it itself"
-	} else if cfg.Kubelet.Restart {
+		why += "; nodedns cannot verify the running kubelet (see kubelet.resolvconf: the packaged unit needs /usr/share/nodedns/systemd/kubelet-manage.conf, and kubelet started by a unit of systemd's), so it cannot see kubelet restart and does not restart it itself"
+	case cfg.Kubelet.Restart && !rec.Restarted.IsZero():
+		// At most one restart per record: the unit was restarted and still no kubelet that started
+		// after the change runs (none at all, or the old one): another restart would come on every
+		// pass, the daemon's included. Left to the operator.
+		running := "no kubelet runs"
+		if !s.KubeletStarted.IsZero() {
+			running = "the kubelet that runs started before the change"
+		}
+		why += fmt.Sprintf("; nodedns restarted %s at %s (kubelet.restart) and %s: it restarts a unit once per change, see `systemctl status %s`", unit, stamp(rec.Restarted), running, unit)
+	case cfg.Kubelet.Restart:
+		if s.KubeletScanned {
+			restarted := *rec
+			restarted.Restarted = ceilTick(s.Now)
+			p.Changes = append(p.Changes, Change{Path: node.KubeletRestartFile, Target: node.KubeletRestartFile, Op: OpWrite, Before: rec.Render(), After: restarted.Render(), Mode: 0o644,
+				Reason: "kubelet.manage: record that nodedns restarts " + unit})
+		}
 		p.Actions = append(p.Actions, RestartKubelet{Unit: unit, Reason: why})
 		return
 	}
 	p.Pending = append(p.Pending, Pending{Target: unit, Step: "`systemctl restart " + unit + "`", About: []string{PendingKubelet}, Why: why})
+}
+
+// KubeletTick is the resolution of kubelet's start time (/proc/PID/stat's starttime is in clock
+// ticks, USER_HZ 100): the record's time of change is rounded up to it, so that a kubelet counts
+// as started after the change only when its start time is not before that (docs/contract.md
+// "kubelet.manage"): whatever rounding there is errs towards a restart still owed.
+const KubeletTick = 10 * time.Millisecond
+
+// ceilTick is t in UTC, rounded up to KubeletTick.
+func ceilTick(t time.Time) time.Time {
+	c := t.UTC().Truncate(KubeletTick)
+	if c.Before(t) {
+		c = c.Add(KubeletTick)
+	}
+	return c
+}
+
+// stamp is t in UTC, to the hundredth of a second when it has a fraction.
+func stamp(t time.Time) string {
+	if t.Nanosecond() == 0 {
+		return t.UTC().Format("2006-01-02T15:04:05Z")
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.00Z")
 }
 
 // processOnly: on the live node the running kubelet (or k3s) has a --resolv-conf that its files do

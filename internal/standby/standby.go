@@ -30,7 +30,10 @@ const StatePath = statefile.Path
 
 // Cache is the process holding the cache's listener, as the check finds it.
 type Cache struct {
-	PID      int
+	PID int
+	// PIDs are every process that holds one of the cache's listeners (PID among them: a cache
+	// being replaced and its successor share the address), watched for exit.
+	PIDs     []int
 	Forwards []Forward
 }
 
@@ -56,8 +59,6 @@ type Standby struct {
 	Metrics Metrics
 	// Port is 53 but for tests.
 	Port int
-	// Proc is /proc but for tests.
-	Proc string
 
 	// Interface is the cache's interface (config nodeLocalDNS.interface): node-cache's teardown
 	// deletes it, and the standby puts it back (docs/contract.md "Standby"). "": nothing is put back.
@@ -345,13 +346,13 @@ func (s *Standby) check(exitAt time.Time) {
 				s.mu.Unlock()
 				s.refresh()
 			}
-			pids = []int{c.PID}
-		} else {
-			// The listener's process is not readable here (a unit without CAP_SYS_PTRACE cannot read
-			// /proc/PID/fd of the cache's container): every process named as a cache is watched, and
-			// any one's exit makes a re-check.
-			pids = pidsByComm(s.proc(), CacheComms)
+			pids = c.PIDs
 		}
+		// Else no process known to hold the listener (FindCache: its holder, or where the kernel
+		// hides that, a cache process of the socket's owner in the socket's namespace): nothing is
+		// watched, and the listeners are looked at again every second. A process is never watched
+		// for its name alone: anyone can start one called coredns, and each of its exits would wake
+		// the standby.
 		if len(pids) > 0 {
 			// The process holding the listeners is known: the moment it exits, its sockets are
 			// gone, and the standby binds in that goroutine, before pods' queries meet a closed port
@@ -543,13 +544,6 @@ func (s *Standby) findCache() *Cache {
 		return nil
 	}
 	return s.FindCache(s.Addrs)
-}
-
-func (s *Standby) proc() string {
-	if s.Proc != "" {
-		return s.Proc
-	}
-	return "/proc"
 }
 
 func (s *Standby) clusterDomain() string {

@@ -5,12 +5,10 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
-	"github.com/vishvananda/netlink"
+	"github.com/nodedns/nodedns/internal/hostnet"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,47 +20,18 @@ type Listener struct {
 }
 
 // Listeners lists the UDP sockets and listening TCP sockets bound to port 53 of any of addrs, in
-// this network namespace, over sock_diag netlink (inet_diag): no /proc table is read or parsed.
+// this network namespace, over sock_diag netlink (hostnet.Listeners): no /proc table is read or
+// parsed.
 func Listeners(addrs []netip.Addr) ([]Listener, error) {
-	var out []Listener
-	var errs []error
-	for _, fam := range []uint8{unix.AF_INET, unix.AF_INET6} {
-		if !slices.ContainsFunc(addrs, func(a netip.Addr) bool { return a.Is4() == (fam == unix.AF_INET) }) {
-			continue
-		}
-		udp, err := netlink.SocketDiagUDP(fam)
-		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
-			errs = append(errs, err)
-		}
-		tcp, err := netlink.SocketDiagTCP(fam)
-		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
-			errs = append(errs, err)
-		}
-		for _, s := range udp {
-			out = appendListener(out, addrs, s, "udp")
-		}
-		for _, s := range tcp {
-			if s.State == 10 { // TCP_LISTEN
-				out = appendListener(out, addrs, s, "tcp")
-			}
-		}
+	ls, err := hostnet.Listeners(addrs, 53)
+	if err != nil {
+		return nil, err
 	}
-	return out, errors.Join(errs...)
-}
-
-func appendListener(out []Listener, addrs []netip.Addr, s *netlink.Socket, proto string) []Listener {
-	if s.ID.SourcePort != 53 {
-		return out
+	out := make([]Listener, len(ls))
+	for i, l := range ls {
+		out[i] = Listener{Addr: l.Addr, Proto: l.Proto, Inode: uint64(l.Inode)}
 	}
-	a, ok := netip.AddrFromSlice(s.ID.Source)
-	if !ok {
-		return out
-	}
-	a = a.Unmap()
-	if !slices.Contains(addrs, a) {
-		return out
-	}
-	return append(out, Listener{Addr: a, Proto: proto, Inode: uint64(s.INode)})
+	return out, nil
 }
 
 // exitWatch tells when one of some processes exits, through pidfds polled in a goroutine: nothing
@@ -181,27 +150,6 @@ func (w *exitWatch) wait() {
 			}
 		}
 	}
-}
-
-// CacheComms are the process names of a node-local cache (node-cache, or CoreDNS run as one).
-var CacheComms = []string{"node-cache", "coredns"}
-
-// pidsByComm lists the processes under proc named one of comms (from /proc/PID/comm, which needs
-// no ptrace access, unlike /proc/PID/fd).
-func pidsByComm(proc string, comms []string) []int {
-	dirs, _ := os.ReadDir(proc)
-	var out []int
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(proc, d.Name(), "comm"))
-		if err == nil && slices.Contains(comms, strings.TrimSpace(string(data))) {
-			out = append(out, pid)
-		}
-	}
-	return out
 }
 
 // Close ends the watch (sockets armed for an exit that did not come are closed once the watch's

@@ -4,9 +4,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"slices"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -54,27 +51,6 @@ func TestWatchExitWakesOnTheFirstExit(t *testing.T) {
 	w2.Close() // twice is harmless
 	if _, err := watchExit(99999999); err == nil {
 		t.Error("a watch of no live process succeeded")
-	}
-}
-
-func TestPidsByComm(t *testing.T) {
-	proc := t.TempDir()
-	for pid, comm := range map[int]string{10: "node-cache\n", 11: "coredns\n", 12: "kubelet\n", 13: "node-cache-x\n"} {
-		d := filepath.Join(proc, strconv.Itoa(pid))
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(d, "comm"), []byte(comm), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.MkdirAll(filepath.Join(proc, "self"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	got := pidsByComm(proc, CacheComms)
-	slices.Sort(got)
-	if !slices.Equal(got, []int{10, 11}) {
-		t.Errorf("pidsByComm = %v, want [10 11]", got)
 	}
 }
 

@@ -35,6 +35,11 @@ type Pod struct {
 	Name string
 	// NamedBy says which: NamedByHostname, NamedByNetns or NamedByPID.
 	NamedBy string
+	// Namespace and PodName are the pod's Kubernetes namespace and name as the container runtime
+	// records its sandbox (its OCI spec under /run, root's), "" when no such record names this
+	// namespace. Unlike the hostname (a pod's spec.hostname is its author's choice), they say whose
+	// pod it is: only the runtime writes them.
+	Namespace, PodName string
 	// ID identifies the namespace; podnet.Probe refuses a namespace file that no longer names it.
 	ID NSID
 	// NetNS is the file to open to enter the namespace: the /run/netns bind mount when there is one

@@ -51,3 +51,14 @@ type Uplink struct {
 	Gateway netip.Addr
 	Addrs   []netip.Prefix
 }
+
+// Listener is a socket bound to a port of an address as the kernel's socket diagnostics list it:
+// a UDP socket, or a listening TCP one.
+type Listener struct {
+	Addr  netip.Addr
+	Proto string // "udp" or "tcp"
+	// Inode is the socket's inode number (what /proc/PID/fd/N links to as socket:[N]), UID the
+	// user the socket belongs to (the file system uid of the process that made it).
+	Inode uint32
+	UID   uint32
+}

@@ -37,6 +37,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/nodedns/nodedns/internal/hostnet"
@@ -132,6 +133,19 @@ func Find(ctx context.Context, o Options) ([]podprobe.Pod, error) {
 	}
 	if err := enrich(ctx, o, cands, hostUTS); err != nil {
 		return nil, err
+	}
+	runtime := scanRuntime(o)
+	for _, c := range cands {
+		rp, ok := runtime[c.pod.Netns]
+		if !ok || c.pod.Netns == "" {
+			continue
+		}
+		if rp.UID != "" && c.pod.PodUID != "" && !strings.EqualFold(rp.UID, c.pod.PodUID) {
+			// The runtime's record and the pod's cgroup disagree: neither names it.
+			o.Logger.Debug("runtime's pod UID is not the cgroup's", "netns", c.pod.Netns, "runtime", rp.UID, "cgroup", c.pod.PodUID)
+			continue
+		}
+		c.pod.Namespace, c.pod.PodName = rp.Namespace, rp.Name
 	}
 	pods := make([]podprobe.Pod, len(cands))
 	for i, c := range cands {
@@ -467,4 +481,72 @@ func pair(o Options, c *cand, host map[int]link) {
 	if best != nil {
 		c.pod.PodIf, c.pod.HostIf, c.pod.HostIfIndex = best.Name, peer.Name, peer.Index
 	}
+}
+
+// runtimeSpecs are where the runtimes keep their running containers' OCI specs, below the run
+// root (/run), as globs: containerd's shim bundles (core/runtime/v2/bundle.go NewBundle: the
+// state directory io.containerd.runtime.v2.task, then the namespace, k8s.io for the CRI plugin,
+// then the container's ID), k3s's and RKE2's containerd under /run/k3s/containerd, and CRI-O's
+// run directory of each container (containers/storage's runroot; CRI-O saves the sandbox's spec
+// there too, server/sandbox_run_linux.go).
+var runtimeSpecs = []string{
+	"containerd/io.containerd.runtime.v2.task/k8s.io/*/config.json",
+	"k3s/containerd/io.containerd.runtime.v2.task/k8s.io/*/config.json",
+	"containers/storage/overlay-containers/*/userdata/config.json",
+}
+
+// maxRuntimeSpec bounds the read of one spec (a pod sandbox's is a few KiB; seccomp profiles
+// inlined in a container's can reach a few hundred).
+const maxRuntimeSpec = 1 << 20
+
+// maxRuntimeSpecs bounds how many specs one scan reads (two per pod on a node at kubelet's
+// 110-pod default, with room).
+const maxRuntimeSpecs = 4096
+
+// scanRuntime reads the pod sandboxes the runtimes record under the run root, by their netns name:
+// which pod, in which Kubernetes namespace, a runtime-named namespace is. Only a spec that is root's
+// (or the running user's) and writable by nobody else, in such directories, is believed
+// (nodefs.CheckTrusted under the run root): that is the runtime's word. A record that is not, or
+// cannot be read or parsed, is left out with a debug line; two records that name one netns
+// differently name no pod.
+func scanRuntime(o Options) map[string]RuntimePod {
+	r := nodefs.NewReader(o.RunRoot)
+	out := map[string]RuntimePod{}
+	conflict := map[string]bool{}
+	n := 0
+	for _, g := range runtimeSpecs {
+		matches, _ := filepath.Glob(filepath.Join(o.RunRoot, g))
+		for _, m := range matches {
+			if n++; n > maxRuntimeSpecs {
+				o.Logger.Debug("runtime specs: too many, the rest not read", "max", maxRuntimeSpecs)
+				return out
+			}
+			p := "/" + strings.TrimPrefix(m[len(o.RunRoot):], "/")
+			if err := nodefs.CheckTrusted(r, p); err != nil {
+				o.Logger.Debug("runtime spec not believed", "path", m, "err", err)
+				continue
+			}
+			data, err := r.ReadFile(p, nodefs.State.WithMax(maxRuntimeSpec))
+			if err != nil {
+				o.Logger.Debug("runtime spec not readable", "path", m, "err", err)
+				continue
+			}
+			rp, ok, err := ParseSandboxSpec(data)
+			if err != nil {
+				o.Logger.Debug("runtime spec not a pod's", "path", m, "err", err)
+			}
+			if !ok {
+				continue
+			}
+			if old, seen := out[rp.Netns]; seen && old != rp {
+				conflict[rp.Netns] = true
+			}
+			out[rp.Netns] = rp
+		}
+	}
+	for ns := range conflict {
+		o.Logger.Debug("runtime specs disagree on a pod sandbox", "netns", ns)
+		delete(out, ns)
+	}
+	return out
 }

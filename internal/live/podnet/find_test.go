@@ -156,6 +156,23 @@ func TestFindFixture(t *testing.T) {
 	f.write(filepath.Join(f.proc, "self", "cgroup"), "0::/\n")
 	f.write(filepath.Join(f.proc, "sys", "x"), "")
 
+	// The runtimes' records: containerd's of web-0 (namespace shop) and of the early sandbox, but
+	// the latter writable by others (a spec anyone can write is no runtime's word: not believed),
+	// and CRI-O's of its sandbox (kube-system).
+	bundle := func(dir, id, ns, name, podUID, netns string) string {
+		p := filepath.Join(f.run, dir, id, "config.json")
+		f.write(p, `{"ociVersion":"1.2.0","annotations":{"io.kubernetes.cri.container-type":"sandbox","io.kubernetes.cri.sandbox-namespace":"`+ns+
+			`","io.kubernetes.cri.sandbox-name":"`+name+`","io.kubernetes.cri.sandbox-uid":"`+podUID+`"},"linux":{"namespaces":[{"type":"pid"},{"type":"network","path":"/var/run/netns/`+netns+`"}]}}`)
+		return p
+	}
+	bundle("containerd/io.containerd.runtime.v2.task/k8s.io", "a1", "shop", "web-0", uid, "cni-"+uid)
+	open := bundle("containerd/io.containerd.runtime.v2.task/k8s.io", "e5", "kube-system", "coredns-x", uid5, "cni-"+uid5)
+	if err := os.Chmod(open, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	f.write(filepath.Join(f.run, "containers/storage/overlay-containers/c4/userdata/config.json"),
+		`{"annotations":{"io.kubernetes.cri-o.ContainerType":"sandbox","io.kubernetes.cri-o.Namespace":"kube-system","io.kubernetes.cri-o.KubeName":"coredns-7d8f"},"linux":{"namespaces":[{"type":"network","path":"/var/run/netns/`+uid4+`"}]}}`)
+
 	// Links: web-0's eth0 pairs with lxc…, the anonymous pod's with vlan…; the early sandbox's eth0
 	// points at index 19, which in the host is a VLAN over eth0 whose parent index happens to be 2:
 	// not a veth, no pair. The CRI-O sandbox's links cannot be read.
@@ -171,10 +188,10 @@ func TestFindFixture(t *testing.T) {
 	}
 	want := []podprobe.Pod{
 		{Name: "cni-" + uid5, NamedBy: podprobe.NamedByNetns, ID: f.id(early), NetNS: filepath.Join(f.run, "netns", "cni-"+uid5), Netns: "cni-" + uid5, Runtime: RuntimeContainerd},
-		{Name: "crio-pod", NamedBy: podprobe.NamedByHostname, ID: f.id(crio), NetNS: filepath.Join(f.run, "netns", uid4), Netns: uid4, Runtime: RuntimeCRIO, PID: 500},
+		{Name: "crio-pod", NamedBy: podprobe.NamedByHostname, Namespace: "kube-system", PodName: "coredns-7d8f", ID: f.id(crio), NetNS: filepath.Join(f.run, "netns", uid4), Netns: uid4, Runtime: RuntimeCRIO, PID: 500},
 		{Name: "pid 200", NamedBy: podprobe.NamedByPID, ID: f.id(anon), NetNS: filepath.Join(f.proc, "200", "ns/net"), PID: 200, Kubepods: true, PodUID: uid2, QoS: "besteffort",
 			PodIf: "eth0", HostIf: "vlan0123456789a", HostIfIndex: 18},
-		{Name: "web-0", NamedBy: podprobe.NamedByHostname, ID: f.id(web), NetNS: filepath.Join(f.run, "netns", "cni-"+uid), Netns: "cni-" + uid, Runtime: RuntimeContainerd, PID: 100, Kubepods: true, PodUID: uid, QoS: "burstable",
+		{Name: "web-0", NamedBy: podprobe.NamedByHostname, Namespace: "shop", PodName: "web-0", ID: f.id(web), NetNS: filepath.Join(f.run, "netns", "cni-"+uid), Netns: "cni-" + uid, Runtime: RuntimeContainerd, PID: 100, Kubepods: true, PodUID: uid, QoS: "burstable",
 			PodIf: "eth0", HostIf: "lxc0123456789ab", HostIfIndex: 17},
 	}
 	if d := cmp.Diff(want, got); d != "" {
@@ -231,5 +248,52 @@ func TestFindNamingTries(t *testing.T) {
 	}
 	if got[0].Name != "cni-"+uid || got[0].NamedBy != podprobe.NamedByNetns || calls != namingTries {
 		t.Errorf("named %q by %s after %d hostname reads, want the netns name after %d", got[0].Name, got[0].NamedBy, calls, namingTries)
+	}
+}
+
+// TestFindRuntimeRecords: a runtime's record names a pod only when it is the runtime's word and
+// agrees with the pod's cgroup: a record whose pod UID is not the one the pod's cgroup path carries,
+// two records of one namespace that disagree, and a record in a directory others can write name
+// nothing; the pod keeps its hostname.
+func TestFindRuntimeRecords(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		records   [][2]string // bundle directory, pod UID of the record
+		openDir   bool
+		namespace string
+	}{
+		{"the runtime's record", [][2]string{{"a1", uid}}, false, "kube-system"},
+		{"a record with another pod's UID", [][2]string{{"a1", uid2}}, false, ""},
+		{"two records that disagree", [][2]string{{"a1", uid}, {"a2", ""}}, false, ""},
+		{"a record in a directory others can write", [][2]string{{"a1", uid}}, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.process("1", "0::/init.scope\n", f.ns("host-net", ""), f.ns("host-uts", "node-1"))
+			web := f.ns("web-net", "")
+			f.process("100", "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"+uidSD+".slice/cri-containerd-aaaa.scope\n", web, f.ns("web-uts", "coredns-0"))
+			f.netns("cni-"+uid, web)
+			k8s := filepath.Join(f.run, "containerd/io.containerd.runtime.v2.task/k8s.io")
+			for i, r := range tc.records {
+				name := "coredns-0"
+				if i > 0 {
+					name = "coredns-1"
+				}
+				f.write(filepath.Join(k8s, r[0], "config.json"), `{"annotations":{"io.kubernetes.cri.container-type":"sandbox","io.kubernetes.cri.sandbox-namespace":"kube-system","io.kubernetes.cri.sandbox-name":"`+name+
+					`","io.kubernetes.cri.sandbox-uid":"`+r[1]+`"},"linux":{"namespaces":[{"type":"network","path":"/var/run/netns/cni-`+uid+`"}]}}`)
+			}
+			if tc.openDir {
+				if err := os.Chmod(k8s, 0o777); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := Find(context.Background(), f.options())
+			if err != nil || len(got) != 1 {
+				t.Fatalf("Find: %+v, %v", got, err)
+			}
+			if got[0].Namespace != tc.namespace || got[0].Name != "coredns-0" {
+				t.Errorf("pod named %q in namespace %q (pod name %q), want namespace %q", got[0].Name, got[0].Namespace, got[0].PodName, tc.namespace)
+			}
+		})
 	}
 }

@@ -2,7 +2,9 @@ package podnet
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"path"
 	"strings"
 
 	"github.com/nodedns/nodedns/internal/ascii"
@@ -178,4 +180,113 @@ func NetnsRuntime(name string) string {
 		return RuntimeCRIO
 	}
 	return ""
+}
+
+// RuntimePod is what a container runtime records of a pod sandbox in its OCI runtime spec: the pod's
+// Kubernetes namespace and name, its UID, and the runtime's name of the sandbox's network namespace
+// under /run/netns.
+type RuntimePod struct {
+	Namespace, Name, UID string
+	Netns                string
+}
+
+// The annotations each runtime writes into a pod sandbox's spec (config.json).
+//   - containerd's CRI plugin, on every sandbox and container: pkg/cri/annotations (containerd 1.x
+//     and 2.x) DefaultCRIAnnotations: io.kubernetes.cri.container-type "sandbox",
+//     io.kubernetes.cri.sandbox-namespace, -name and -uid.
+//   - CRI-O, on the sandbox (server/sandbox_run_linux.go runPodSandbox; internal/annotations):
+//     io.kubernetes.cri-o.ContainerType "sandbox", io.kubernetes.cri-o.Namespace and
+//     io.kubernetes.cri-o.KubeName (the pod's name); its UID is in the kubelet's labels only.
+var sandboxAnnotations = []struct{ typ, ns, name, uid string }{
+	{"io.kubernetes.cri.container-type", "io.kubernetes.cri.sandbox-namespace", "io.kubernetes.cri.sandbox-name", "io.kubernetes.cri.sandbox-uid"},
+	{"io.kubernetes.cri-o.ContainerType", "io.kubernetes.cri-o.Namespace", "io.kubernetes.cri-o.KubeName", ""},
+}
+
+// ParseSandboxSpec reads a pod sandbox's OCI runtime spec as containerd and CRI-O write it. ok is
+// false (and err nil) for a spec that is not a pod sandbox's, or whose sandbox has no network
+// namespace of its own pinned under /run/netns (a hostNetwork pod). A sandbox whose namespace or name
+// is not what Kubernetes allows (a DNS-1123 label, a DNS-1123 subdomain), or whose netns name is
+// not a runtime's, is an error: such a record names no pod.
+func ParseSandboxSpec(data []byte) (p RuntimePod, ok bool, err error) {
+	var spec struct {
+		Annotations map[string]string `json:"annotations"`
+		Linux       *struct {
+			Namespaces []struct {
+				Type string `json:"type"`
+				Path string `json:"path"`
+			} `json:"namespaces"`
+		} `json:"linux"`
+	}
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return RuntimePod{}, false, fmt.Errorf("not an OCI runtime spec: %w", err)
+	}
+	found := false
+	for _, a := range sandboxAnnotations {
+		if spec.Annotations[a.typ] != "sandbox" {
+			continue
+		}
+		p.Namespace, p.Name, found = spec.Annotations[a.ns], spec.Annotations[a.name], true
+		if a.uid != "" {
+			p.UID = spec.Annotations[a.uid]
+		}
+		break
+	}
+	if !found || spec.Linux == nil {
+		return RuntimePod{}, false, nil
+	}
+	for _, ns := range spec.Linux.Namespaces {
+		if ns.Type != "network" {
+			continue
+		}
+		dir, base := path.Split(ns.Path)
+		if dir != "/var/run/netns/" && dir != "/run/netns/" {
+			return RuntimePod{}, false, nil // a process's namespace, or none of the runtime's
+		}
+		if NetnsRuntime(base) == "" {
+			return RuntimePod{}, false, fmt.Errorf("network namespace %q is no runtime's name", ns.Path)
+		}
+		p.Netns = base
+	}
+	if p.Netns == "" {
+		return RuntimePod{}, false, nil
+	}
+	if !dns1123Label(p.Namespace) {
+		return RuntimePod{}, false, fmt.Errorf("namespace %q is not a Kubernetes namespace name", p.Namespace)
+	}
+	if !dns1123Subdomain(p.Name) {
+		return RuntimePod{}, false, fmt.Errorf("pod name %q is not a Kubernetes pod name", p.Name)
+	}
+	if p.UID != "" && !isUID(p.UID) {
+		return RuntimePod{}, false, fmt.Errorf("pod UID %q is not a UID", p.UID)
+	}
+	return p, true, nil
+}
+
+// dns1123Label is Kubernetes's rule for a namespace's name (apimachinery validation
+// IsDNS1123Label): at most 63 lowercase letters, digits and '-', starting and ending alphanumeric.
+func dns1123Label(s string) bool {
+	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// dns1123Subdomain is Kubernetes's rule for a pod's name (IsDNS1123Subdomain): at most 253
+// characters, labels of dns1123Label's letters joined by dots.
+func dns1123Subdomain(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(s, ".") {
+		if !dns1123Label(l) {
+			return false
+		}
+	}
+	return true
 }

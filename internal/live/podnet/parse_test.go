@@ -173,3 +173,52 @@ func FuzzNetnsRuntime(f *testing.F) {
 		}
 	})
 }
+
+// TestParseSandboxSpec reads pod sandboxes' OCI specs as containerd and CRI-O write them: the pod's
+// namespace, name and UID, and the runtime's netns name; a container's spec, a hostNetwork
+// sandbox's, and names Kubernetes would not allow are no pod's.
+func TestParseSandboxSpec(t *testing.T) {
+	containerd := func(typ, ns, name, netns string) string {
+		return `{"ociVersion":"1.2.0","annotations":{"io.kubernetes.cri.container-type":"` + typ + `","io.kubernetes.cri.sandbox-id":"f00","io.kubernetes.cri.sandbox-namespace":"` + ns +
+			`","io.kubernetes.cri.sandbox-name":"` + name + `","io.kubernetes.cri.sandbox-uid":"` + uid + `"},"linux":{"namespaces":[{"type":"pid"},{"type":"network","path":"` + netns + `"}]}}`
+	}
+	for _, tc := range []struct {
+		name, spec string
+		want       RuntimePod
+		ok         bool
+		err        string
+	}{
+		{"containerd's sandbox", containerd("sandbox", "kube-system", "coredns-5d78c9869d-h2k4x", "/var/run/netns/cni-"+uid), RuntimePod{Namespace: "kube-system", Name: "coredns-5d78c9869d-h2k4x", UID: uid, Netns: "cni-" + uid}, true, ""},
+		{"pinned under /run/netns", containerd("sandbox", "default", "web-0", "/run/netns/cni-"+uid), RuntimePod{Namespace: "default", Name: "web-0", UID: uid, Netns: "cni-" + uid}, true, ""},
+		{"CRI-O's sandbox", `{"annotations":{"io.kubernetes.cri-o.ContainerType":"sandbox","io.kubernetes.cri-o.Namespace":"kube-system","io.kubernetes.cri-o.KubeName":"node-local-dns-x7k2p"},"linux":{"namespaces":[{"type":"network","path":"/var/run/netns/` + uid + `"}]}}`,
+			RuntimePod{Namespace: "kube-system", Name: "node-local-dns-x7k2p", Netns: uid}, true, ""},
+		{"a container's spec", containerd("container", "kube-system", "coredns", "/proc/42/ns/net"), RuntimePod{}, false, ""},
+		{"a hostNetwork sandbox", `{"annotations":{"io.kubernetes.cri.container-type":"sandbox","io.kubernetes.cri.sandbox-namespace":"kube-system","io.kubernetes.cri.sandbox-name":"node-local-dns-x"},"linux":{"namespaces":[{"type":"pid"}]}}`, RuntimePod{}, false, ""},
+		{"no annotations", `{"ociVersion":"1.2.0"}`, RuntimePod{}, false, ""},
+		{"a namespace Kubernetes refuses", containerd("sandbox", "Kube System", "x", "/var/run/netns/cni-"+uid), RuntimePod{}, false, "not a Kubernetes namespace name"},
+		{"a name with a newline", containerd("sandbox", "kube-system", `x\ny`, "/var/run/netns/cni-"+uid), RuntimePod{}, false, "not a Kubernetes pod name"},
+		{"a netns that is no runtime's", containerd("sandbox", "kube-system", "x", "/var/run/netns/wg-corp"), RuntimePod{}, false, "no runtime's name"},
+		{"not JSON", "annotations: {}", RuntimePod{}, false, "not an OCI runtime spec"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok, err := ParseSandboxSpec([]byte(tc.spec))
+			if got != tc.want || ok != tc.ok || (tc.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseSandboxSpec = %+v, %v, %v; want %+v, %v, an error saying %q", got, ok, err, tc.want, tc.ok, tc.err)
+			}
+		})
+	}
+}
+
+func FuzzParseSandboxSpec(f *testing.F) {
+	f.Add([]byte(`{"annotations":{"io.kubernetes.cri.container-type":"sandbox","io.kubernetes.cri.sandbox-namespace":"kube-system","io.kubernetes.cri.sandbox-name":"coredns-0"},"linux":{"namespaces":[{"type":"network","path":"/var/run/netns/cni-` + uid + `"}]}}`))
+	f.Add([]byte(`{"annotations":{"io.kubernetes.cri-o.ContainerType":"sandbox"},"linux":{"namespaces":[{"type":"network","path":"/run/netns/x"}]}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, ok, err := ParseSandboxSpec(data)
+		if !ok {
+			return
+		}
+		if err != nil || !dns1123Label(p.Namespace) || !dns1123Subdomain(p.Name) || NetnsRuntime(p.Netns) == "" {
+			t.Fatalf("a pod read with a name Kubernetes would not give it: %+v (%v)", p, err)
+		}
+	})
+}

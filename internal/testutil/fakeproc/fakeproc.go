@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -41,6 +42,11 @@ type Proc struct {
 	PPID  int
 	// Environ is its environment.
 	Environ []string
+	// Hidden leaves out its namespace links and executable, as the kernel hides them from a reader
+	// without ptrace access to the process (proc(5)).
+	Hidden bool
+	// Cgroup is its /proc/PID/cgroup, "" for none.
+	Cgroup string
 }
 
 // RootProgram is a program of this machine that root owns and only root can write, in directories
@@ -69,6 +75,17 @@ func Write(t testing.TB, procs map[int]Proc) string {
 		}
 	}
 	must(os.WriteFile(filepath.Join(dir, "stat"), []byte(fmt.Sprintf("cpu  1 2 3\nbtime %d\nprocesses 9\n", Btime)), 0o644))
+	// The reader's own mounts, as a hybrid node has them: cgroup v2 at dir/cgroupfs and cgroup v1's
+	// name=systemd hierarchy at dir/cgroupfs-systemd (Cgroup makes the cgroups in both).
+	must(os.MkdirAll(filepath.Join(dir, "self"), 0o755))
+	for _, d := range []string{"cgroupfs", "cgroupfs-systemd"} {
+		must(os.MkdirAll(filepath.Join(dir, d), 0o755))
+	}
+	must(os.WriteFile(filepath.Join(dir, "self", "mountinfo"), []byte(fmt.Sprintf(
+		"22 1 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:5 - proc proc rw\n"+
+			"30 22 0:26 / %s rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 rw,nsdelegate\n"+
+			"31 22 0:27 / %s rw,nosuid,nodev,noexec,relatime shared:10 - cgroup cgroup rw,xattr,name=systemd\n",
+		filepath.Join(dir, "cgroupfs"), filepath.Join(dir, "cgroupfs-systemd"))), 0o644))
 	for pid, p := range procs {
 		d := filepath.Join(dir, strconv.Itoa(pid))
 		must(os.MkdirAll(filepath.Join(d, "ns"), 0o755))
@@ -78,16 +95,26 @@ func Write(t testing.TB, procs map[int]Proc) string {
 		}
 		status := p.Status
 		if status == "" {
-			status = fmt.Sprintf("Name:\t%s\nUmask:\t0022\nState:\tS (sleeping)\nPid:\t%d\nPPid:\t%d\nUid:\t%[4]d\t%[4]d\t%[4]d\t%[4]d\nGid:\t%[4]d\t%[4]d\t%[4]d\t%[4]d\nNSpid:\t%[2]d\n",
-				p.Comm, pid, p.PPID, p.UID)
+			nspid := strconv.Itoa(pid)
+			if p.NS != "" {
+				nspid += "\t1" // its PID in its own namespace too: a container's
+			}
+			status = fmt.Sprintf("Name:\t%s\nUmask:\t0022\nState:\tS (sleeping)\nPid:\t%d\nPPid:\t%d\nUid:\t%[4]d\t%[4]d\t%[4]d\t%[4]d\nGid:\t%[4]d\t%[4]d\t%[4]d\t%[4]d\nNSpid:\t%[5]s\n",
+				p.Comm, pid, p.PPID, p.UID, nspid)
 		}
 		stat := fmt.Sprintf("%d (%s) S %d %d %d 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 12 0 %d 1000 100\n", pid, p.Comm, p.PPID, pid, pid, p.Start)
 		var env string
 		for _, e := range p.Environ {
 			env += e + "\x00"
 		}
-		for name, data := range map[string]string{"comm": p.Comm + "\n", "cmdline": cmdline, "status": status, "stat": stat, "environ": env} {
+		for name, data := range map[string]string{"comm": p.Comm + "\n", "cmdline": cmdline, "status": status, "stat": stat, "environ": env, "cgroup": p.Cgroup} {
 			must(os.WriteFile(filepath.Join(d, name), []byte(data), 0o644))
+		}
+		if p.Hidden {
+			if p.Cwd != "" {
+				must(os.Symlink(p.Cwd, filepath.Join(d, "cwd")))
+			}
+			continue
 		}
 		pidNS, mntNS := "4026531836", "4026531841"
 		if p.NS != "" {
@@ -106,4 +133,37 @@ func Write(t testing.TB, procs map[int]Proc) string {
 		}
 	}
 	return dir
+}
+
+// Cgroup makes the cgroup path (as /proc/PID/cgroup names it) in the tree's cgroup file systems
+// (proc/cgroupfs, v2, and proc/cgroupfs-systemd, v1's name=systemd), its directories and
+// cgroup.procs owned by uid with the modes given (0755 and 0644 as systemd makes them; a delegated
+// cgroup is its user's).
+func Cgroup(t testing.TB, proc, path string, uid int, dirMode, procsMode os.FileMode) {
+	t.Helper()
+	for _, fs := range []string{"cgroupfs", "cgroupfs-systemd"} {
+		dir := filepath.Join(proc, fs)
+		for _, e := range strings.Split(strings.Trim(path, "/"), "/") {
+			dir = filepath.Join(dir, e)
+			if err := os.Mkdir(dir, dirMode); err != nil && !os.IsExist(err) {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, dirMode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Lchown(dir, uid, uid); err != nil {
+				t.Skipf("cannot give the test cgroup %s to uid %d: %v", dir, uid, err)
+			}
+		}
+		procs := filepath.Join(dir, "cgroup.procs")
+		if err := os.WriteFile(procs, nil, procsMode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(procs, procsMode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(procs, uid, uid); err != nil {
+			t.Skipf("cannot give the test cgroup to uid %d: %v", uid, err)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -43,6 +45,12 @@ type PodOptions struct {
 	NoProcess bool
 	// HostUTS keeps the pod's process in the node's UTS namespace (no pod hostname).
 	HostUTS bool
+	// Namespace, when set, makes the pod a containerd one as the runtime records it: its sandbox's
+	// OCI bundle under the node's /run/containerd/io.containerd.runtime.v2.task/k8s.io/ID/config.json
+	// with the CRI annotations of the pod's namespace and name (Name), and the netns path (containerd
+	// pkg/cri/annotations DefaultCRIAnnotations, core/runtime/v2/bundle.go NewBundle). It needs the
+	// runtime's name under /run/netns (not NoNetns).
+	Namespace string
 }
 
 // Pod is a pod sandbox on a sandbox node: a network namespace, a veth to the node and a long-lived
@@ -125,7 +133,52 @@ ip link set %[1]s up
 	if o.Cgroup != "" && !o.NoProcess {
 		p.joinCgroup(t, o)
 	}
+	if o.Namespace != "" {
+		p.writeBundle(t, o)
+	}
 	return p
+}
+
+// podUIDInCgroup finds the pod UID in a kubelet pod cgroup path, as either cgroup driver writes it.
+var podUIDInCgroup = regexp.MustCompile(`pod([0-9a-fA-F]{8}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{12})`)
+
+// writeBundle writes the pod sandbox's OCI bundle as containerd 2.x does: a directory of root's (0700
+// in a 0711 parent), config.json with the CRI annotations and the pinned network namespace.
+func (p *Pod) writeBundle(t testing.TB, o PodOptions) {
+	t.Helper()
+	if p.Netns == "" {
+		t.Fatal("AddPod: a pod the runtime records needs its netns name (not NoNetns)")
+	}
+	id := randHex(t, 32)
+	// The pod's UID: the one its cgroup path carries (kubelet names the pod cgroup after it), else
+	// a fresh one.
+	podUID := uuid(t)
+	if m := podUIDInCgroup.FindStringSubmatch(o.Cgroup); m != nil {
+		podUID = strings.ReplaceAll(m[1], "_", "-")
+	}
+	spec := map[string]any{
+		"ociVersion": "1.2.0",
+		"annotations": map[string]string{
+			"io.kubernetes.cri.container-type":    "sandbox",
+			"io.kubernetes.cri.sandbox-id":        id,
+			"io.kubernetes.cri.sandbox-name":      o.Name,
+			"io.kubernetes.cri.sandbox-namespace": o.Namespace,
+			"io.kubernetes.cri.sandbox-uid":       podUID,
+		},
+		"linux": map[string]any{"namespaces": []map[string]string{
+			{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"},
+			{"type": "network", "path": "/var/run/netns/" + p.Netns},
+		}},
+	}
+	data, err := json.MarshalIndent(spec, "", "\t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := "/run/containerd/io.containerd.runtime.v2.task/k8s.io"
+	p.sb.Run(t, fmt.Sprintf("set -e\nmkdir -p -m 0711 /run/containerd /run/containerd/io.containerd.runtime.v2.task %[1]s\nmkdir -m 0700 %[1]s/%[2]s", dir, id))
+	if err := os.WriteFile(p.sb.Path(dir+"/"+id+"/config.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // start runs the pod's long-lived process in its namespace and, unless HostUTS, in a UTS namespace
