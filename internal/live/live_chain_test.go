@@ -33,7 +33,8 @@ const corednsPod = "coredns-5d78c9869d-h2k4x"
 // pod and the reverse zones, and a hint that names the pod to re-create; once CoreDNS is re-created
 // with a loop-free resolv.conf, dns.loop is ok and names the pod it judged. Last, the cache with
 // kubespray's loop plugin dies on the loop, as node-cache does on such a node, and dns.loop still
-// names CoreDNS. It runs on this machine's Debian only: what it proves is the chain between two
+// names CoreDNS and, in its hint, the pod to re-create; so it does through the crash loop that
+// follows (the cache restarted as kubelet restarts it), whether a check finds the cache up or down. It runs on this machine's Debian only: what it proves is the chain between two
 // CoreDNS (the cached static binary in every suite) and nodedns's own probes; the suite's user space
 // only sets the node up (its iptables' NOTRACK rules are TestLiveChecks's, per suite).
 func TestLiveCacheChain(t *testing.T) {
@@ -181,6 +182,58 @@ func TestLiveCacheChain(t *testing.T) {
 					t.Errorf("%v: dns.loop does not say %q: %s", env, s, r.Message)
 				}
 			}
+			// The crash loop's cause and its fix, named while the cache is down: kubelet's file
+			// is loop-free here, so the pod to re-create, not apply.
+			for _, s := range []string{"kubectl -n kube-system delete pod " + corednsPod, "kubelet's resolvConf is loop-free"} {
+				if !strings.Contains(r.Hint, s) {
+					t.Errorf("%v: dns.loop's hint with the cache down does not say %q: %s", env, s, r.Hint)
+				}
+			}
+			if strings.Contains(r.Hint, "nodedns apply") {
+				t.Errorf("%v: dns.loop's hint with the cache down sends to apply, which has nothing left to do: %s", env, r.Hint)
+			}
+			t.Logf("%v: with the cache down, dns.loop: %s\nhint: %s", env, r.Message, r.Hint)
+		}
+
+		// The crash loop itself, as kubelet restarts the container: the cache binds, its loop plugin
+		// stops it, it starts again. Whenever check runs, up or down, dns.loop names the pod.
+		stop := filepath.Join(n.nd.Dir(), "crashloop-stop")
+		starts := filepath.Join(n.nd.Dir(), "crashloop-starts")
+		loop := n.nd.Start(t, "sh", "-c", fmt.Sprintf(`while [ ! -e %s ]; do echo >> %s; %s -conf %s; sleep 0.2; done`, stop, starts, bin, loopCorefile))
+		defer func() {
+			// Before the healthy cache comes back: the running CoreDNS still stops on its own.
+			if err := os.WriteFile(stop, nil, 0o644); err != nil {
+				t.Error(err)
+			}
+			if err := loop.Wait(); err != nil {
+				t.Errorf("the crash loop: %v", err)
+			}
+		}()
+		for i := range 3 {
+			rep, code := n.check(t)
+			r := byID(rep)["dns.loop"]
+			if r.Status != probes.Problem || code != 1 {
+				t.Fatalf("check %d in the crash loop: dns.loop %s exit %d, want problem exit 1:\n%s", i, r.Status, code, dump(rep))
+			}
+			if s := fmt.Sprintf("coredns pod kube-system/%s (pid %d) sends in-addr.arpa, ip6.arpa back", corednsPod, corednsPID); !strings.Contains(r.Message, s) {
+				t.Errorf("check %d in the crash loop: dns.loop does not say %q: %s", i, s, r.Message)
+			}
+			if s := "kubectl -n kube-system delete pod " + corednsPod; !strings.Contains(r.Hint, s) {
+				t.Errorf("check %d in the crash loop: dns.loop's hint does not say %q: %s", i, s, r.Hint)
+			}
+		}
+		// At least two starts: the checks ran across a restart, not beside one long-lived cache.
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			data, _ := os.ReadFile(starts)
+			if n := strings.Count(string(data), "\n"); n >= 2 {
+				t.Logf("the cache started %d times in the crash loop", n)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the cache did not restart in the crash loop: %q", data)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	})
 }
