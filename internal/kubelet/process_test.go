@@ -14,6 +14,7 @@ import (
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/testutil/fakeproc"
+	"github.com/nodedns/nodedns/internal/testutil/tied"
 )
 
 func TestFindProcess(t *testing.T) {
@@ -233,9 +234,13 @@ func TestProcessLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// sh -c SCRIPT NAME ARGS...: the arguments after the script are kubelet's flags as a
-	// supervisor would pass them.
-	cmd := exec.Command(bin, "-c", "sleep 60", "kubelet", "--config=/etc/kubernetes/kubelet-config.yaml")
-	if err := cmd.Start(); err != nil {
+	// supervisor would pass them. It waits on its stdin, a pipe this test holds (read is sh's own:
+	// no child to outlive it), and dies with the test (tied).
+	cmd := exec.Command(bin, "-c", "read -r line", "kubelet", "--config=/etc/kubernetes/kubelet-config.yaml")
+	if _, err := cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tied.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
@@ -357,7 +362,7 @@ func TestStartTime(t *testing.T) {
 func TestStartTimeResolution(t *testing.T) {
 	before := time.Now()
 	cmd := exec.Command("sleep", "60")
-	if err := cmd.Start(); err != nil {
+	if err := tied.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	after := time.Now()

@@ -80,7 +80,7 @@ func TestWatchExitEarly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Start(); err != nil {
+		if err := tied.Start(c); err != nil {
 			t.Fatal(err)
 		}
 		b := make([]byte, 6)
