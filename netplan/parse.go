@@ -123,25 +123,49 @@ func (s *state) refer(id, owner string, n *yaml.Node) {
 	}
 }
 
-func (s *state) document(top *yaml.Node) error {
-	for i := 0; i+1 < len(top.Content); i += 2 {
-		k, v := top.Content[i], top.Content[i+1]
-		if k.Value != "network" {
-			continue // netplan rejects other top-level keys; we keep them (see package doc)
-		}
-		if v.Kind != yaml.MappingNode {
-			return nodeError(s.path, v, "expected mapping (check indentation)")
-		}
-		if err := s.network(v); err != nil {
+// pairs calls each with every key and value of the mapping m, in order, until one fails; m that is
+// not a mapping is netplan 0.106's "expected mapping" at m (parse.c process_mapping).
+func (s *state) pairs(m *yaml.Node, each func(k, v *yaml.Node) error) error {
+	if m.Kind != yaml.MappingNode {
+		return nodeError(s.path, m, "expected mapping (check indentation)")
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if err := each(m.Content[i], m.Content[i+1]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// scalars calls each with every item of the sequence seq, in order, until one fails; seq that is
+// not a sequence is "expected sequence" at seq, an item that is not a scalar "expected scalar" at
+// the item, as netplan 0.106's sequence handlers say.
+func (s *state) scalars(seq *yaml.Node, each func(e *yaml.Node) error) error {
+	if seq.Kind != yaml.SequenceNode {
+		return nodeError(s.path, seq, "expected sequence")
+	}
+	for _, e := range seq.Content {
+		if err := s.scalar(e); err != nil {
+			return err
+		}
+		if err := each(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *state) document(top *yaml.Node) error {
+	return s.pairs(top, func(k, v *yaml.Node) error {
+		if k.Value != "network" {
+			return nil // netplan rejects other top-level keys; we keep them (see package doc)
+		}
+		return s.network(v)
+	})
+}
+
 func (s *state) network(m *yaml.Node) error {
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		k, v := m.Content[i], m.Content[i+1]
+	return s.pairs(m, func(k, v *yaml.Node) error {
 		switch {
 		case k.Value == "renderer":
 			r, err := s.renderer(v)
@@ -157,15 +181,10 @@ func (s *state) network(m *yaml.Node) error {
 				return nodeError(s.path, v, "only version 2 is supported")
 			}
 		case deviceTypes[k.Value]:
-			if v.Kind != yaml.MappingNode {
-				return nodeError(s.path, v, "expected mapping (check indentation)")
-			}
-			if err := s.deviceType(k.Value, v); err != nil {
-				return err
-			}
+			return s.deviceType(k.Value, v)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // deviceType is netplan 0.106 handle_network_type: a `renderer:` key sets
@@ -174,8 +193,7 @@ func (s *state) network(m *yaml.Node) error {
 // move to another type.
 func (s *state) deviceType(typ string, m *yaml.Node) error {
 	typeBackend := ""
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		k, v := m.Content[i], m.Content[i+1]
+	return s.pairs(m, func(k, v *yaml.Node) error {
 		if !validID.MatchString(k.Value) {
 			return nodeError(s.path, k, "invalid name '%s'", k.Value)
 		}
@@ -188,7 +206,7 @@ func (s *state) deviceType(typ string, m *yaml.Node) error {
 				return err
 			}
 			typeBackend = r
-			continue
+			return nil
 		}
 		if v.Kind != yaml.MappingNode {
 			return nodeError(s.path, v, "expected mapping (check indentation)")
@@ -222,16 +240,15 @@ func (s *state) deviceType(typ string, m *yaml.Node) error {
 		if physical[typ] && !d.hasMatch && d.MatchName == "" {
 			d.MatchName = d.ID
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // physical are the types below NETPLAN_DEF_TYPE_VIRTUAL in netplan 0.106.
 var physical = map[string]bool{"ethernets": true, "wifis": true, "modems": true}
 
 func (s *state) definition(d *netdef, m *yaml.Node) error {
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		k, v := m.Content[i], m.Content[i+1]
+	return s.pairs(m, func(k, v *yaml.Node) error {
 		var err error
 		switch k.Value {
 		case "renderer":
@@ -286,19 +303,12 @@ func (s *state) definition(d *netdef, m *yaml.Node) error {
 				}
 			}
 		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return err
+	})
 }
 
 func (s *state) match(d *netdef, m *yaml.Node) error {
-	if m.Kind != yaml.MappingNode {
-		return nodeError(s.path, m, "expected mapping (check indentation)")
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		k, v := m.Content[i], m.Content[i+1]
+	return s.pairs(m, func(k, v *yaml.Node) error {
 		switch k.Value {
 		case "name":
 			if err := s.scalar(v); err != nil {
@@ -318,22 +328,17 @@ func (s *state) match(d *netdef, m *yaml.Node) error {
 			// Driver= takes a space-separated list).
 			if v.Kind == yaml.SequenceNode {
 				var ds []string
-				for _, e := range v.Content {
-					if err := s.scalar(e); err != nil {
-						return err
-					}
-					ds = append(ds, e.Value)
-				}
+				err := s.scalars(v, func(e *yaml.Node) error { ds = append(ds, e.Value); return nil })
 				d.MatchDriver = strings.Join(ds, " ")
-				continue
+				return err
 			}
 			if err := s.scalar(v); err != nil {
 				return err
 			}
 			d.MatchDriver = v.Value
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // addresses is netplan 0.106 handle_generic_addresses: plain addresses
@@ -399,20 +404,10 @@ func (s *state) addresses(d *netdef, seq *yaml.Node) error {
 // both append without deduplicating; addresses go to an IPv4 or an IPv6
 // list.
 func (s *state) nameservers(d *netdef, m *yaml.Node) error {
-	if m.Kind != yaml.MappingNode {
-		return nodeError(s.path, m, "expected mapping (check indentation)")
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		k, v := m.Content[i], m.Content[i+1]
+	return s.pairs(m, func(k, v *yaml.Node) error {
 		switch k.Value {
 		case "addresses":
-			if v.Kind != yaml.SequenceNode {
-				return nodeError(s.path, v, "expected sequence")
-			}
-			for _, e := range v.Content {
-				if err := s.scalar(e); err != nil {
-					return err
-				}
+			return s.scalars(v, func(e *yaml.Node) error {
 				switch {
 				case isIP4(e.Value):
 					d.ns4 = append(d.ns4, netip.MustParseAddr(e.Value))
@@ -421,33 +416,22 @@ func (s *state) nameservers(d *netdef, m *yaml.Node) error {
 				default:
 					return nodeError(s.path, v, "malformed address '%s', must be X.X.X.X or X:X:X:X:X:X:X:X", e.Value)
 				}
-			}
+				return nil
+			})
 		case "search":
-			if v.Kind != yaml.SequenceNode {
-				return nodeError(s.path, v, "expected sequence")
-			}
-			for _, e := range v.Content {
-				if err := s.scalar(e); err != nil {
-					return err
-				}
-				d.Search = append(d.Search, e.Value)
-			}
+			return s.scalars(v, func(e *yaml.Node) error { d.Search = append(d.Search, e.Value); return nil })
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // overrides reads dhcp4-overrides / dhcp6-overrides (netplan 0.106
 // dhcp4_overrides_handlers); keys from later files replace earlier ones.
 func (s *state) overrides(dst *map[string]any, m *yaml.Node) error {
-	if m.Kind != yaml.MappingNode {
-		return nodeError(s.path, m, "expected mapping (check indentation)")
-	}
 	if *dst == nil {
-		*dst = map[string]any{}
+		*dst = map[string]any{} // an error below fails the whole load: nothing sees it
 	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		k, v := m.Content[i], m.Content[i+1]
+	return s.pairs(m, func(k, v *yaml.Node) error {
 		switch k.Value {
 		case "use-dns", "use-ntp", "send-hostname", "use-hostname", "use-mtu", "use-routes":
 			b, err := s.bool(v)
@@ -473,29 +457,23 @@ func (s *state) overrides(dst *map[string]any, m *yaml.Node) error {
 			}
 			(*dst)[k.Value] = x
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // members is netplan 0.106 handle_bond_interfaces / handle_bridge_interfaces:
 // an interface belongs to at most one bond or bridge; an ID not defined yet
 // is looked up again on the next pass.
 func (s *state) members(d *netdef, seq *yaml.Node) error {
-	if seq.Kind != yaml.SequenceNode {
-		return nodeError(s.path, seq, "expected sequence")
-	}
 	kind := map[string]string{"bonds": "bond", "bridges": "bridge"}[d.Type]
-	for _, e := range seq.Content {
-		if err := s.scalar(e); err != nil {
-			return err
-		}
+	return s.scalars(seq, func(e *yaml.Node) error {
 		d.add(&d.Members, "member ", e.Value)
 		if s.defs[e.Value] == nil {
 			s.refer(e.Value, d.ID, e)
-			continue
+			return nil
 		}
 		if kind == "" {
-			continue // vrfs: membership is separate from bonds and bridges
+			return nil // vrfs: membership is separate from bonds and bridges
 		}
 		m, mk := s.master[e.Value], s.kind[e.Value]
 		// The bridge handler checks the other bridge first, the bond
@@ -505,8 +483,8 @@ func (s *state) members(d *netdef, seq *yaml.Node) error {
 			return nodeError(s.path, seq, "%s: interface '%s' is already assigned to %s %s", d.ID, e.Value, mk, m)
 		}
 		s.master[e.Value], s.kind[e.Value] = d.ID, kind
-	}
-	return nil
+		return nil
+	})
 }
 
 func (s *state) renderer(v *yaml.Node) (string, error) {

@@ -3,6 +3,7 @@ package probes
 import (
 	"context"
 	"fmt"
+	"iter"
 	"net/netip"
 	"slices"
 	"strings"
@@ -108,28 +109,23 @@ func PodLoops(f policy.Facts, cf ClusterForwards, servers []*CacheProcess) []Pod
 				if !InZone(z, fw.From) {
 					continue
 				}
-				for _, to := range fw.To {
-					a, file, ok := ForwardTarget(to)
-					switch {
-					case !ok:
-					case file != "":
-						rf := s.Resolv[file]
-						if rf == nil {
-							continue
-						}
-						var bad []string
-						for _, ns := range rf.Nameservers() {
-							if loops(ns) {
-								bad = append(bad, fmt.Sprintf("%s (%s)", ns.Unmap(), kind(ns)))
-							}
-						}
-						if len(bad) > 0 {
+				for file, addrs := range s.targets(fw) {
+					if file == "" {
+						if a := addrs[0]; loops(a) {
 							hit = true
-							pl.Via = appendNew(pl.Via, fmt.Sprintf("%s (read through /proc/%d/root) lists %s", file, s.PID, strings.Join(bad, ", ")))
+							pl.Via = appendNew(pl.Via, fmt.Sprintf("%s line %d forwards to %s (%s)", s.Corefile, fw.Line, a, kind(a)))
 						}
-					case loops(a):
+						continue
+					}
+					var bad []string
+					for _, ns := range addrs {
+						if loops(ns) {
+							bad = append(bad, fmt.Sprintf("%s (%s)", ns.Unmap(), kind(ns)))
+						}
+					}
+					if len(bad) > 0 {
 						hit = true
-						pl.Via = appendNew(pl.Via, fmt.Sprintf("%s line %d forwards to %s (%s)", s.Corefile, fw.Line, a, kind(a)))
+						pl.Via = appendNew(pl.Via, fmt.Sprintf("%s (read through /proc/%d/root) lists %s", file, s.PID, strings.Join(bad, ", ")))
 					}
 				}
 			}
@@ -142,6 +138,28 @@ func PodLoops(f policy.Facts, cf ClusterForwards, servers []*CacheProcess) []Pod
 		}
 	}
 	return out
+}
+
+// targets are the addresses one forward line of cp's sends to, a target at a time: an address the
+// line names (file "", one address), or the nameservers of a resolv.conf file it names, as the
+// process sees the file (file its path). Placeholders and files that were not read are passed over.
+func (cp *CacheProcess) targets(fw Forward) iter.Seq2[string, []netip.Addr] {
+	return func(yield func(string, []netip.Addr) bool) {
+		for _, to := range fw.To {
+			a, file, ok := ForwardTarget(to)
+			switch {
+			case !ok:
+			case file == "":
+				if !yield("", []netip.Addr{a}) {
+					return
+				}
+			case cp.Resolv[file] != nil:
+				if !yield(file, cp.Resolv[file].Nameservers()) {
+					return
+				}
+			}
+		}
+	}
 }
 
 func appendNew(s []string, x string) []string {

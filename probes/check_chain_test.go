@@ -124,9 +124,7 @@ func cacheProcessOf(t *testing.T, pid int, comm, corefile string, files map[stri
 	t.Helper()
 	cp := corednsProcess(t, pid, corefile, files)
 	cp.Comm, cp.Corefile = comm, "/etc/Corefile"
-	for _, b := range cp.Blocks {
-		cp.Forwards = append(cp.Forwards, b.Forwards...)
-	}
+	cp.Forwards = AllForwards(cp.Blocks)
 	return cp
 }
 
@@ -144,7 +142,7 @@ func boundTo(a netip.Addr, cp *CacheProcess) func([]netip.Addr) *CacheProcess {
 // sends to the cluster DNS, which DNS servers send them back and through what.
 func TestPodLoops(t *testing.T) {
 	facts := policy.Facts{CacheAddrs: []netip.Addr{cache, netip.MustParseAddr("fd00:25::10")}, ClusterDomain: "cluster.local"}
-	kubespray, err := ParseCorefile([]byte(fixture.KubesprayCorefile))
+	kubespray, err := parseCorefile([]byte(fixture.KubesprayCorefile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +337,7 @@ func TestNotrackFirstSync(t *testing.T) {
 // kubelet's resolvConf (what a re-created pod gets) still lists a loop address.
 func TestPodLoopHint(t *testing.T) {
 	facts := policy.Facts{CacheAddrs: []netip.Addr{cache}, ClusterDomain: "cluster.local"}
-	kubespray, _ := ParseCorefile([]byte(fixture.KubesprayCorefile))
+	kubespray, _ := parseCorefile([]byte(fixture.KubesprayCorefile))
 	cf := CacheClusterForwards(facts, kubespray, true)
 	pls := PodLoops(facts, cf, []*CacheProcess{corednsProcess(t, 42, kubesprayCoreDNSCorefile, map[string]string{"/etc/resolv.conf": "nameserver 169.254.25.10\n"})})
 	if len(pls) != 1 {

@@ -54,18 +54,13 @@ func chainLoops(env *Env, cp *CacheProcess) (loops []string, upstreams []string,
 		if slices.ContainsFunc(fw.Zones, func(z string) bool { return f.IsClusterDomain(z) || strings.HasSuffix(z, ".arpa") || z == "arpa" }) {
 			continue
 		}
-		for _, to := range fw.To {
-			a, file, ok := ForwardTarget(to)
-			switch {
-			case !ok:
-			case file != "":
-				if rf := cp.Resolv[file]; rf != nil {
-					for _, ns := range rf.Nameservers() {
-						judge(ns, fmt.Sprintf(" (from %s, read through /proc/%d/root)", file, cp.PID), true)
-					}
-				}
-			default:
-				judge(a, fmt.Sprintf(" (%s line %d)", cp.Corefile, fw.Line), false)
+		for file, addrs := range cp.targets(fw) {
+			via := fmt.Sprintf(" (%s line %d)", cp.Corefile, fw.Line)
+			if file != "" {
+				via = fmt.Sprintf(" (from %s, read through /proc/%d/root)", file, cp.PID)
+			}
+			for _, a := range addrs {
+				judge(a, via, file != "")
 			}
 		}
 	}

@@ -17,16 +17,13 @@ type Forward struct {
 	Line  int
 }
 
-// ParseCorefile returns the forward lines of a Corefile (CoreDNS's Caddyfile syntax: server blocks
-// `ZONE[:PORT]... { plugin args... }`, `#` comments, nested blocks for plugin options). Snippets,
-// imports and environment placeholders are not expanded: a forward using them is returned as written.
-func ParseCorefile(data []byte) ([]Forward, error) {
-	blocks, err := ParseServerBlocks(data)
+// AllForwards returns the forward lines of a Corefile's server blocks, in file order.
+func AllForwards(blocks []ServerBlock) []Forward {
 	var out []Forward
 	for _, b := range blocks {
 		out = append(out, b.Forwards...)
 	}
-	return out, err
+	return out
 }
 
 // ServerBlock is one server block of a Corefile: its zones, its forward lines and the zones its
@@ -84,7 +81,9 @@ func BlockFor(blocks []ServerBlock, z string) *ServerBlock {
 }
 
 // ParseServerBlocks returns the server blocks of a Corefile with their forward lines and kubernetes
-// plugin, in file order; see ParseCorefile for the syntax read.
+// plugin, in file order. It reads CoreDNS's Caddyfile syntax: server blocks `ZONE[:PORT]... {
+// plugin args... }`, `#` comments, nested blocks for plugin options. Snippets, imports and
+// environment placeholders are not expanded: a forward using them is returned as written.
 func ParseServerBlocks(data []byte) ([]ServerBlock, error) {
 	var out []ServerBlock
 	var cur *ServerBlock

@@ -32,8 +32,15 @@ in-addr.arpa:53 {
 }
 `
 
+// parseCorefile is what the live host reads of a Corefile (internal/live): its server blocks, and
+// their forward lines.
+func parseCorefile(data []byte) ([]Forward, error) {
+	blocks, err := ParseServerBlocks(data)
+	return AllForwards(blocks), err
+}
+
 func TestParseCorefile(t *testing.T) {
-	got, err := ParseCorefile([]byte(corefile))
+	got, err := parseCorefile([]byte(corefile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +62,7 @@ func TestParseCorefile(t *testing.T) {
 			t.Errorf("ForwardTarget(%q) = %v %q %v", tc.to, a, file, ok)
 		}
 	}
-	if _, err := ParseCorefile([]byte(".:53 {\n forward . 1.1.1.1\n")); err == nil {
+	if _, err := parseCorefile([]byte(".:53 {\n forward . 1.1.1.1\n")); err == nil {
 		t.Error("an unclosed block parsed without error")
 	}
 }
@@ -71,7 +78,7 @@ func FuzzParseCorefile(f *testing.F) {
 				b.Kubernetes.Answers(z)
 			}
 		}
-		fws, _ := ParseCorefile(data)
+		fws := AllForwards(blocks)
 		for _, fw := range fws {
 			if len(fw.To) == 0 {
 				t.Fatalf("forward without a target: %+v", fw)
@@ -154,7 +161,7 @@ func TestParseCorefileTable(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseCorefile([]byte(tc.corefile))
+			got, err := parseCorefile([]byte(tc.corefile))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("forwards (-want +got):\n%s", diff)
 			}

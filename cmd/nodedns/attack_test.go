@@ -298,7 +298,7 @@ while True:
 // alike), its answer taken as networkd's.
 func TestAttackVarlinkServer(t *testing.T) {
 	nstest.Require(t)
-	sb := nstest.NewWith(t, nstest.Options{PIDNamespace: true})
+	sb := nstest.New(t)
 	bin := nstest.Build(t)
 	sb.Isolate(t)
 	sb.Run(t, "mount -t tmpfs -o mode=1777 tmpfs /var/tmp && mkdir -p /run/systemd/netif && chown 65534:65534 /run/systemd/netif")

@@ -29,7 +29,7 @@ func newForkyNode(t *testing.T) *forkyNode {
 	nstest.Require(t)
 	tree := nstest.SuiteTree(t, nstest.ForkyTarEnv)
 	bin := nstest.Build(t)
-	sb := nstest.NewWith(t, nstest.Options{PIDNamespace: true, UTSNamespace: true, Suite: nstest.Suite{Name: nstest.Forky, Tree: tree}})
+	sb := nstest.NewWith(t, nstest.Options{UTSNamespace: true, Suite: nstest.Suite{Name: nstest.Forky, Tree: tree}})
 	// networkd runs without udev on a read-only sysfs only.
 	sb.Run(t, "mount -o remount,bind,ro /sys")
 	sb.Isolate(t)

@@ -35,7 +35,7 @@ const (
 
 func newTrustNode(t *testing.T) *trustNode {
 	t.Helper()
-	sb := nstest.NewWith(t, nstest.Options{PIDNamespace: true})
+	sb := nstest.New(t)
 	bin := nstest.Build(t)
 	sb.Isolate(t)
 	sb.Run(t, `set -e

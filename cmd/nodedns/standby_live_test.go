@@ -116,7 +116,7 @@ func newStandbyNodeWith(t testing.TB, corefile, nameserver string) *standbyNode 
 // newStandbyNodeBare makes the node with its LAN resolver, cluster DNS and pod, and no cache yet.
 func newStandbyNodeBare(t testing.TB, suite nstest.Suite, nameserver string) *standbyNode {
 	t.Helper()
-	sb := nstest.NewWith(t, nstest.Options{PIDNamespace: true, Suite: suite})
+	sb := nstest.NewWith(t, nstest.Options{Suite: suite})
 	nstest.NeedTools(t, "apt-get install dnsmasq-base iproute2", "dnsmasq", "ss")
 	n := &standbyNode{sb: sb, bin: nstest.Build(t)}
 	sb.Isolate(t)

@@ -101,15 +101,18 @@ func (f Footprint) Describe() string {
 	return s
 }
 
-func backends(rs []Rule) []string {
+// backends lists the backends of rs (rules, or rules made), each once, in order.
+func backends[R interface{ backend() string }](rs []R) []string {
 	var out []string
 	for _, r := range rs {
-		if !slices.Contains(out, r.Backend) {
-			out = append(out, r.Backend)
+		if b := r.backend(); !slices.Contains(out, b) {
+			out = append(out, b)
 		}
 	}
 	return out
 }
+
+func (r Rule) backend() string { return r.Backend }
 
 // ReadLink reads the interface name and those of addrs that are on it.
 func ReadLink(name string, addrs []netip.Addr) (Link, []Addr, error) {
@@ -194,22 +197,12 @@ func (m Made) Describe() string {
 		parts = append(parts, fmt.Sprintf("%s on %s", a.Prefix, a.Link))
 	}
 	if n := len(m.Rules); n > 0 {
-		parts = append(parts, fmt.Sprintf("%d of node-cache's rules (%s)", n, strings.Join(backendsMade(m.Rules), ", ")))
+		parts = append(parts, fmt.Sprintf("%d of node-cache's rules (%s)", n, strings.Join(backends(m.Rules), ", ")))
 	}
 	if len(parts) == 0 {
 		return "nothing (all of it was still there)"
 	}
 	return strings.Join(parts, ", ")
-}
-
-func backendsMade(rs []MadeRule) []string {
-	var out []string
-	for _, r := range rs {
-		if !slices.Contains(out, r.Backend) {
-			out = append(out, r.Backend)
-		}
-	}
-	return out
 }
 
 // PutBack puts back what of fp is missing: the interface (as fp.Link's kind; a dummy where the
@@ -315,6 +308,38 @@ func (r Rule) matches(a netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// inGroups splits rules into the groups key puts together, in the order of each group's first
+// rule, each group in the rules' order.
+func inGroups[K comparable](rules []Rule, key func(Rule) K) [][]Rule {
+	at := map[K]int{}
+	var out [][]Rule
+	for _, r := range rules {
+		k := key(r)
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], r)
+	}
+	return out
+}
+
+// missing returns the rules of want that a chain lacks, in want's order: have counts the chain's
+// rules by key, and a rule is there as many times as the chain holds its key.
+func missing(want []Rule, have map[string]int, key func(Rule) string) []Rule {
+	var add []Rule
+	for _, r := range want {
+		if k := key(r); have[k] > 0 {
+			have[k]--
+			continue
+		}
+		add = append(add, r)
+	}
+	return add
 }
 
 // putRules inserts the rules that are missing, per backend.

@@ -204,18 +204,10 @@ type legacyKey struct {
 
 // putLegacy inserts the rules missing from their chains at the top, in the order they had.
 func putLegacy(ctx context.Context, rules []Rule) ([]MadeRule, error) {
-	groups := map[legacyKey][]Rule{}
-	var order []legacyKey
-	for _, r := range rules {
-		k := legacyKey{r.Family, r.Table}
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], r)
-	}
 	var made []MadeRule
 	var errs []error
-	for _, k := range order {
+	for _, group := range inGroups(rules, func(r Rule) legacyKey { return legacyKey{r.Family, r.Table} }) {
+		k := legacyKey{group[0].Family, group[0].Table}
 		t := toolsFor(k.family)
 		path, err := exec.LookPath(t.save)
 		if err != nil {
@@ -232,14 +224,7 @@ func putLegacy(ctx context.Context, rules []Rule) ([]MadeRule, error) {
 		for _, s := range now {
 			have[s.Chain+" "+s.Spec]++
 		}
-		var add []Rule
-		for _, r := range groups[k] {
-			if key := r.Chain + " " + r.Spec; have[key] > 0 {
-				have[key]--
-				continue
-			}
-			add = append(add, r)
-		}
+		add := missing(group, have, func(r Rule) string { return r.Chain + " " + r.Spec })
 		if len(add) == 0 {
 			continue
 		}

@@ -144,19 +144,9 @@ func putNFT(rules []Rule) ([]MadeRule, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open nf_tables netlink: %w", err)
 	}
-	byChain := map[chainKey][]Rule{}
-	var order []chainKey
-	for _, r := range rules {
-		k := chainKey{r.nft.table.Family, r.Table, r.Chain}
-		if _, ok := byChain[k]; !ok {
-			order = append(order, k)
-		}
-		byChain[k] = append(byChain[k], r)
-	}
 	var made []MadeRule
 	var errs []error
-	for _, k := range order {
-		rs := byChain[k]
+	for _, rs := range inGroups(rules, func(r Rule) chainKey { return chainKey{r.nft.table.Family, r.Table, r.Chain} }) {
 		t, ch := rs[0].nft.table, rs[0].nft.chain
 		before, err := chainRules(c, t, ch)
 		if err != nil {
@@ -167,14 +157,7 @@ func putNFT(rules []Rule) ([]MadeRule, error) {
 		for _, r := range before {
 			have[r.key()]++
 		}
-		var add []Rule
-		for _, r := range rs {
-			if k := r.nft.key(); have[k] > 0 {
-				have[k]--
-				continue
-			}
-			add = append(add, r)
-		}
+		add := missing(rs, have, func(r Rule) string { return r.nft.key() })
 		if len(add) == 0 {
 			continue
 		}

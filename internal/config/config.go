@@ -171,20 +171,10 @@ var coreKeys = []key{
 		c.ClusterDomain = strings.TrimSuffix(s, ".")
 		return
 	}},
-	{"nodeLocalDNS.mode", CacheAuto, func(c *Config, v any) error {
-		s, err := str(v)
-		if err != nil {
-			return err
-		}
-		switch s {
-		case CacheAuto, CacheInterface, CacheLRP, CacheNone:
-			c.NodeLocalDNS.Mode = s
-		case "":
-			c.NodeLocalDNS.Mode = CacheAuto
-		default:
-			return fmt.Errorf("%q is not a mode (auto, interface, lrp, none)", s)
-		}
-		return nil
+	{"nodeLocalDNS.mode", CacheAuto, func(c *Config, v any) (err error) {
+		c.NodeLocalDNS.Mode, err = mode(v, "auto, interface, lrp, none", map[string]string{
+			CacheAuto: CacheAuto, CacheInterface: CacheInterface, CacheLRP: CacheLRP, CacheNone: CacheNone, "": CacheAuto})
+		return
 	}},
 	{"nodeLocalDNS.interface", "nodelocaldns", func(c *Config, v any) (err error) {
 		c.NodeLocalDNS.Interface, err = nonEmpty(v)
@@ -231,19 +221,10 @@ var coreKeys = []key{
 			c.Netplan.Mode = NetplanOff
 			return nil
 		}
-		s, err := str(v)
-		if err != nil {
-			return err
-		}
-		switch s {
-		case "", NetplanOverride, NetplanPin, NetplanOff:
-			c.Netplan.Mode = s
-		case "false":
-			c.Netplan.Mode = NetplanOff
-		default:
-			return fmt.Errorf("%q is not a mode (off, override, pin)", s)
-		}
-		return nil
+		var err error
+		c.Netplan.Mode, err = mode(v, "off, override, pin", map[string]string{
+			"": "", NetplanOverride: NetplanOverride, NetplanPin: NetplanPin, NetplanOff: NetplanOff, "false": NetplanOff})
+		return err
 	}},
 	{"netplan.apply", false, func(c *Config, v any) (err error) { c.Netplan.Apply, err = boolean(v); return }},
 	{"host.routeClusterDomainToCache", false, func(c *Config, v any) (err error) {
@@ -380,6 +361,20 @@ func str(v any) (string, error) {
 	default:
 		return "", fmt.Errorf("want a string, got %T", v)
 	}
+}
+
+// mode reads v as one of the spellings of a mode (spelling: the mode it means); the error for any
+// other names the modes.
+func mode(v any, modes string, spellings map[string]string) (string, error) {
+	s, err := str(v)
+	if err != nil {
+		return "", err
+	}
+	m, ok := spellings[s]
+	if !ok {
+		return "", fmt.Errorf("%q is not a mode (%s)", s, modes)
+	}
+	return m, nil
 }
 
 func nonEmpty(v any) (string, error) {

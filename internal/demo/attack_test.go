@@ -26,7 +26,7 @@ func TestAttackDemoFiles(t *testing.T) {
 	s := &Session{}
 	failed, skipped, msg := s.Do(func(tb testing.TB) {
 		dir := tb.TempDir()
-		sb := nstest.NewWith(tb, nstest.Options{PIDNamespace: true})
+		sb := nstest.New(tb)
 		bin := nstest.Build(tb)
 		for _, d := range []string{dir, sb.Dir(), filepath.Dir(bin)} {
 			fi, err := os.Stat(d)

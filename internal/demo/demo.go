@@ -163,12 +163,18 @@ func (d *demo) printf(format string, args ...any) { fmt.Fprintf(d.out, format, a
 // incident002 is kubespray's host_resolvconf after a reboot (seed 002): /etc/resolv.conf is a
 // regular file listing only the cache; dhclient's lease has the LAN server.
 func (d *demo) incident002() Incident {
-	t := d.t
-	start := time.Now()
-	inc := Incident{ID: "002", Title: "kubespray's host_resolvconf points the node at the cache; after a reboot the cache loops"}
-	d.printf("Incident 002: %s\n", inc.Title)
-	n := d.newNode("ens33", false, true)
-	n.sb.Run(t, fmt.Sprintf(`set -e
+	return d.replay(Incident{ID: "002", Title: "kubespray's host_resolvconf points the node at the cache; after a reboot the cache loops"}, replayPlan{
+		iface: "ens33", restarts: 2, setup: d.setup002,
+		fixed: func(n *node) bool {
+			data, err := os.ReadFile(n.sb.Path("/etc/resolv.conf"))
+			return err == nil && !strings.Contains(string(data), cacheAddr)
+		},
+	})
+}
+
+// setup002 puts the node in incident 002's state and returns nodedns's config for it.
+func (d *demo) setup002(n *node) (config string) {
+	n.sb.Run(d.t, fmt.Sprintf(`set -e
 rm -f /etc/resolv.conf
 printf 'domain cluster.local\nsearch cluster.local default.svc.cluster.local. svc.cluster.local.\nnameserver %[1]s\n' > /etc/resolv.conf
 printf '# Configuration file for /sbin/dhclient.\nrequest subnet-mask, broadcast-address, time-offset, routers,\n\tdomain-name, domain-name-servers, domain-search, host-name;\n' > /etc/dhcp/dhclient.conf
@@ -199,33 +205,27 @@ END
 `, cacheAddr, nodeAddr, lanDNS))
 	d.printf("  node: /etc/resolv.conf lists only the cache (%s), kubelet hands that file to pods, and the\n", cacheAddr)
 	d.printf("  node-local cache (CoreDNS, kubespray's Corefile) forwards \".\" to its pod's copy of it.\n")
-
-	_, start0 := n.kubeletResolvConf()
-	n.measure(&inc.Before, 2, false)
-
-	cfg := filepath.Join(n.sb.Dir(), "nodedns.yaml")
-	must(t, os.WriteFile(cfg, []byte("netplan:\n  mode: \"off\"\n"), 0o644))
-	p, changed := n.runNodedns(cfg, func() bool {
-		data, err := os.ReadFile(n.sb.Path("/etc/resolv.conf"))
-		return err == nil && !strings.Contains(string(data), cacheAddr)
-	})
-	inc.Changed = changed
-	n.measure(&inc.After, 0, false)
-	inc.Restored, inc.RestoredExact = n.restore(p, cfg, start0)
-	inc.Elapsed = time.Since(start)
-	d.report(inc)
-	return inc
+	return "netplan:\n  mode: \"off\"\n"
 }
 
 // incident001 is a resolved node with kubespray's drop-in (DNS= the cache) and a DHCP search
 // domain on its uplink (seed 001): kubelet's resolvConf is resolved's
 // /run/systemd/resolve/resolv.conf.
 func (d *demo) incident001() Incident {
+	// The cache may catch its own loop at start (the loop plugin's probe reaches itself through the
+	// first nameserver); kubelet restarts it until it stays up, as in the report.
+	return d.replay(Incident{ID: "001", Title: "a DHCP search domain leaks and node-cache forwards to itself"}, replayPlan{
+		iface: "enp1s0", dhcp: true, restarts: 10, leaks: true, setup: d.setup001,
+		fixed: func(n *node) bool {
+			data, err := os.ReadFile(n.sb.Path("/run/systemd/resolve/resolv.conf"))
+			return err == nil && !strings.Contains(string(data), cacheAddr) && !strings.Contains(string(data), dhcpDomain)
+		},
+	})
+}
+
+// setup001 puts the node in incident 001's state and returns nodedns's config for it.
+func (d *demo) setup001(n *node) (config string) {
 	t := d.t
-	start := time.Now()
-	inc := Incident{ID: "001", Title: "a DHCP search domain leaks and node-cache forwards to itself"}
-	d.printf("Incident 001: %s\n", inc.Title)
-	n := d.newNode("enp1s0", true, true)
 	n.sb.Run(t, fmt.Sprintf(`set -e
 mkdir -p /etc/systemd/resolved.conf.d
 chmod 0755 /etc/systemd /etc/systemd/resolved.conf.d
@@ -266,20 +266,36 @@ esac
 	})
 	d.printf("  node: systemd-resolved 252 with kubespray's drop-in (DNS=%s); dhclient took a lease from the\n", cacheAddr)
 	d.printf("  LAN's dnsmasq with search domain %s; kubelet hands pods resolved's /run/systemd/resolve/resolv.conf.\n", dhcpDomain)
+	return "resolved:\n  restartCommand: [" + strconv.Quote(res.RestartScript) + "]\nnetplan:\n  mode: \"off\"\n"
+}
 
-	// The cache may catch its own loop at start (the loop plugin's probe reaches itself through the
-	// first nameserver); kubelet restarts it until it stays up, as in the report.
+// replayPlan is how an incident is replayed: the node's uplink (iface; dhcp: the LAN's dnsmasq hands
+// out its address), setup putting the node in the incident's state and giving nodedns's config, the
+// cache's restarts allowed before the figures without nodedns (measure), whether lookups leak to
+// the LAN, and fixed saying when `nodedns run` has repaired the node.
+type replayPlan struct {
+	iface       string
+	dhcp, leaks bool
+	restarts    int
+	setup       func(n *node) (config string)
+	fixed       func(n *node) bool
+}
+
+// replay replays inc: its node set up, its figures without nodedns, then with `nodedns run` once it
+// has repaired the node, then what `nodedns restore` put back; the report printed.
+func (d *demo) replay(inc Incident, r replayPlan) Incident {
+	start := time.Now()
+	d.printf("Incident %s: %s\n", inc.ID, inc.Title)
+	n := d.newNode(r.iface, r.dhcp, true)
+	config := r.setup(n)
 	_, start0 := n.kubeletResolvConf()
-	n.measure(&inc.Before, 10, true)
+	n.measure(&inc.Before, r.restarts, r.leaks)
 
 	cfg := filepath.Join(n.sb.Dir(), "nodedns.yaml")
-	must(t, os.WriteFile(cfg, []byte("resolved:\n  restartCommand: ["+strconv.Quote(res.RestartScript)+"]\nnetplan:\n  mode: \"off\"\n"), 0o644))
-	p, changed := n.runNodedns(cfg, func() bool {
-		data, err := os.ReadFile(n.sb.Path("/run/systemd/resolve/resolv.conf"))
-		return err == nil && !strings.Contains(string(data), cacheAddr) && !strings.Contains(string(data), dhcpDomain)
-	})
+	must(d.t, os.WriteFile(cfg, []byte(config), 0o644))
+	p, changed := n.runNodedns(cfg, func() bool { return r.fixed(n) })
 	inc.Changed = changed
-	n.measure(&inc.After, 0, true)
+	n.measure(&inc.After, 0, r.leaks)
 	inc.Restored, inc.RestoredExact = n.restore(p, cfg, start0)
 	inc.Elapsed = time.Since(start)
 	d.report(inc)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodedns/nodedns/internal/testutil/fixture"
 	"github.com/nodedns/nodedns/internal/testutil/nstest"
 	"golang.org/x/sys/unix"
 )
@@ -94,54 +95,9 @@ mkdir -p /var/lib/kubelet /var/lib/dhcp /etc/dhcp
 }
 
 // kubesprayCorefile is kubespray's nodelocaldns ConfigMap for a node whose cluster DNS is
-// clusterDNS and whose upstream forward target is the default /etc/resolv.conf.
-var kubesprayCorefile = `cluster.local:53 {
-    errors
-    cache {
-        success 9984 30
-        denial 9984 5
-    }
-    reload
-    loop
-    bind ` + cacheAddr + `
-    forward . ` + clusterDNS + ` {
-        force_tcp
-    }
-    prometheus ` + cacheAddr + `:9253
-    health ` + cacheAddr + `:9254
-}
-in-addr.arpa:53 {
-    errors
-    cache 30
-    reload
-    loop
-    bind ` + cacheAddr + `
-    forward . ` + clusterDNS + ` {
-        force_tcp
-    }
-    prometheus ` + cacheAddr + `:9253
-}
-ip6.arpa:53 {
-    errors
-    cache 30
-    reload
-    loop
-    bind ` + cacheAddr + `
-    forward . ` + clusterDNS + ` {
-        force_tcp
-    }
-    prometheus ` + cacheAddr + `:9253
-}
-.:53 {
-    errors
-    cache 30
-    reload
-    loop
-    bind ` + cacheAddr + `
-    forward . /etc/resolv.conf
-    prometheus ` + cacheAddr + `:9253
-}
-`
+// clusterDNS and whose upstream forward target is the default /etc/resolv.conf, its metrics on the
+// cache address.
+var kubesprayCorefile = fixture.KubesprayCorefileFor(cacheAddr, clusterDNS, cacheAddr+":9253")
 
 var resolvConfKey = regexp.MustCompile(`(?m)^resolvConf:\s*"?([^"\s]+)"?\s*$`)
 

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -435,9 +436,15 @@ func (n *NetworkManager) printConfig(ctx context.Context, root string, changes m
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "--print-config", "--config-dir="+confDir, "--intern-config="+intern)
 	// It dies with nodedns, so a killed pass never leaves it writing into a directory the next
-	// lock holder is removing.
+	// lock holder is removing. The parent-death signal comes when the forking *thread* ends, which
+	// the Go runtime does to a thread whose goroutine returns locked to it (podnet's inNS when a
+	// thread cannot go back to its namespace; prctl(2), PR_SET_PDEATHSIG; go.dev/issue/27505):
+	// this goroutine holds its thread from the fork to the wait, so NM is never killed while
+	// nodedns still waits for it (netplancmd's dyingWithNodedns likewise).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	runtime.LockOSThread()
 	out, err := cmd.CombinedOutput()
+	runtime.UnlockOSThread()
 	msg := strings.ReplaceAll(string(out), confDir, networkmanager.EtcConfDir)
 	msg = strings.TrimSpace(strings.ReplaceAll(msg, intern, networkmanager.InternConfPath))
 	var ee *exec.ExitError

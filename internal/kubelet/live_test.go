@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/testutil/nstest"
+	"github.com/nodedns/nodedns/internal/testutil/tied"
 )
 
 // The live test's stand-ins for kubelet, rke2 and k3s are copies of this test binary: started with
@@ -101,7 +103,12 @@ func relocate(role string) int {
 			}
 		}
 	}
-	_ = syscall.Exec("/run/"+role, os.Args, env)
+	// The argv the stand-in was given (unshare runs it by the copy's path).
+	argv := os.Args
+	if a := os.Getenv("NODEDNS_FAKE_ARGV0"); a != "" {
+		argv = append([]string{a}, os.Args[1:]...)
+	}
+	_ = syscall.Exec("/run/"+role, argv, env)
 	return 10
 }
 
@@ -115,7 +122,10 @@ type standIn struct {
 
 // startInPIDNamespace starts the stand-in as PID 1 of a new PID and mount namespace and returns
 // that namespace's /proc as this process sees it, once PID 1 runs from its /run and its child or
-// impostor runs too.
+// impostor runs too. The namespace dies with the test however it ends: unshare forks PID 1 with a
+// parent-death signal (--kill-child) and is itself started tied to the test (tied.Start); the
+// death of PID 1 kills the rest. Go's own Pdeathsig cannot tie PID 1 directly: the child checks
+// its parent with getppid, which is 0 in a new PID namespace, and kills itself.
 func startInPIDNamespace(t *testing.T, s standIn) string {
 	t.Helper()
 	self, err := os.Executable()
@@ -138,14 +148,18 @@ func startInPIDNamespace(t *testing.T, s standIn) string {
 	if len(s.impostorFlags) > 0 {
 		env = append(env, "NODEDNS_FAKE_IMPOSTOR="+strings.Join(s.impostorFlags, "\n"))
 	}
-	cmd := &exec.Cmd{Path: bin, Args: s.argv, Env: append(env, "NODEDNS_FAKE_PROCESS="+s.name),
-		SysProcAttr: &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}}
-	if err := cmd.Start(); err != nil {
+	if mark, ok := os.LookupEnv(nstest.MarkEnv); ok {
+		env = append(env, nstest.MarkEnv+"="+mark) // TestStandInsDieWithTheTest looks for it
+	}
+	cmd := exec.Command("unshare", append([]string{"--pid", "--fork", "--kill-child", "--mount", "--propagation", "private", "--", bin}, s.argv[1:]...)...)
+	cmd.Env = append(env, "NODEDNS_FAKE_PROCESS="+s.name, "NODEDNS_FAKE_ARGV0="+s.argv[0])
+	if err := tied.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	// unshare shares the new mount namespace with PID 1, so its root shows PID 1's /proc.
 	proc := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/root/proc"
 	// The other process to wait for: the child (its PID is not 2: PID 1's threads take PIDs too),
 	// or the impostor once it runs its script as nobody (until its exec it is a fork of PID 1,
@@ -200,6 +214,51 @@ func startInPIDNamespace(t *testing.T, s standIn) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// standInsChildEnv makes TestStandInsDieWithTheTest the child that starts the stand-ins.
+const standInsChildEnv = "NODEDNS_KUBELET_DIES_CHILD"
+
+// standInsReady is the line the child prints once its stand-ins run.
+const standInsReady = "kubelet-child: the stand-ins run"
+
+// TestStandInsDieWithTheTest: a test process running the stand-ins (RKE2's with its kubelet child,
+// a kubelet with nobody's impostor and its sleep beside it, each in a PID namespace of its own) is
+// killed with SIGKILL, which runs none of its cleanups; within a bounded wait nothing of them is
+// left on this machine (DEVELOPERS.md "Tests": nothing a test starts may outlive it).
+func TestStandInsDieWithTheTest(t *testing.T) {
+	if os.Getenv(standInsChildEnv) == "1" {
+		startInPIDNamespace(t, standIn{name: "rke2", argv: []string{"/usr/local/bin/rke2", "agent"},
+			child: []string{"/var/lib/rancher/rke2/bin/kubelet", "--config=/var/lib/kubelet/config.yaml"}})
+		startInPIDNamespace(t, standIn{name: "kubelet", argv: []string{"/usr/bin/kubelet", "--config=/var/lib/kubelet/config.yaml"},
+			impostorFlags: []string{"--config=/run/x/config.yaml"}})
+		fmt.Println(standInsReady)
+		time.Sleep(time.Hour) // until killed
+	}
+	nstest.Require(t)
+	child := nstest.StartChildTest(t, t.Name(), standInsChildEnv+"=1")
+	child.WaitFor(t, time.Minute, "the child's stand-ins", func() bool { return strings.Contains(child.Output(), standInsReady) })
+	fp, err := nstest.TakeFootprint(child.Marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What runs in the stand-ins' PID namespaces: rke2 and its kubelet, the kubelet and nobody's
+	// script named kubelet, which runs sleep.
+	comms := map[string]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		ns, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns", "pid"))
+		var ino uint64
+		if _, perr := fmt.Sscanf(ns, "pid:[%d]", &ino); err != nil || perr != nil || !fp.PIDNS[ino] {
+			continue
+		}
+		c, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		comms[strings.TrimSpace(string(c))]++
+	}
+	if want := map[string]int{"rke2": 1, "kubelet": 3, "sleep": 1}; len(fp.PIDNS) != 2 || !maps.Equal(comms, want) {
+		t.Errorf("the child runs %v in %d PID namespaces; want %v in 2: the test would prove nothing of them", comms, len(fp.PIDNS), want)
+	}
+	child.KillLeavesNothing(t, fp, 30*time.Second)
 }
 
 // TestProcessLiveShapes: kubelet as kubeadm, RKE2 and k3s run it, each in its own PID namespace with

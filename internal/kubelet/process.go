@@ -120,8 +120,8 @@ func FindProcess(proc string, units AskUnits) (Scan, error) {
 	c, note := choose(proc, trusted, units)
 	scan.Found, scan.OK = c.found, true
 	scan.Found.How += note
-	if boot, err := bootTime(proc); err == nil {
-		scan.Started = boot.Add(time.Duration(c.ticks) * time.Second / userHZ)
+	if started, err := startTime(proc, c.ticks); err == nil {
+		scan.Started = started
 	}
 	return scan, nil
 }
@@ -381,18 +381,10 @@ func readK3s(dir string, pid int, args []string) (Found, bool) {
 // userHZ is the unit of /proc/PID/stat's starttime (USER_HZ, 100 on every Linux architecture).
 const userHZ = 100
 
-// StartTime is when process pid started: /proc/PID/stat's starttime (field 22, clock ticks since
-// boot) after /proc/stat's btime. kubelet.manage compares it with when nodedns changed kubelet's
-// config (docs/contract.md "kubelet.manage"). Good to the clock tick.
-func StartTime(proc string, pid int) (time.Time, error) {
-	stat, err := nodefs.ReadKernel(filepath.Join(proc, strconv.Itoa(pid), "stat"), procKind)
-	if err != nil {
-		return time.Time{}, err
-	}
-	ticks, _, err := statFields(stat)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%s/%d/stat: %w", proc, pid, err)
-	}
+// startTime is when a process started whose /proc/PID/stat says ticks (starttime, field 22: clock
+// ticks since boot): that long after the boot time. kubelet.manage compares it with when nodedns
+// changed kubelet's config (docs/contract.md "kubelet.manage"). Good to the clock tick.
+func startTime(proc string, ticks uint64) (time.Time, error) {
 	boot, err := bootTime(proc)
 	if err != nil {
 		return time.Time{}, err

@@ -14,6 +14,7 @@ import (
 	"github.com/nodedns/nodedns/internal/config"
 	"github.com/nodedns/nodedns/internal/nodefs"
 	"github.com/nodedns/nodedns/internal/testutil/fakeproc"
+	"github.com/nodedns/nodedns/internal/testutil/tied"
 )
 
 func TestFindProcess(t *testing.T) {
@@ -233,9 +234,13 @@ func TestProcessLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// sh -c SCRIPT NAME ARGS...: the arguments after the script are kubelet's flags as a
-	// supervisor would pass them.
-	cmd := exec.Command(bin, "-c", "sleep 60", "kubelet", "--config=/etc/kubernetes/kubelet-config.yaml")
-	if err := cmd.Start(); err != nil {
+	// supervisor would pass them. It waits on its stdin, a pipe this test holds (read is sh's own:
+	// no child to outlive it), and dies with the test (tied).
+	cmd := exec.Command(bin, "-c", "read -r line", "kubelet", "--config=/etc/kubernetes/kubelet-config.yaml")
+	if _, err := cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tied.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
@@ -309,24 +314,38 @@ func TestProcessLive(t *testing.T) {
 	t.Logf("%s", ig)
 }
 
+// startTimeOf is when process pid started as FindProcess reads it: its stat's starttime after the
+// boot time.
+func startTimeOf(proc string, pid int) (time.Time, error) {
+	stat, err := nodefs.ReadKernel(filepath.Join(proc, strconv.Itoa(pid), "stat"), procKind)
+	if err != nil {
+		return time.Time{}, err
+	}
+	ticks, _, err := statFields(stat)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s/%d/stat: %w", proc, pid, err)
+	}
+	return startTime(proc, ticks)
+}
+
 // TestStartTime: /proc/PID/stat's starttime (clock ticks since boot, field 22, after a comm with
 // spaces and parentheses) over /proc/stat's btime; FindProcess reports the same for the process it
 // chose; and against this test's own process in the real /proc, which started before now and after
 // boot.
 func TestStartTime(t *testing.T) {
 	proc := fakeproc.Write(t, map[int]fakeproc.Proc{812: {Comm: "kube (let) x", Argv: []string{"kubelet"}, Start: 12345}})
-	got, err := StartTime(proc, 812)
+	got, err := startTimeOf(proc, 812)
 	if want := time.Unix(fakeproc.Btime, 0).Add(123450 * time.Millisecond); err != nil || !got.Equal(want) {
-		t.Errorf("StartTime = %v, %v; want %v", got, err, want)
+		t.Errorf("startTimeOf = %v, %v; want %v", got, err, want)
 	}
-	if _, err := StartTime(proc, 813); err == nil {
+	if _, err := startTimeOf(proc, 813); err == nil {
 		t.Error("a process that is not there has a start time")
 	}
 	proc = fakeproc.Write(t, map[int]fakeproc.Proc{812: {Comm: "kubelet", Argv: []string{"kubelet"}, Start: 12345}})
 	if scan, err := FindProcess(proc, nil); err != nil || !scan.OK || !scan.Started.Equal(time.Unix(fakeproc.Btime, 0).Add(123450*time.Millisecond)) {
 		t.Errorf("FindProcess: started %v (%v, %v)", scan.Started, scan.OK, err)
 	}
-	self, err := StartTime("/proc", os.Getpid())
+	self, err := startTimeOf("/proc", os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,18 +362,18 @@ func TestStartTime(t *testing.T) {
 func TestStartTimeResolution(t *testing.T) {
 	before := time.Now()
 	cmd := exec.Command("sleep", "60")
-	if err := cmd.Start(); err != nil {
+	if err := tied.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	after := time.Now()
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	got, err := StartTime("/proc", cmd.Process.Pid)
+	got, err := startTimeOf("/proc", cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The kernel's start time is cut to the tick: at most 10 ms before the real one.
 	if got.Before(before.Add(-10*time.Millisecond)) || got.After(after) {
-		t.Errorf("a process started between %s and %s started at %s by StartTime (%v early)",
+		t.Errorf("a process started between %s and %s started at %s by startTimeOf (%v early)",
 			before.Format("15:04:05.000"), after.Format("15:04:05.000"), got.Format("15:04:05.000"), before.Sub(got).Round(time.Millisecond))
 	}
 }

@@ -71,7 +71,7 @@ func newLiveNode(t testing.TB, s nstest.Suite, withCache bool) *liveNode {
 	needTools(t, "dnsmasq", "dig")
 	s.Need(t, "apt-get install iptables nftables bind9-dnsutils; .ci/run does", "iptables", "ip6tables", "iptables-legacy-save", "nft", "nsenter", "dig")
 	n := &liveNode{bin: nstest.Build(t), podState: map[string]string{}}
-	n.nd = nstest.NewWith(t, nstest.Options{PIDNamespace: true, UTSNamespace: true, Suite: s})
+	n.nd = nstest.NewWith(t, nstest.Options{UTSNamespace: true, Suite: s})
 	n.up = nstest.New(t)
 	n.nd.Isolate(t)
 	nstest.Veth(t, n.nd, n.up, nodeAddr+"/24", upstreamAddr+"/24")

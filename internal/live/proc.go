@@ -301,9 +301,7 @@ func readCacheProcess(proc string, pid int, comm string) *probes.CacheProcess {
 		return cp
 	}
 	cp.Blocks, err = probes.ParseServerBlocks(data)
-	for _, b := range cp.Blocks {
-		cp.Forwards = append(cp.Forwards, b.Forwards...)
-	}
+	cp.Forwards = probes.AllForwards(cp.Blocks)
 	if err != nil {
 		cp.Err = fmt.Errorf("%s (pid %d): %w", cp.Corefile, pid, err)
 	}

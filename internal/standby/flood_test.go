@@ -83,7 +83,7 @@ func sample() floodSample {
 // standby stands in), dnsmasq as the LAN resolver answering every name under ext.example, and a pod.
 func floodNode(t testing.TB) (*nstest.Sandbox, *nstest.Pod) {
 	t.Helper()
-	sb := nstest.NewWith(t, nstest.Options{PIDNamespace: true})
+	sb := nstest.New(t)
 	nstest.NeedTools(t, "apt-get install dnsmasq-base", "dnsmasq")
 	sb.Isolate(t)
 	sb.Run(t, fmt.Sprintf(`set -e

@@ -17,9 +17,9 @@ func FuzzClusterDNSFromCorefile(f *testing.F) {
 	f.Add([]byte("cluster.local:53 {\n forward . 169.254.25.10 dns://[fd00::1]:53 127.0.0.53 tls://10.0.0.1\n}\n"), "cluster.local.")
 	f.Add([]byte(".:53 {\n forward cluster.local 10.96.0.10:5353\n}\n"), "CLUSTER.LOCAL")
 	f.Fuzz(func(t *testing.T, corefile []byte, domain string) {
-		fs, _ := probes.ParseCorefile(corefile)
+		blocks, _ := probes.ParseServerBlocks(corefile)
 		var fw []standby.Forward
-		for _, x := range fs {
+		for _, x := range probes.AllForwards(blocks) {
 			fw = append(fw, standby.Forward{Zones: x.Zones, From: x.From, To: x.To})
 		}
 		dns := standby.ClusterDNSFromCorefile(fw, domain)

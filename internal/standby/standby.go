@@ -375,7 +375,7 @@ func (s *Standby) check(exitAt time.Time) {
 				onThread = func() { s.catch(once, port, true) }
 				onExit = func() { s.catch(once, port, false) }
 			}
-			if w, err := watchExitEarly(onExit, onThread, pids...); err == nil {
+			if w, err := watchExit(onExit, onThread, pids...); err == nil {
 				w.armed = once
 				s.watch = w
 			} else {

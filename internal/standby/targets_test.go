@@ -26,12 +26,12 @@ func addrs(s ...string) []netip.Addr {
 
 func forwards(t *testing.T, corefile string) []standby.Forward {
 	t.Helper()
-	fs, err := probes.ParseCorefile([]byte(corefile))
+	blocks, err := probes.ParseServerBlocks([]byte(corefile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []standby.Forward
-	for _, f := range fs {
+	for _, f := range probes.AllForwards(blocks) {
 		out = append(out, standby.Forward{Zones: f.Zones, From: f.From, To: f.To})
 	}
 	return out

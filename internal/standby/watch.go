@@ -53,21 +53,13 @@ type exitWatch struct {
 }
 
 // watchExit opens a pidfd for each pid (those already gone are left out) and starts waiting for
-// the first exit.
-func watchExit(pids ...int) (*exitWatch, error) { return watchExitThen(nil, pids...) }
-
-// watchExitThen is watchExit with onExit run the moment an exit is seen.
-func watchExitThen(onExit func(), pids ...int) (*exitWatch, error) {
-	return watchExitEarly(onExit, nil, pids...)
-}
-
-// watchExitEarly is watchExitThen that also watches every thread of the first process (pidfds with
-// PIDFD_THREAD, Linux 6.9+; none where the kernel has no such pidfd) and runs onThread, once, when
-// the first of them exits. A process killed (SIGKILL, the OOM killer) loses its threads one by one;
-// its last thread frees its memory (for a Go cache, milliseconds) before its files, and so its
-// sockets, close. The first thread's exit is the earliest word of that, while its sockets are still
-// there.
-func watchExitEarly(onExit, onThread func(), pids ...int) (*exitWatch, error) {
+// the first exit; onExit, when not nil, runs the moment an exit is seen. With onThread it also
+// watches every thread of the first process (pidfds with PIDFD_THREAD, Linux 6.9+; none where the
+// kernel has no such pidfd) and runs onThread, once, when the first of them exits. A process killed
+// (SIGKILL, the OOM killer) loses its threads one by one; its last thread frees its memory (for a
+// Go cache, milliseconds) before its files, and so its sockets, close. The first thread's exit is
+// the earliest word of that, while its sockets are still there.
+func watchExit(onExit, onThread func(), pids ...int) (*exitWatch, error) {
 	w := &exitWatch{Exited: make(chan struct{}), onExit: onExit, onThread: onThread, done: make(chan struct{})}
 	if onThread != nil && len(pids) > 0 {
 		tasks, _ := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pids[0]), "task"))

@@ -23,7 +23,7 @@ func TestWatchExitWakesOnTheFirstExit(t *testing.T) {
 		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
 		cmds = append(cmds, c)
 	}
-	w, err := watchExit(cmds[0].Process.Pid, cmds[1].Process.Pid)
+	w, err := watchExit(nil, nil, cmds[0].Process.Pid, cmds[1].Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,13 +43,13 @@ func TestWatchExitWakesOnTheFirstExit(t *testing.T) {
 		t.Fatal("the watch did not see the exit")
 	}
 
-	w2, err := watchExit(cmds[0].Process.Pid)
+	w2, err := watchExit(nil, nil, cmds[0].Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w2.Close()
 	w2.Close() // twice is harmless
-	if _, err := watchExit(99999999); err == nil {
+	if _, err := watchExit(nil, nil, 99999999); err == nil {
 		t.Error("a watch of no live process succeeded")
 	}
 }
@@ -80,7 +80,7 @@ func TestWatchExitEarly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Start(); err != nil {
+		if err := tied.Start(c); err != nil {
 			t.Fatal(err)
 		}
 		b := make([]byte, 6)
@@ -88,7 +88,7 @@ func TestWatchExitEarly(t *testing.T) {
 			t.Fatal(err)
 		}
 		var thread, exit atomic.Int64
-		w, err := watchExitEarly(func() { exit.Store(time.Now().UnixNano()) }, func() { thread.Store(time.Now().UnixNano()) }, c.Process.Pid)
+		w, err := watchExit(func() { exit.Store(time.Now().UnixNano()) }, func() { thread.Store(time.Now().UnixNano()) }, c.Process.Pid)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -115,10 +116,9 @@ func (r Runner) Get(ctx context.Context, root string, changes map[string][]byte)
 	ctx, cancel := context.WithTimeout(ctx, GenerateTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.bin(), "get", "--root-dir", tmp, "all")
-	cmd.SysProcAttr = dieWithParent()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := dyingWithNodedns(cmd, cmd.Output)
 	if err != nil {
 		return nil, r.genError(tmp, stderr.Bytes(), err)
 	}
@@ -143,18 +143,27 @@ func (r Runner) run(ctx context.Context, tmp string, args ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, GenerateTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.bin(), args...)
-	cmd.SysProcAttr = dieWithParent()
-	out, err := cmd.CombinedOutput()
+	out, err := dyingWithNodedns(cmd, cmd.CombinedOutput)
 	if err != nil {
 		return r.genError(tmp, out, err)
 	}
 	return nil
 }
 
-// dieWithParent makes netplan die with nodedns: a nodedns killed in the middle of a check must not
-// leave netplan writing into a work directory the next nodedns is removing.
-func dieWithParent() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+// dyingWithNodedns runs cmd through run (its Output or CombinedOutput) with netplan dying with
+// nodedns: a nodedns killed in the middle of a check must not leave netplan writing into a work
+// directory the next nodedns is removing. The kernel sends the parent-death signal when the
+// *thread* that forked the child ends, not the process (prctl(2), PR_SET_PDEATHSIG; Go's
+// syscall.SysProcAttr.Pdeathsig, go.dev/issue/27505), and the Go runtime ends a thread whose
+// goroutine returns while locked to it (internal/live/podnet's inNS does, when a thread cannot go
+// back to its namespace): forked from such a thread, netplan would be killed in the middle of a
+// check nodedns is still running. This goroutine holds its thread from the fork to the wait, so
+// no other goroutine runs there and the thread outlives the child.
+func dyingWithNodedns(cmd *exec.Cmd, run func() ([]byte, error)) ([]byte, error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return run()
 }
 
 func (r Runner) genError(tmp string, out []byte, err error) error {

@@ -33,7 +33,7 @@ func newNode(t testing.TB) *node {
 	t.Helper()
 	nstest.Require(t)
 	nstest.NeedTools(t, "apt-get install nftables", "nft")
-	sb := nstest.NewWith(t, nstest.Options{PIDNamespace: true, UTSNamespace: true})
+	sb := nstest.NewWith(t, nstest.Options{UTSNamespace: true})
 	sb.Run(t, "hostname node-1 && sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1")
 	return &node{sb: sb, cache: sb.StartCache(t, nstest.CacheOptions{})}
 }

@@ -29,13 +29,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nodedns/nodedns/internal/testutil/nstest"
+	"github.com/nodedns/nodedns/internal/testutil/tied"
 )
 
 // The variables .ci/run exports with the binaries of .ci/kubelet-build. Not NODEDNS_KUBELET: nodedns
@@ -237,13 +237,16 @@ func (k *Kubelet) run(t testing.TB, root string, files map[string][]byte, cgroup
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "unshare", "--mount", "--pid", "--fork", "--kill-child", "--propagation", "private", "sh", "-c", strings.Join(lines, "\n"))
-	// Nothing may outlive the test: unshare dies with it, and its child with unshare.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	// kubelet and the judge see no environment of the test's but what they are given.
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	// Nothing may outlive the test: unshare dies with it (tied: forked from a thread that lives as
+	// long as the test process), and its child with unshare (--kill-child).
+	err := tied.Start(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
 	return stdout.String(), stderr.String(), up, err
 }
 

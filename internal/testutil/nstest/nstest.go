@@ -76,12 +76,6 @@ var seq atomic.Int64
 
 // Options selects namespaces beyond the network, mount and PID ones every sandbox has.
 type Options struct {
-	// PIDNamespace is what every sandbox has now: its own PID namespace with its own /proc, so a
-	// process in it sees only the sandbox's processes (tests of anything that scans /proc need
-	// that) and dies with the sandbox.
-	//
-	// Deprecated: every sandbox has its own PID namespace; the field is ignored.
-	PIDNamespace bool
 	// UTSNamespace gives the sandbox its own hostname (unshare -u), so a component that sets the
 	// hostname (NetworkManager) cannot change this machine's.
 	UTSNamespace bool

@@ -12,7 +12,7 @@ import (
 // pod name as hostname, sits in the kubepods cgroup asked for, and reaches the node over its veth on
 // both families; the node's /run/netns names it; the cgroup is gone after the test.
 func TestAddPod(t *testing.T) {
-	sb := NewWith(t, Options{PIDNamespace: true, UTSNamespace: true})
+	sb := NewWith(t, Options{UTSNamespace: true})
 	var cgroupDir string
 	t.Run("pod", func(t *testing.T) {
 		p := sb.AddPod(t, PodOptions{Name: "web-0", HostIf: "vlan0123456789a", Cgroup: "/kubepods/besteffort/pod" + UUID(t) + "/c1"})

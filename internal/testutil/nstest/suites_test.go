@@ -14,7 +14,7 @@ import (
 func TestSuites(t *testing.T) {
 	hostResolv, _ := os.ReadFile("/etc/resolv.conf")
 	Suites(t, func(t *testing.T, s Suite) {
-		sb := NewWith(t, Options{Suite: s, PIDNamespace: true})
+		sb := NewWith(t, Options{Suite: s})
 		if got := sb.Run(t, ". /etc/os-release; echo $VERSION_CODENAME"); strings.TrimSpace(got) != s.String() {
 			t.Errorf("the sandbox runs %q, want %s", got, s)
 		}
