@@ -35,6 +35,11 @@ type Cache struct {
 	// being replaced and its successor share the address), watched for exit.
 	PIDs     []int
 	Forwards []Forward
+	// Likely says the kernel hid which process holds the listeners (their /proc/PID/fd takes
+	// ptrace access): PIDs are the cache processes that may (live.FindCacheHolders: of the
+	// socket's owner, in the socket's network namespace), PID one of them, and which of them
+	// holds the listeners is not known.
+	Likely bool
 }
 
 // Standby watches the cache addresses and stands in while no cache listens there.
@@ -359,7 +364,15 @@ func (s *Standby) check(exitAt time.Time) {
 			// (a crash loop's losses were there: the run loop woke and bound about 1 ms later).
 			var onExit, onThread func()
 			var ready []armed
-			if c := s.lastCache; c != nil && len(pids) == 1 && pids[0] == c.PID && s.targets.Usable() {
+			// Sockets bound at the process's exit take every query left in the group: only when
+			// the one process watched holds the listeners (or, hidden, is the only one that may).
+			// Sockets bound at a thread's exit keep every query on the group's first socket while
+			// it is open, which is the cache's: with the others' sockets on each address one per
+			// protocol (alone), any of the likely holders may be watched for that, since whichever
+			// of them dies, the socket it closes, if any, is the cache's.
+			c := s.lastCache
+			one := c != nil && len(pids) == 1 && pids[0] == c.PID
+			if (one || c != nil && c.Likely && alone(others, hs)) && s.targets.Usable() {
 				// Every address it serves: one the standby still covers (it is giving back) is
 				// skipped at the exit, when the standby's own sockets are there.
 				var catch []netip.Addr
@@ -373,7 +386,9 @@ func (s *Standby) check(exitAt time.Time) {
 				once = &catchOnce{as: ready}
 				port := s.Port
 				onThread = func() { s.catch(once, port, true) }
-				onExit = func() { s.catch(once, port, false) }
+				if one {
+					onExit = func() { s.catch(once, port, false) }
+				}
 			}
 			if w, err := watchExitEarly(onExit, onThread, pids...); err == nil {
 				w.armed = once
@@ -503,6 +518,18 @@ func (s *Standby) check(exitAt time.Time) {
 	if changed || time.Since(s.lastSave) >= 2*time.Second && s.status.State == Active {
 		s.save()
 	}
+}
+
+// alone reports whether, on every address others serve, the group holds one UDP socket and at most
+// one listening TCP socket besides the standby's, and none of a cache whose teardown ran: one
+// process's (CoreDNS binds one of each per address and port).
+func alone(others map[netip.Addr]bool, hs map[netip.Addr]*held) bool {
+	for a := range others {
+		if h := hs[a]; len(h.udp) != 1 || len(h.tcp) > 1 || h.leaving {
+			return false
+		}
+	}
+	return true
 }
 
 // stopForwarder closes the standby's sockets on a.
