@@ -404,7 +404,14 @@ func (s *Standby) check(exitAt time.Time) {
 	if len(others) > 0 {
 		s.observe(others, hung)
 	}
-	// Stand in on every address nobody serves: no listener, only a leaving cache's, or a hung one.
+	// Stand in on every address nobody serves: no listener, only a leaving cache's, or a hung one;
+	// and beside a cache that bound before its predecessor's exit was told, where sockets were
+	// caught for that exit: their program sends every query to the group's first socket, which,
+	// the dead cache's sockets gone, may be theirs. Served, they answer what they hold and what
+	// comes until the new cache answers; then the address is given back as from a hung cache.
+	// (Kept unserved, they held queries nobody read, and a later catch on the address lost them,
+	// still bound, to the listeners the standby takes for a cache's.)
+	atExit, caughtOn := !exitAt.IsZero(), s.caughtAddrs()
 	var why []string
 	for _, a := range s.Addrs {
 		if f := s.fwd[a]; f != nil {
@@ -413,7 +420,7 @@ func (s *Standby) check(exitAt time.Time) {
 			}
 			continue
 		}
-		if others[a] && !hung[a] {
+		if others[a] && !hung[a] && !(atExit && caughtOn[a]) {
 			continue
 		}
 		if !isLocal(a) {
@@ -461,6 +468,8 @@ func (s *Standby) check(exitAt time.Time) {
 			s.Metrics.StandbyTakeover(delay)
 		}
 		switch {
+		case others[a] && !hung[a]:
+			s.log().Warn("the node-local cache exited and another listens already; standby answers beside it until it answers", "addr", a, "delay", delay, "targets", t.Describe(), "steering", st.describe())
 		case others[a]:
 			s.log().Warn("the node-local cache holds its listeners but answers nothing; standby answers beside it", "addr", a, "hung for", s.HungAfter, "targets", t.Describe(), "steering", st.describe())
 		default:
@@ -471,7 +480,7 @@ func (s *Standby) check(exitAt time.Time) {
 	for a := range others {
 		serving[a] = !hung[a]
 	}
-	s.dropCaught(serving)
+	s.dropCaught(serving, atExit)
 	s.mu.Lock()
 	if len(why) == 0 && len(s.fwd) == 0 && !s.targets.Usable() {
 		// Ready only when it could stand in: say now that it could not.
@@ -612,7 +621,7 @@ func (s *Standby) shutdown() {
 		delete(s.fwd, a)
 		s.mu.Unlock()
 	}
-	s.dropCaught(nil)
+	s.dropCaught(nil, true)
 	if s.SaveState != nil {
 		s.mu.Lock()
 		s.status.State, s.status.Why, s.status.Covering = Unknown, "nodedns is not running", nil
