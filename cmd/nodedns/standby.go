@@ -55,7 +55,7 @@ func startStandby(ctx context.Context, g *globals, rec *metrics.Recorder, st *st
 				return nil
 			}
 			if cp == nil {
-				return &standby.Cache{PID: holders[0], PIDs: holders}
+				return &standby.Cache{PID: holders[0], PIDs: holders, Likely: true}
 			}
 			c := &standby.Cache{PID: cp.PID, PIDs: holders}
 			for _, fw := range cp.Forwards {

@@ -108,8 +108,15 @@ func newStandbyNode(t testing.TB) *standbyNode {
 // newStandbyNodeWith makes the node with the cache's Corefile and the node's nameserver given.
 func newStandbyNodeWith(t testing.TB, corefile, nameserver string) *standbyNode {
 	t.Helper()
+	return newStandbyNodeWithCache(t, nstest.CacheOptions{Corefile: corefile}, nameserver)
+}
+
+// newStandbyNodeWithCache makes the node with the cache as o says, on the cache address.
+func newStandbyNodeWithCache(t testing.TB, o nstest.CacheOptions, nameserver string) *standbyNode {
+	t.Helper()
 	n := newStandbyNodeBare(t, nstest.Suite{}, nameserver)
-	n.cache = n.sb.StartCache(t, nstest.CacheOptions{Addrs: []netip.Addr{netip.MustParseAddr(standbyCacheAddr)}, Corefile: corefile})
+	o.Addrs = []netip.Addr{netip.MustParseAddr(standbyCacheAddr)}
+	n.cache = n.sb.StartCache(t, o)
 	return n
 }
 
@@ -343,50 +350,161 @@ func TestStandbyCoversACacheKilled(t *testing.T) {
 // standbyCrashLoop is how long the crash loop runs: the cache exits every 2 s for 30 s.
 const standbyCrashLoop = 30 * time.Second
 
+// crashLoopDaemons are the privileges `nodedns run` has in the crash loop: root's (every
+// capability: the cache's /proc/PID/fd is the daemon's to read), and the packaged unit's with the
+// standby drop-in (unitCaps: no CAP_SYS_PTRACE, so the kernel hides which process holds the
+// cache's sockets). The cache runs as node-local-dns's pod runs it (nstest.CacheOptions.AsPod:
+// root's with a container's capabilities, a PID namespace of its own, the node's network
+// namespace). Under the unit the cache's Corefile (/proc/PID/root) is not readable either, so the
+// config names the cluster DNS, as docs/contract.md "Standby" asks there.
+var crashLoopDaemons = []struct {
+	name, config string
+	prefix       []string
+}{
+	{"root's", "nodeLocalDNS:\n  standby: on\n", nil},
+	{"the unit's capabilities", "nodeLocalDNS:\n  standby: on\nclusterDNS: [" + standbyClusterDNS + "]\n", unitCaps},
+}
+
+// crashLoopResult is what one crash loop came to.
+type crashLoopResult struct {
+	w, control nstest.Window // the pod's lookups of the cache address, and of the cluster DNS
+	crashes    int
+	// exits are the cache's exits the standby saw, caught those at which its sockets were bound
+	// by the exit watch (at the first thread's exit, or the process's) rather than by the run loop.
+	exits, caught int
+	takeovers     int            // the standby's takeovers over the loop
+	st            standby.Status // its status at the end
+	start         time.Time
+	events        []string
+}
+
+func (r crashLoopResult) String() string {
+	return fmt.Sprintf("%d crashes in %v: %s; standby took over %d times, last delay %v, its sockets bound by the exit watch at %d of %d exits (control, asking the cluster DNS: %s)",
+		r.crashes, standbyCrashLoop, r.w, r.takeovers, r.st.LastTakeoverDelay, r.caught, r.exits, r.control)
+}
+
+// crashLoop runs the crash loop on a node whose daemon (its log lb) is ready: the cache SIGKILLed
+// every 2 s for 30 s, each time started again at once (Start waits until it answers on UDP and
+// TCP), as a crash loop without back-off does, while the pod resolves 100 times a second.
+func crashLoop(tb testing.TB, n *standbyNode, lb *syncBuf) crashLoopResult {
+	tb.Helper()
+	r := startResolver(tb, n.pod)
+	ctl := startControl(tb, n.pod)
+	time.Sleep(500 * time.Millisecond)
+	logged := len(lb.String())
+	before, _ := n.standbyState(tb)
+	res := crashLoopResult{start: time.Now()}
+	for time.Since(res.start) < standbyCrashLoop {
+		up := time.Now()
+		res.events = append(res.events, fmt.Sprintf("%v start", up.Sub(res.start).Round(time.Millisecond)))
+		n.cache.Start(tb)
+		res.events = append(res.events, fmt.Sprintf("%v answering", time.Since(res.start).Round(time.Millisecond)))
+		time.Sleep(time.Until(up.Add(2 * time.Second)))
+		res.events = append(res.events, fmt.Sprintf("%v kill", time.Since(res.start).Round(time.Millisecond)))
+		n.cache.Stop()
+		res.crashes++
+	}
+	n.cache.Start(tb)
+	time.Sleep(time.Second)
+	res.w, res.control = r.Window(res.start, time.Now()), ctl.Window(res.start, time.Now())
+	r.Stop()
+	ctl.Stop()
+	res.st, _ = n.standbyState(tb)
+	res.takeovers = res.st.Takeovers - before.Takeovers
+	for _, l := range strings.Split(lb.String()[logged:], "\n") {
+		if _, v, ok := strings.Cut(l, `"bound at its exit"=`); ok {
+			res.exits++
+			if !strings.HasPrefix(v, "0") {
+				res.caught++
+			}
+		}
+	}
+	return res
+}
+
+// newCrashLoopNode makes the node with the cache as a pod runs it and starts `nodedns run` through
+// prefix with config, once it has seen what the kernel shows the daemon of the cache: its
+// descriptors with root's privileges, nothing without ptrace access (the unit's: the standby then
+// finds the holder by owner and namespace).
+func newCrashLoopNode(tb testing.TB, prefix []string, config string) (*standbyNode, *syncBuf) {
+	tb.Helper()
+	n := newStandbyNodeWithCache(tb, nstest.CacheOptions{Corefile: kubesprayCacheCorefile, AsPod: true}, standbyLANResolver)
+	// Root lists any root process's descriptors (the directory is its owner's); the links, what
+	// each is, take ptrace access. The kernel decides by the reader's credentials alone: read from
+	// this machine's /proc, where the cache's PID is this machine's.
+	ls := append(append([]string{}, prefix...), "ls", "-l", fmt.Sprintf("/proc/%d/fd/", n.cache.PID()))
+	if _, err := exec.Command(ls[0], ls[1:]...).Output(); (err != nil) != (prefix != nil) {
+		tb.Fatalf("the cache's /proc/PID/fd read through %q: error %v", prefix, err)
+	}
+	lb := n.startNodednsAs(tb, config, prefix...)
+	n.waitState(tb, standby.Ready)
+	return n, lb
+}
+
 // TestStandbyCoversACrashLoop: the cache exits (SIGKILL) every 2 s for 30 s, each time started again
-// at once, as a crash loop without back-off does: at least 99.9% of the pod's lookups are answered.
+// at once, as a crash loop without back-off does: at least 99.9% of the pod's lookups are answered
+// (less only what the machine's load cost a control resolver in the same pod: nstest.ShareAllowed),
+// with root's privileges and with the packaged unit's (docs/contract.md "Standby", "A crash").
 // Before the standby steered its group, 99.72%: the losses fell in the first ~100 ms after a new
 // cache bound beside the standby (queries the kernel handed the new cache's socket before it
 // served, and those still queued on the standby's socket when it closed). Now a new cache gets no
 // query until it answers the standby's probe, and the standby's sockets are bound by the exit
-// watch itself the moment the cache's process exits; what is left falls in that moment.
+// watch itself at the first thread's exit, while the cache's sockets are still open.
+//
+// Measured before (under the unit's capabilities the standby armed no socket when more than one
+// cache process of the socket's owner ran in its namespace, as the cluster DNS's CoreDNS does on
+// this node): 99.81% in the test, and 99.78 to 99.97% (99.89% overall) over six loops of
+// BenchmarkStandbyCrashLoop, no exit caught, connections and datagrams refused at the kills.
 func TestStandbyCoversACrashLoop(t *testing.T) {
-	n := newStandbyNode(t)
-	n.startNodedns(t, "nodeLocalDNS:\n  standby: on\n")
-	n.waitState(t, standby.Ready)
-	r := startResolver(t, n.pod)
-	time.Sleep(500 * time.Millisecond)
-	start := time.Now()
-	crashes := 0
-	var events []string
-	for time.Since(start) < standbyCrashLoop {
-		up := time.Now()
-		events = append(events, fmt.Sprintf("%v start", up.Sub(start).Round(time.Millisecond)))
-		n.cache.Start(t) // waits until the cache answers on UDP and TCP
-		events = append(events, fmt.Sprintf("%v answering", time.Since(start).Round(time.Millisecond)))
-		time.Sleep(time.Until(up.Add(2 * time.Second)))
-		events = append(events, fmt.Sprintf("%v kill", time.Since(start).Round(time.Millisecond)))
-		n.cache.Stop()
-		crashes++
+	for _, d := range crashLoopDaemons {
+		t.Run(d.name, func(t *testing.T) {
+			n, lb := newCrashLoopNode(t, d.prefix, d.config)
+			res := crashLoop(t, n, lb)
+			t.Logf("crash loop: %s", res)
+			if want := nstest.ShareAllowed(0.999, res.control); res.w.AnsweredShare() < want || res.w.Rate < 50 {
+				t.Errorf("crash loop: %s; want ≥ %.2f%% answered at ≥ 50 lookups/s", res.w, 100*want)
+			}
+			if testing.Verbose() || t.Failed() {
+				// Where the losses fall: at the kills (a query sent in the instant between the
+				// cache's sockets closing and the standby's binding is refused).
+				for _, l := range res.w.Failed {
+					t.Logf("failed: %v (%s..%s) %s tcp=%v: %s", l.Start.Sub(res.start).Round(time.Millisecond), l.Start.Format("05.000000"), l.End.Format("05.000000"), l.Name, l.TCP, l.Err)
+				}
+				t.Logf("events: %s", strings.Join(res.events, ", "))
+			}
+			if res.takeovers < res.crashes {
+				t.Errorf("standby took over %d times for %d crashes", res.takeovers, res.crashes)
+			}
+		})
 	}
-	n.cache.Start(t)
-	time.Sleep(time.Second)
-	w := r.Window(start, time.Now())
-	st, _ := n.standbyState(t)
-	t.Logf("crash loop: %d crashes in %v: %s; standby took over %d times, last delay %v", crashes, standbyCrashLoop, w, st.Takeovers, st.LastTakeoverDelay)
-	if w.AnsweredShare() < 0.999 || w.Rate < 50 {
-		t.Errorf("crash loop: %s; want ≥ 99.9%% answered at ≥ 50 lookups/s", w)
-	}
-	if testing.Verbose() || t.Failed() {
-		// Where the losses fall: at the kills (a query sent in the instant between the cache's
-		// sockets closing and the standby's binding is refused).
-		for _, l := range w.Failed {
-			t.Logf("failed: %v (%s..%s) %s tcp=%v: %s", l.Start.Sub(start).Round(time.Millisecond), l.Start.Format("05.000000"), l.End.Format("05.000000"), l.Name, l.TCP, l.Err)
-		}
-		t.Logf("events: %s", strings.Join(events, ", "))
-	}
-	if st.Takeovers < crashes {
-		t.Errorf("standby took over %d times for %d crashes", st.Takeovers, crashes)
+}
+
+// BenchmarkStandbyCrashLoop prints what the crash loop of TestStandbyCoversACrashLoop (the cache
+// SIGKILLed every 2 s for 30 s, 100 lookups a second from a pod) costs the pod with the standby,
+// with root's privileges and with the packaged unit's (`make bench`; printed, not asserted): the
+// share answered, the lookups lost per crash, and the share of exits at which the exit watch bound
+// the standby's sockets.
+func BenchmarkStandbyCrashLoop(b *testing.B) {
+	for _, d := range crashLoopDaemons {
+		b.Run(strings.ReplaceAll(d.name, " ", "-"), func(b *testing.B) {
+			n, lb := newCrashLoopNode(b, d.prefix, d.config)
+			var asked, answered, crashes, exits, caught int
+			var shares []string
+			b.ResetTimer()
+			for range b.N {
+				res := crashLoop(b, n, lb)
+				asked, answered, crashes = asked+res.w.Asked, answered+res.w.Answered, crashes+res.crashes
+				exits, caught = exits+res.exits, caught+res.caught
+				shares = append(shares, fmt.Sprintf("%.2f%%", 100*res.w.AnsweredShare()))
+				b.Logf("%s: %s", d.name, res)
+			}
+			b.StopTimer()
+			pct := 100 * float64(answered) / float64(asked)
+			b.ReportMetric(pct, "answered-%")
+			b.ReportMetric(float64(asked-answered)/float64(crashes), "lost/crash")
+			b.ReportMetric(100*float64(caught)/float64(max(exits, 1)), "exits-caught-%")
+			b.Logf("%s, %d crash loops: %d of %d lookups answered (%.2f%%; each loop %s)", d.name, b.N, answered, asked, pct, strings.Join(shares, ", "))
+		})
 	}
 }
 
@@ -478,9 +596,11 @@ func BenchmarkStandbyTakeover(b *testing.B) {
 }
 
 // unitCaps runs a program with the packaged unit's capabilities and the standby drop-in's
-// (packaging/systemd/nodedns.service, standby.conf): no CAP_SYS_PTRACE, so the cache's process,
-// root's with every capability, is not the daemon's to read (its /proc/PID/fd).
-var unitCaps = []string{"setpriv", "--bounding-set=-all,+net_admin,+chown,+net_bind_service", "--inh-caps=-all", "--"}
+// (packaging/systemd/nodedns.service's CapabilityBoundingSet= CAP_NET_ADMIN CAP_CHOWN, standby.conf's
+// CAP_NET_BIND_SERVICE CAP_NET_RAW; AmbientCapabilities= empty and root's uid, so these are what
+// it has; NoNewPrivileges=yes): no CAP_SYS_PTRACE, so the cache's process, root's with every
+// capability or another user's, is not the daemon's to read (its /proc/PID/fd).
+var unitCaps = []string{"setpriv", "--bounding-set=-all,+net_admin,+chown,+net_bind_service,+net_raw", "--inh-caps=-all", "--no-new-privs", "--"}
 
 // TestStandbyIgnoresCacheImpostors (docs/contract.md "Standby", "Whose DNS server"): processes
 // named coredns that hold none of the cache's sockets, started and exiting twenty times a second from

@@ -78,7 +78,8 @@ func disarm(as []armed) {
 }
 
 // catch binds the armed sockets (it runs in the exit watch's goroutine) once: at the first thread's
-// exit (early), or at the process's. Those of an address the standby already covers are closed.
+// exit (early), or at the process's. Those of an address the standby already covers, or holds
+// sockets caught earlier on, are closed.
 // Every socket is bound (the TCP one listening) before any is handed to Go's poller: the binding is
 // what ends the moment queries meet a closed port.
 //
@@ -93,7 +94,8 @@ func (s *Standby) catch(c *catchOnce, port int, early bool) {
 	var bound []armed
 	for _, x := range as {
 		s.mu.Lock()
-		covered := s.fwd[x.addr] != nil
+		_, caught := s.caught[x.addr]
+		covered := s.fwd[x.addr] != nil || caught // an earlier catch's sockets are there already
 		s.mu.Unlock()
 		sa := sockaddr(netip.AddrPortFrom(x.addr, uint16(port)))
 		if covered || x.udp < 0 || unix.Bind(x.udp, sa) != nil {
@@ -197,6 +199,17 @@ func (s *Standby) caughtInodes() map[uint64]bool {
 	return out
 }
 
+// caughtAddrs are the addresses with sockets caught and not yet served.
+func (s *Standby) caughtAddrs() map[netip.Addr]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[netip.Addr]bool{}
+	for a := range s.caught {
+		out[a] = true
+	}
+	return out
+}
+
 // takeCaught is the forwarder's Bound: the sockets caught on a, if any.
 func (s *Standby) takeCaught(a netip.Addr) (net.PacketConn, net.Listener) {
 	s.mu.Lock()
@@ -210,13 +223,13 @@ func (s *Standby) takeCaught(a netip.Addr) (net.PacketConn, net.Listener) {
 }
 
 // dropCaught closes what was caught and not served: on an address the standby covers now, one it
-// could not stand in on, or one a cache still serves earlyGrace after the catch (its process did
-// not exit). The program goes first.
-func (s *Standby) dropCaught(serving map[netip.Addr]bool) {
+// could not stand in on, or, while a cache serves it, once a watched process's exit was told
+// (exited) or earlyGrace after the catch (its process did not exit). The program goes first.
+func (s *Standby) dropCaught(serving map[netip.Addr]bool, exited bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for a, c := range s.caught {
-		if s.fwd[a] == nil && serving[a] && time.Since(c.at) < earlyGrace {
+		if s.fwd[a] == nil && serving[a] && !exited && time.Since(c.at) < earlyGrace {
 			continue // bound at a thread's exit: the process's exit follows
 		}
 		for _, x := range []any{c.pc, c.l} {

@@ -35,6 +35,11 @@ type Cache struct {
 	// being replaced and its successor share the address), watched for exit.
 	PIDs     []int
 	Forwards []Forward
+	// Likely says the kernel hid which process holds the listeners (their /proc/PID/fd takes
+	// ptrace access): PIDs are the cache processes that may (live.FindCacheHolders: of the
+	// socket's owner, in the socket's network namespace), PID one of them, and which of them
+	// holds the listeners is not known.
+	Likely bool
 }
 
 // Standby watches the cache addresses and stands in while no cache listens there.
@@ -359,7 +364,15 @@ func (s *Standby) check(exitAt time.Time) {
 			// (a crash loop's losses were there: the run loop woke and bound about 1 ms later).
 			var onExit, onThread func()
 			var ready []armed
-			if c := s.lastCache; c != nil && len(pids) == 1 && pids[0] == c.PID && s.targets.Usable() {
+			// Sockets bound at the process's exit take every query left in the group: only when
+			// the one process watched holds the listeners (or, hidden, is the only one that may).
+			// Sockets bound at a thread's exit keep every query on the group's first socket while
+			// it is open, which is the cache's: with the others' sockets on each address one per
+			// protocol (alone), any of the likely holders may be watched for that, since whichever
+			// of them dies, the socket it closes, if any, is the cache's.
+			c := s.lastCache
+			one := c != nil && len(pids) == 1 && pids[0] == c.PID
+			if (one || c != nil && c.Likely && alone(others, hs)) && s.targets.Usable() {
 				// Every address it serves: one the standby still covers (it is giving back) is
 				// skipped at the exit, when the standby's own sockets are there.
 				var catch []netip.Addr
@@ -373,7 +386,9 @@ func (s *Standby) check(exitAt time.Time) {
 				once = &catchOnce{as: ready}
 				port := s.Port
 				onThread = func() { s.catch(once, port, true) }
-				onExit = func() { s.catch(once, port, false) }
+				if one {
+					onExit = func() { s.catch(once, port, false) }
+				}
 			}
 			if w, err := watchExit(onExit, onThread, pids...); err == nil {
 				w.armed = once
@@ -389,7 +404,14 @@ func (s *Standby) check(exitAt time.Time) {
 	if len(others) > 0 {
 		s.observe(others, hung)
 	}
-	// Stand in on every address nobody serves: no listener, only a leaving cache's, or a hung one.
+	// Stand in on every address nobody serves: no listener, only a leaving cache's, or a hung one;
+	// and beside a cache that bound before its predecessor's exit was told, where sockets were
+	// caught for that exit: their program sends every query to the group's first socket, which,
+	// the dead cache's sockets gone, may be theirs. Served, they answer what they hold and what
+	// comes until the new cache answers; then the address is given back as from a hung cache.
+	// (Kept unserved, they held queries nobody read, and a later catch on the address lost them,
+	// still bound, to the listeners the standby takes for a cache's.)
+	atExit, caughtOn := !exitAt.IsZero(), s.caughtAddrs()
 	var why []string
 	for _, a := range s.Addrs {
 		if f := s.fwd[a]; f != nil {
@@ -398,7 +420,7 @@ func (s *Standby) check(exitAt time.Time) {
 			}
 			continue
 		}
-		if others[a] && !hung[a] {
+		if others[a] && !hung[a] && !(atExit && caughtOn[a]) {
 			continue
 		}
 		if !isLocal(a) {
@@ -446,6 +468,8 @@ func (s *Standby) check(exitAt time.Time) {
 			s.Metrics.StandbyTakeover(delay)
 		}
 		switch {
+		case others[a] && !hung[a]:
+			s.log().Warn("the node-local cache exited and another listens already; standby answers beside it until it answers", "addr", a, "delay", delay, "targets", t.Describe(), "steering", st.describe())
 		case others[a]:
 			s.log().Warn("the node-local cache holds its listeners but answers nothing; standby answers beside it", "addr", a, "hung for", s.HungAfter, "targets", t.Describe(), "steering", st.describe())
 		default:
@@ -456,7 +480,7 @@ func (s *Standby) check(exitAt time.Time) {
 	for a := range others {
 		serving[a] = !hung[a]
 	}
-	s.dropCaught(serving)
+	s.dropCaught(serving, atExit)
 	s.mu.Lock()
 	if len(why) == 0 && len(s.fwd) == 0 && !s.targets.Usable() {
 		// Ready only when it could stand in: say now that it could not.
@@ -503,6 +527,18 @@ func (s *Standby) check(exitAt time.Time) {
 	if changed || time.Since(s.lastSave) >= 2*time.Second && s.status.State == Active {
 		s.save()
 	}
+}
+
+// alone reports whether, on every address others serve, the group holds one UDP socket and at most
+// one listening TCP socket besides the standby's, and none of a cache whose teardown ran: one
+// process's (CoreDNS binds one of each per address and port).
+func alone(others map[netip.Addr]bool, hs map[netip.Addr]*held) bool {
+	for a := range others {
+		if h := hs[a]; len(h.udp) != 1 || len(h.tcp) > 1 || h.leaving {
+			return false
+		}
+	}
+	return true
 }
 
 // stopForwarder closes the standby's sockets on a.
@@ -585,7 +621,7 @@ func (s *Standby) shutdown() {
 		delete(s.fwd, a)
 		s.mu.Unlock()
 	}
-	s.dropCaught(nil)
+	s.dropCaught(nil, true)
 	if s.SaveState != nil {
 		s.mu.Lock()
 		s.status.State, s.status.Why, s.status.Covering = Unknown, "nodedns is not running", nil

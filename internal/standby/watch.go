@@ -54,23 +54,17 @@ type exitWatch struct {
 
 // watchExit opens a pidfd for each pid (those already gone are left out) and starts waiting for
 // the first exit; onExit, when not nil, runs the moment an exit is seen. With onThread it also
-// watches every thread of the first process (pidfds with PIDFD_THREAD, Linux 6.9+; none where the
+// watches every thread of the processes (pidfds with PIDFD_THREAD, Linux 6.9+; none where the
 // kernel has no such pidfd) and runs onThread, once, when the first of them exits. A process killed
 // (SIGKILL, the OOM killer) loses its threads one by one; its last thread frees its memory (for a
 // Go cache, milliseconds) before its files, and so its sockets, close. The first thread's exit is
-// the earliest word of that, while its sockets are still there.
+// the earliest word of that, while its sockets are still there. Neither takes ptrace access:
+// /proc/PID/task lists any process's threads, and pidfd_open(2) asks only that the thread exist.
 func watchExit(onExit, onThread func(), pids ...int) (*exitWatch, error) {
 	w := &exitWatch{Exited: make(chan struct{}), onExit: onExit, onThread: onThread, done: make(chan struct{})}
-	if onThread != nil && len(pids) > 0 {
-		tasks, _ := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pids[0]), "task"))
-		for _, d := range tasks {
-			tid, err := strconv.Atoi(d.Name())
-			if err != nil {
-				continue
-			}
-			if fd, err := unix.PidfdOpen(tid, unix.PIDFD_THREAD); err == nil {
-				w.threadfds = append(w.threadfds, fd)
-			}
+	for _, pid := range pids {
+		if onThread != nil {
+			w.threadfds = append(w.threadfds, threadPidfds(pid)...)
 		}
 	}
 	var errs []error
@@ -96,6 +90,22 @@ func watchExit(onExit, onThread func(), pids ...int) (*exitWatch, error) {
 	}
 	go w.wait()
 	return w, nil
+}
+
+// threadPidfds opens a pidfd for each thread of pid (none where the kernel has no PIDFD_THREAD).
+func threadPidfds(pid int) []int {
+	var fds []int
+	tasks, _ := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+	for _, d := range tasks {
+		tid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if fd, err := unix.PidfdOpen(tid, unix.PIDFD_THREAD); err == nil {
+			fds = append(fds, fd)
+		}
+	}
+	return fds
 }
 
 func (w *exitWatch) wait() {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -69,6 +70,15 @@ type CacheOptions struct {
 	// Corefile, when set, is the cache's whole Corefile instead of the one StartCache writes (it must
 	// still answer ClusterName on every address: Start waits for that).
 	Corefile string
+	// AsPod runs CoreDNS as node-local-dns's container runs it: in the node's network namespace
+	// (the DaemonSet's hostNetwork: true) but in a PID and mount namespace of its own, whose init it
+	// is, as root with a container's capabilities (containerd's defaults and the addon's NET_ADMIN;
+	// kubernetes/dns's nodelocaldns.yaml), which a reader without CAP_SYS_PTRACE and with fewer
+	// capabilities (the packaged unit) may not look into (its /proc/PID/fd). Root's as a pod's is:
+	// the kernel lets a socket join another's SO_REUSEPORT group only when the same user made both,
+	// so a cache of another user could not bind beside the standby at all. Stop SIGKILLs CoreDNS
+	// itself, as a crash of the container would.
+	AsPod bool
 }
 
 // Cache is a real CoreDNS as the node-local cache of a sandbox node: bound to every cache address,
@@ -86,6 +96,8 @@ type Cache struct {
 	clusterDNS netip.Addr
 	loop       bool
 	corefile   string
+	asPod      bool
+	pid        int // CoreDNS's PID as this machine numbers it
 }
 
 // StartCache makes a healthy node-local cache in the sandbox: the interface up with the cache
@@ -96,7 +108,7 @@ type Cache struct {
 func (sb *Sandbox) StartCache(t testing.TB, o CacheOptions) *Cache {
 	t.Helper()
 	sb.Opts.Suite.Need(t, "apt-get install iptables bind9-dnsutils", "iptables", "ip6tables", "dig")
-	c := &Cache{Interface: o.Interface, Addrs: o.Addrs, sb: sb, bin: CoreDNS(t), forward: o.Forward, clusterDNS: o.ClusterDNS, loop: o.Loop, corefile: o.Corefile}
+	c := &Cache{Interface: o.Interface, Addrs: o.Addrs, sb: sb, bin: CoreDNS(t), forward: o.Forward, clusterDNS: o.ClusterDNS, loop: o.Loop, corefile: o.Corefile, asPod: o.AsPod}
 	if c.Interface == "" {
 		c.Interface = "nodelocaldns"
 	}
@@ -190,7 +202,12 @@ func (c *Cache) Notrack(t testing.TB, op string, addr netip.Addr) {
 func (c *Cache) Start(t testing.TB) {
 	t.Helper()
 	c.Stop()
-	c.Cmd = c.sb.Start(t, c.bin, "-conf", c.Corefile)
+	if c.asPod {
+		c.startPod(t)
+	} else {
+		c.Cmd = c.sb.Start(t, c.bin, "-conf", c.Corefile)
+		c.pid = c.Cmd.Process.Pid
+	}
 	for _, a := range c.Addrs {
 		for _, tcp := range []string{"+notcp", "+tcp"} {
 			WaitFor(t, 20*time.Second, fmt.Sprintf("the cache on %s (%s)", a, tcp), func() bool {
@@ -201,13 +218,45 @@ func (c *Cache) Start(t testing.TB) {
 	}
 }
 
-// Stop kills CoreDNS and waits until it is gone.
+// podCaps are a container's capabilities as containerd grants them by default
+// (containerd's pkg/oci/spec.go, defaultUnixCaps) with NET_ADMIN, which kubernetes/dns's
+// cluster/addons/dns/nodelocaldns/nodelocaldns.yaml adds for node-cache.
+const podCaps = "-all,+chown,+dac_override,+fsetid,+fowner,+mknod,+net_raw,+setgid,+setuid,+setfcap,+setpcap,+net_bind_service,+sys_chroot,+kill,+audit_write,+net_admin"
+
+// startPod starts CoreDNS as CacheOptions.AsPod says; unshare's --kill-child takes CoreDNS along if
+// unshare itself is killed (the sandbox's end).
+func (c *Cache) startPod(t testing.TB) {
+	t.Helper()
+	c.Cmd = c.sb.Start(t, "unshare", "--pid", "--fork", "--kill-child=KILL", "--mount-proc",
+		"setpriv", "--bounding-set="+podCaps, "--inh-caps=-all", "--", c.bin, "-conf", c.Corefile)
+	WaitFor(t, 10*time.Second, "the pod's CoreDNS to run", func() bool {
+		pid, err := ChildPID(c.Cmd.Process.Pid)
+		if err != nil {
+			return false
+		}
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil || strings.TrimSpace(string(comm)) != "coredns" {
+			return false
+		}
+		c.pid = pid
+		return true
+	})
+}
+
+// PID is CoreDNS's PID as this machine numbers it (0 when stopped).
+func (c *Cache) PID() int { return c.pid }
+
+// Stop kills CoreDNS (SIGKILL) and waits until it is gone.
 func (c *Cache) Stop() {
 	if c.Cmd != nil && c.Cmd.Process != nil {
+		if c.pid > 0 && c.pid != c.Cmd.Process.Pid {
+			_ = syscall.Kill(c.pid, syscall.SIGKILL)
+		}
 		_ = c.Cmd.Process.Kill()
 		_ = c.Cmd.Wait()
 		c.Cmd = nil
 	}
+	c.pid = 0
 }
 
 // Log is CoreDNS's output so far (its log plugin's lines, when the Corefile has one).

@@ -211,3 +211,15 @@ func (w Window) AnsweredShare() float64 {
 func GapAllowed(control Window) time.Duration {
 	return 200*time.Millisecond + max(0, control.LongestGap-50*time.Millisecond)
 }
+
+// ShareAllowed is the least share of a window's lookups that must be answered where the standby
+// promises want (docs/contract.md "Standby"): want, less the share a control Resolver (in the same pod, asking a
+// server nothing under test touches) failed over the same window, which only the machine's load
+// (lookups not sent, or not answered within their two tries) can cost it. On a quiet machine the
+// control answers every lookup and ShareAllowed is want.
+func ShareAllowed(want float64, control Window) float64 {
+	if control.Asked == 0 {
+		return want
+	}
+	return want - (1 - control.AnsweredShare())
+}

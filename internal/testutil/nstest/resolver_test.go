@@ -1,6 +1,7 @@
 package nstest
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -77,6 +78,23 @@ func TestGapAllowed(t *testing.T) {
 	} {
 		if got := GapAllowed(Window{LongestGap: control}); got != want {
 			t.Errorf("GapAllowed(control gap %v) = %v, want %v", control, got, want)
+		}
+	}
+}
+
+// TestShareAllowed: the promise itself where the control answered everything (or asked nothing);
+// what the machine's load cost the control comes off it.
+func TestShareAllowed(t *testing.T) {
+	for _, tc := range []struct {
+		control Window
+		want    float64
+	}{
+		{Window{}, 0.999},
+		{Window{Asked: 3000, Answered: 3000}, 0.999},
+		{Window{Asked: 3000, Answered: 2997}, 0.998},
+	} {
+		if got := ShareAllowed(0.999, tc.control); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("ShareAllowed(0.999, %d of %d answered) = %v, want %v", tc.control.Answered, tc.control.Asked, got, tc.want)
 		}
 	}
 }
