@@ -769,3 +769,48 @@ func TestStandbyLeavesAnotherUsersCache(t *testing.T) {
 	}
 	nobodys("the cache serving again")
 }
+
+// TestStandbyFollowsTheListeners (docs/contract.md "Standby"): the processes the standby watches
+// are found again whenever the sockets on the cache address change. The cache first (the process
+// the standby finds and watches), then a second CoreDNS binds beside it (a replacement), then the
+// first reloads onto a Corefile without the cache address: its sockets close, it lives on. The
+// second, the only holder now, is SIGKILLed: the standby sees its exit and binds at once.
+//
+// Measured before (the processes were found only when the listeners first appeared): the standby
+// kept watching the first process, the second's exit went unseen ("a node-local cache process
+// exited" never logged) and the standby stood in only when its probes found nobody answering,
+// 126 and 124 ms after the kill in two runs (its takeover delay 0: not from an exit); with the fix
+// 21 ms (the test's polling of the state file), the takeover 0.8 ms after the exit.
+func TestStandbyFollowsTheListeners(t *testing.T) {
+	n := newStandbyNode(t)
+	lb := n.startNodedns(t, "nodeLocalDNS:\n  standby: on\n")
+	n.waitState(t, standby.Ready)
+	// The replacement: kubespray's Corefile, answering the cluster name from the cluster DNS.
+	mustTB(t, os.WriteFile(n.sb.Path("/run/Corefile-second"), []byte(kubesprayCacheCorefile), 0o644))
+	second := n.sb.Start(t, nstest.CoreDNS(t), "-conf", "/run/Corefile-second")
+	nstest.WaitFor(t, 20*time.Second, "the second CoreDNS beside the cache", func() bool { return n.udpListeners(t) == 2 })
+	// The first process lets go of the address (CoreDNS reloads on SIGUSR1) and lives on.
+	const watching = "watching the node-local cache's processes"
+	watched := strings.Count(lb.String(), watching)
+	mustTB(t, os.WriteFile(n.cache.Corefile, []byte("cluster.local:53 {\n    bind 127.0.0.2\n    whoami\n}\n"), 0o644))
+	mustTB(t, syscall.Kill(n.cache.PID(), syscall.SIGUSR1))
+	nstest.WaitFor(t, 20*time.Second, "the first process to leave the cache address", func() bool { return n.udpListeners(t) == 1 })
+	// The standby lists the sockets once a second while it watches: it finds the second's process
+	// and watches it (its log says so, once the watch is set).
+	const woke = "a node-local cache process exited"
+	nstest.WaitFor(t, 10*time.Second, "the standby to watch the listeners' process again", func() bool {
+		return strings.Count(lb.String(), watching) > watched
+	})
+	before := strings.Count(lb.String(), woke)
+	killed := time.Now()
+	mustTB(t, second.Process.Kill())
+	st := n.waitState(t, standby.Active)
+	took := time.Since(killed)
+	t.Logf("the second killed: standby active %v later, takeover delay %v as it measured", took.Round(time.Millisecond), st.LastTakeoverDelay)
+	if strings.Count(lb.String(), woke) == before {
+		t.Errorf("the second's exit was not seen: the standby did not watch it (active %v after the kill)", took.Round(time.Millisecond))
+	}
+	if n.cache.PID() == 0 || syscall.Kill(n.cache.PID(), 0) != nil {
+		t.Errorf("the first process is gone: the test's premise (a process found that lives on) does not hold")
+	}
+}

@@ -81,10 +81,12 @@ type Standby struct {
 	// defaults; a negative HungAfter: never).
 	ProbeEvery, HungAfter time.Duration
 
-	mu       sync.Mutex
-	status   Status
-	fwd      map[netip.Addr]*Forwarder
-	watch    *exitWatch
+	mu     sync.Mutex
+	status Status
+	fwd    map[netip.Addr]*Forwarder
+	watch  *exitWatch
+	// watchKey are the listeners (inodes) others held when the watched processes were found.
+	watchKey string
 	targets  Targets
 	lastSave time.Time
 
@@ -208,7 +210,7 @@ func (s *Standby) Run(ctx context.Context, pid int) {
 		if s.watch != nil {
 			exited = s.watch.Exited
 		}
-		var recheck <-chan time.Time
+		var recheck, listed <-chan time.Time
 		switch {
 		case len(s.fwd) > 0:
 			recheck = time.After(s.Recheck)
@@ -219,6 +221,11 @@ func (s *Standby) Run(ctx context.Context, pid int) {
 			// node-cache writes its rules at its first sync tick (60 s after it starts, at once
 			// with -pidfile): look for them until they are there, then at each resync.
 			recheck = time.After(5 * time.Second)
+		default:
+			// Watching the cache's processes: the sockets on its addresses are listed once a
+			// second (sock_diag alone), and looked at in full when others hold them than when the
+			// processes were found.
+			listed = time.After(time.Second)
 		}
 		select {
 		case <-ctx.Done():
@@ -238,6 +245,10 @@ func (s *Standby) Run(ctx context.Context, pid int) {
 			s.check(time.Time{})
 		case <-recheck:
 			s.check(time.Time{})
+		case <-listed:
+			if s.listenersMoved() {
+				s.check(time.Time{})
+			}
 		case <-resync.C:
 			s.refresh()
 			s.fp.RulesRead = time.Time{} // read node-cache's rules again
@@ -353,6 +364,17 @@ func (s *Standby) check(exitAt time.Time) {
 			s.handBack(a, f, st)
 		}
 	}
+	// The processes watched are those found when the listeners were as they are: once other sockets
+	// hold the address (a replacement bound beside, or the process found closed its sockets and
+	// lives on), they are found again, else the standby could go on watching a process that holds
+	// nothing while the cache's exit goes unseen. Not while sockets caught at an exit wait to be
+	// served: that exit is told by this watch.
+	key := s.listenerKey(ls)
+	if s.watch != nil && key != s.watchKey && len(s.caughtAddrs()) == 0 {
+		s.log().Debug("the listeners on the cache addresses changed; finding their processes again", "pids", s.watch.PIDs)
+		s.watch.Close()
+		s.watch = nil
+	}
 	// Watch the cache while it listens.
 	if len(others) > 0 && s.watch == nil {
 		var pids []int
@@ -405,7 +427,8 @@ func (s *Standby) check(exitAt time.Time) {
 			}
 			if w, err := watchExit(onExit, onThread, pids...); err == nil {
 				w.armed = once
-				s.watch = w
+				s.watch, s.watchKey = w, key
+				s.log().Debug("watching the node-local cache's processes", "pids", w.PIDs, "listeners", key, "armed", ready != nil)
 			} else {
 				disarm(ready)
 				s.log().Warn("cannot watch the node-local cache for exit; checking every second", "pids", pids, "err", err)
@@ -578,6 +601,30 @@ func (s *Standby) otherUserWhy() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return fmt.Sprintf("the node-local cache's listeners belong to uid %d, not nodedns's (uid %d): the kernel lets a socket join a SO_REUSEPORT group only when the same user made both, so with nodedns on the address the cache could not bind it again; nodedns does not stand in", *s.status.CacheUID, s.status.UID)
+}
+
+// listenerKey names the sockets others hold on the cache addresses: the standby's own, those caught
+// at an exit and a leaving cache's left out.
+func (s *Standby) listenerKey(ls []Listener) string {
+	caught := s.caughtInodes()
+	var inodes []uint64
+	for _, l := range ls {
+		if f := s.fwd[l.Addr]; caught[l.Inode] || f != nil && f.Own(l.Inode) {
+			continue
+		}
+		if _, ok := s.leaving[l.Inode]; !ok {
+			inodes = append(inodes, l.Inode)
+		}
+	}
+	slices.Sort(inodes)
+	return fmt.Sprint(inodes)
+}
+
+// listenersMoved reports whether the sockets others hold on the cache addresses are no longer those
+// the watched processes were found for (or cannot be listed).
+func (s *Standby) listenersMoved() bool {
+	ls, err := Listeners(s.Addrs)
+	return err != nil || s.listenerKey(ls) != s.watchKey
 }
 
 // alone reports whether, on every address others serve, the group holds one UDP socket and at most
