@@ -70,14 +70,24 @@ func (nodelocalStandby) Run(_ context.Context, env *Env) Result {
 		if len(st.Hung) > 0 {
 			down = "the node-local cache holds its listeners on " + addrList(st.Hung) + " but answers nothing (hung)"
 		}
+		why := ""
+		if st.Why != "" {
+			why = "; " + st.Why
+		}
 		return Result{Status: Problem,
-			Message: fmt.Sprintf("%s: nodedns stands in on %s since %s, %d queries (%s)%s",
-				down, addrList(st.Covering), st.Since.Local().Format(time.RFC3339), st.Queries, st.Targets, pb),
+			Message: fmt.Sprintf("%s: nodedns stands in on %s since %s, %d queries (%s)%s%s",
+				down, addrList(st.Covering), st.Since.Local().Format(time.RFC3339), st.Queries, st.Targets, why, pb),
 			Hint: "pods keep resolving through nodedns, without the cache's caching: check the node-local-dns pod on this node (kubectl -n kube-system logs ds/nodelocaldns)"}
 	case statefile.Ready:
 		return Result{Status: OK, Message: "ready to stand in for the cache: " + st.Targets + pb}
 	}
-	return Result{Status: Unknown, Message: "cannot stand in for the cache: " + st.Why + pb}
+	r := Result{Status: Unknown, Message: "cannot stand in for the cache: " + st.Why + pb}
+	if st.OtherUser() {
+		// The kernel's SO_REUSEPORT rule (same user only): the cache and nodedns must be one user's
+		// for the standby to stand in and hand back (docs/contract.md "Standby").
+		r.Hint = fmt.Sprintf("run node-local-dns as uid %d (root), as kubernetes/dns's nodelocaldns.yaml and kubespray's DaemonSet do, or set nodeLocalDNS.standby: off", st.UID)
+	}
+	return r
 }
 
 // putBack says what the standby last did when node-cache's interface or a cache address went

@@ -38,6 +38,7 @@ func FuzzClusterDNSFromCorefile(f *testing.F) {
 func FuzzParseStatus(f *testing.F) {
 	f.Add([]byte(`{"pid":12,"state":"active","since":"2026-01-02T03:04:05Z","queries":3,"covering":["169.254.25.10"]}`))
 	f.Add([]byte(`{"state":"ready","corefileClusterDNS":["10.233.0.3"]}`))
+	f.Add([]byte(`{"state":"unknown","uid":0,"cacheUID":65534}`))
 	f.Add([]byte(`{"state":"bogus"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		st, err := standby.ParseStatus("standby.json", data)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -80,10 +81,12 @@ type Standby struct {
 	// defaults; a negative HungAfter: never).
 	ProbeEvery, HungAfter time.Duration
 
-	mu       sync.Mutex
-	status   Status
-	fwd      map[netip.Addr]*Forwarder
-	watch    *exitWatch
+	mu     sync.Mutex
+	status Status
+	fwd    map[netip.Addr]*Forwarder
+	watch  *exitWatch
+	// watchKey are the listeners (inodes) others held when the watched processes were found.
+	watchKey string
 	targets  Targets
 	lastSave time.Time
 
@@ -161,11 +164,13 @@ func (s *Standby) Run(ctx context.Context, pid int) {
 	s.leaving = map[uint64]time.Time{}
 	s.health = make(chan struct{}, 1)
 	s.status.PID = pid
+	s.status.UID = uint32(os.Geteuid())
 	if s.LoadState != nil {
 		if data, err := s.LoadState(); err == nil {
 			if old, err := ParseStatus("standby state", data); err == nil {
 				s.status.CorefileClusterDNS = old.CorefileClusterDNS
 				s.status.PutBack = old.PutBack
+				s.status.CacheUID = old.CacheUID
 			}
 		}
 	}
@@ -205,7 +210,7 @@ func (s *Standby) Run(ctx context.Context, pid int) {
 		if s.watch != nil {
 			exited = s.watch.Exited
 		}
-		var recheck <-chan time.Time
+		var recheck, listed <-chan time.Time
 		switch {
 		case len(s.fwd) > 0:
 			recheck = time.After(s.Recheck)
@@ -216,6 +221,11 @@ func (s *Standby) Run(ctx context.Context, pid int) {
 			// node-cache writes its rules at its first sync tick (60 s after it starts, at once
 			// with -pidfile): look for them until they are there, then at each resync.
 			recheck = time.After(5 * time.Second)
+		default:
+			// Watching the cache's processes: the sockets on its addresses are listed once a
+			// second (sock_diag alone), and looked at in full when others hold them than when the
+			// processes were found.
+			listed = time.After(time.Second)
 		}
 		select {
 		case <-ctx.Done():
@@ -235,6 +245,10 @@ func (s *Standby) Run(ctx context.Context, pid int) {
 			s.check(time.Time{})
 		case <-recheck:
 			s.check(time.Time{})
+		case <-listed:
+			if s.listenersMoved() {
+				s.check(time.Time{})
+			}
 		case <-resync.C:
 			s.refresh()
 			s.fp.RulesRead = time.Time{} // read node-cache's rules again
@@ -288,6 +302,7 @@ func (s *Standby) check(exitAt time.Time) {
 		}
 	}
 	caught := s.caughtInodes()
+	var uids []uint32 // the users of the others' sockets
 	for _, l := range ls {
 		h := hs[l.Addr]
 		if caught[l.Inode] {
@@ -301,6 +316,7 @@ func (s *Standby) check(exitAt time.Time) {
 		if f := s.fwd[l.Addr]; f != nil && f.Own(l.Inode) {
 			continue
 		}
+		uids = append(uids, l.UID)
 		if _, ok := s.leaving[l.Inode]; ok {
 			h.leaving = true
 			continue
@@ -321,6 +337,14 @@ func (s *Standby) check(exitAt time.Time) {
 			hung[a] = s.probes[a] != nil && s.probes[a].isHung()
 		}
 	}
+	// The cache's user, as its listeners say; another user's than the standby's locks the standby
+	// out of standing in (the cache could not bind beside it, nor again after it).
+	otherUser, uidSeen := s.noteCacheUID(uids)
+	if otherUser {
+		for a, f := range s.fwd {
+			s.stopForwarder(a, f, "the node-local cache's sockets are another user's: standby closed its sockets so that the cache can bind")
+		}
+	}
 	// Give back every address the cache (or anything else) serves again.
 	for a, f := range s.fwd {
 		if !others[a] || hung[a] {
@@ -339,6 +363,17 @@ func (s *Standby) check(exitAt time.Time) {
 		if s.probes[a] == nil || s.probes[a].answers() {
 			s.handBack(a, f, st)
 		}
+	}
+	// The processes watched are those found when the listeners were as they are: once other sockets
+	// hold the address (a replacement bound beside, or the process found closed its sockets and
+	// lives on), they are found again, else the standby could go on watching a process that holds
+	// nothing while the cache's exit goes unseen. Not while sockets caught at an exit wait to be
+	// served: that exit is told by this watch.
+	key := s.listenerKey(ls)
+	if s.watch != nil && key != s.watchKey && len(s.caughtAddrs()) == 0 {
+		s.log().Debug("the listeners on the cache addresses changed; finding their processes again", "pids", s.watch.PIDs)
+		s.watch.Close()
+		s.watch = nil
 	}
 	// Watch the cache while it listens.
 	if len(others) > 0 && s.watch == nil {
@@ -372,7 +407,7 @@ func (s *Standby) check(exitAt time.Time) {
 			// of them dies, the socket it closes, if any, is the cache's.
 			c := s.lastCache
 			one := c != nil && len(pids) == 1 && pids[0] == c.PID
-			if (one || c != nil && c.Likely && alone(others, hs)) && s.targets.Usable() {
+			if (one || c != nil && c.Likely && alone(others, hs)) && s.targets.Usable() && !otherUser {
 				// Every address it serves: one the standby still covers (it is giving back) is
 				// skipped at the exit, when the standby's own sockets are there.
 				var catch []netip.Addr
@@ -392,7 +427,8 @@ func (s *Standby) check(exitAt time.Time) {
 			}
 			if w, err := watchExit(onExit, onThread, pids...); err == nil {
 				w.armed = once
-				s.watch = w
+				s.watch, s.watchKey = w, key
+				s.log().Debug("watching the node-local cache's processes", "pids", w.PIDs, "listeners", key, "armed", ready != nil)
 			} else {
 				disarm(ready)
 				s.log().Warn("cannot watch the node-local cache for exit; checking every second", "pids", pids, "err", err)
@@ -413,6 +449,9 @@ func (s *Standby) check(exitAt time.Time) {
 	// still bound, to the listeners the standby takes for a cache's.)
 	atExit, caughtOn := !exitAt.IsZero(), s.caughtAddrs()
 	var why []string
+	if otherUser {
+		why = append(why, s.otherUserWhy())
+	}
 	for _, a := range s.Addrs {
 		if f := s.fwd[a]; f != nil {
 			if st := s.steers[a]; st != nil && st.ok {
@@ -420,7 +459,7 @@ func (s *Standby) check(exitAt time.Time) {
 			}
 			continue
 		}
-		if others[a] && !hung[a] && !(atExit && caughtOn[a]) {
+		if otherUser || others[a] && !hung[a] && !(atExit && caughtOn[a]) {
 			continue
 		}
 		if !isLocal(a) {
@@ -490,6 +529,12 @@ func (s *Standby) check(exitAt time.Time) {
 	switch {
 	case len(s.fwd) > 0:
 		s.status.State = Active
+		if s.status.CacheUID == nil {
+			// Standing in for a cache whose user is not known (not seen listening since nodedns
+			// first ran here): root's, as node-local-dns runs, binds beside the standby; another
+			// user's could not (docs/contract.md "Standby").
+			why = append(why, fmt.Sprintf("the node-local cache has not been seen listening, so its user is not known: a cache run as another user than nodedns's (uid %d) cannot bind while nodedns stands in", s.status.UID))
+		}
 		s.status.Why = strings.Join(why, "; ")
 	case len(why) > 0:
 		s.status.State = Unknown
@@ -524,9 +569,62 @@ func (s *Standby) check(exitAt time.Time) {
 	if changed && s.Metrics != nil {
 		s.Metrics.StandbyActive(s.status.State == Active)
 	}
-	if changed || time.Since(s.lastSave) >= 2*time.Second && s.status.State == Active {
+	if changed || uidSeen || time.Since(s.lastSave) >= 2*time.Second && s.status.State == Active {
 		s.save()
 	}
+}
+
+// noteCacheUID remembers the user of the others' sockets on the cache addresses (one that is not
+// the standby's, if any is) and reports whether the cache, as last seen, is another user's, and
+// whether that is news.
+func (s *Standby) noteCacheUID(uids []uint32) (other, news bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(uids) > 0 {
+		u := uids[0]
+		for _, x := range uids {
+			if x != s.status.UID {
+				u = x
+			}
+		}
+		if s.status.CacheUID == nil || *s.status.CacheUID != u {
+			s.log().Info("the node-local cache's listeners belong to uid", "uid", u, "standby uid", s.status.UID)
+			s.status.CacheUID = &u
+			news = true
+		}
+	}
+	return s.status.OtherUser(), news
+}
+
+// otherUserWhy says why the standby does not stand in for a cache of another user.
+func (s *Standby) otherUserWhy() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Sprintf("the node-local cache's listeners belong to uid %d, not nodedns's (uid %d): the kernel lets a socket join a SO_REUSEPORT group only when the same user made both, so with nodedns on the address the cache could not bind it again; nodedns does not stand in", *s.status.CacheUID, s.status.UID)
+}
+
+// listenerKey names the sockets others hold on the cache addresses: the standby's own, those caught
+// at an exit and a leaving cache's left out.
+func (s *Standby) listenerKey(ls []Listener) string {
+	caught := s.caughtInodes()
+	var inodes []uint64
+	for _, l := range ls {
+		if f := s.fwd[l.Addr]; caught[l.Inode] || f != nil && f.Own(l.Inode) {
+			continue
+		}
+		if _, ok := s.leaving[l.Inode]; !ok {
+			inodes = append(inodes, l.Inode)
+		}
+	}
+	slices.Sort(inodes)
+	return fmt.Sprint(inodes)
+}
+
+// listenersMoved reports whether the sockets others hold on the cache addresses are no longer those
+// the watched processes were found for (or cannot be listed).
+func (s *Standby) listenersMoved() bool {
+	ls, err := Listeners(s.Addrs)
+	return err != nil || s.listenerKey(ls) != s.watchKey
 }
 
 // alone reports whether, on every address others serve, the group holds one UDP socket and at most

@@ -17,6 +17,9 @@ type Listener struct {
 	Addr  netip.Addr
 	Proto string // "udp" or "tcp"
 	Inode uint64
+	// UID is the user the socket belongs to: the kernel lets a socket join another's SO_REUSEPORT
+	// group only when they are the same user's.
+	UID uint32
 }
 
 // Listeners lists the UDP sockets and listening TCP sockets bound to port 53 of any of addrs, in
@@ -29,7 +32,7 @@ func Listeners(addrs []netip.Addr) ([]Listener, error) {
 	}
 	out := make([]Listener, len(ls))
 	for i, l := range ls {
-		out[i] = Listener{Addr: l.Addr, Proto: l.Proto, Inode: uint64(l.Inode)}
+		out[i] = Listener{Addr: l.Addr, Proto: l.Proto, Inode: uint64(l.Inode), UID: l.UID}
 	}
 	return out, nil
 }

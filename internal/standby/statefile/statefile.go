@@ -50,9 +50,19 @@ type Status struct {
 	Footprint string `json:"footprint,omitempty"`
 	// PutBack is the last time the cache's interface or address went: what was put back, or why
 	// nothing was.
-	PutBack *PutBack  `json:"putBack,omitempty"`
-	Updated time.Time `json:"updated"`
+	PutBack *PutBack `json:"putBack,omitempty"`
+	// UID is the standby's own (effective) user; CacheUID the user the cache's listeners belonged
+	// to when last seen (kept across restarts; nil: never seen). The kernel lets a socket join a
+	// SO_REUSEPORT group only when the same user made both, so the standby never stands in for a
+	// cache of another user: while it held the address the cache could not bind it again.
+	UID      uint32    `json:"uid"`
+	CacheUID *uint32   `json:"cacheUID,omitempty"`
+	Updated  time.Time `json:"updated"`
 }
+
+// OtherUser reports whether the cache's listeners were, when last seen, another user's than the
+// standby's: then the standby does not stand in (docs/contract.md "Standby").
+func (s Status) OtherUser() bool { return s.CacheUID != nil && *s.CacheUID != s.UID }
 
 // PutBack is what the standby did when node-cache's interface or a cache address went.
 type PutBack struct {

@@ -79,6 +79,11 @@ type CacheOptions struct {
 	// so a cache of another user could not bind beside the standby at all. Stop SIGKILLs CoreDNS
 	// itself, as a crash of the container would.
 	AsPod bool
+	// UID, with AsPod, runs the pod's CoreDNS as this user (and its group) with
+	// CAP_NET_BIND_SERVICE as an ambient capability, as a DaemonSet whose securityContext sets
+	// runAsUser does; 0: root's. Its binary and Corefile are bind-mounted under /run in the node
+	// (the test's own paths are root's alone).
+	UID int
 }
 
 // Cache is a real CoreDNS as the node-local cache of a sandbox node: bound to every cache address,
@@ -97,6 +102,7 @@ type Cache struct {
 	loop       bool
 	corefile   string
 	asPod      bool
+	uid        int
 	pid        int // CoreDNS's PID as this machine numbers it
 }
 
@@ -108,7 +114,7 @@ type Cache struct {
 func (sb *Sandbox) StartCache(t testing.TB, o CacheOptions) *Cache {
 	t.Helper()
 	sb.Opts.Suite.Need(t, "apt-get install iptables bind9-dnsutils", "iptables", "ip6tables", "dig")
-	c := &Cache{Interface: o.Interface, Addrs: o.Addrs, sb: sb, bin: CoreDNS(t), forward: o.Forward, clusterDNS: o.ClusterDNS, loop: o.Loop, corefile: o.Corefile, asPod: o.AsPod}
+	c := &Cache{Interface: o.Interface, Addrs: o.Addrs, sb: sb, bin: CoreDNS(t), forward: o.Forward, clusterDNS: o.ClusterDNS, loop: o.Loop, corefile: o.Corefile, asPod: o.AsPod, uid: o.UID}
 	if c.Interface == "" {
 		c.Interface = "nodelocaldns"
 	}
@@ -227,8 +233,21 @@ const podCaps = "-all,+chown,+dac_override,+fsetid,+fowner,+mknod,+net_raw,+setg
 // unshare itself is killed (the sandbox's end).
 func (c *Cache) startPod(t testing.TB) {
 	t.Helper()
-	c.Cmd = c.sb.Start(t, "unshare", "--pid", "--fork", "--kill-child=KILL", "--mount-proc",
-		"setpriv", "--bounding-set="+podCaps, "--inh-caps=-all", "--", c.bin, "-conf", c.Corefile)
+	bin, corefile, user := c.bin, c.Corefile, []string{"--inh-caps=-all"}
+	if c.uid != 0 {
+		// Where another user may reach them: the test's temporary directory and the CI cache are
+		// root's alone. A bind mount of the file itself follows the Corefile's rewrites (same inode).
+		bin, corefile = "/run/nodecache-uid/coredns", "/run/nodecache-uid/Corefile"
+		c.sb.Run(t, fmt.Sprintf(`set -e
+if ! mountpoint -q %[1]s; then
+  mkdir -p /run/nodecache-uid && touch %[1]s %[2]s
+  mount --bind %[3]s %[1]s && mount --bind %[4]s %[2]s
+fi`, bin, corefile, Quote(c.bin), Quote(c.Corefile)))
+		user = []string{fmt.Sprintf("--reuid=%d", c.uid), fmt.Sprintf("--regid=%d", c.uid), "--clear-groups",
+			"--inh-caps=-all,+net_bind_service", "--ambient-caps=-all,+net_bind_service"}
+	}
+	args := append([]string{"--pid", "--fork", "--kill-child=KILL", "--mount-proc", "setpriv", "--bounding-set=" + podCaps}, user...)
+	c.Cmd = c.sb.Start(t, "unshare", append(args, "--", bin, "-conf", corefile)...)
 	WaitFor(t, 10*time.Second, "the pod's CoreDNS to run", func() bool {
 		pid, err := ChildPID(c.Cmd.Process.Pid)
 		if err != nil {
