@@ -181,14 +181,23 @@ func startInPIDNamespace(t *testing.T, s standIn) string {
 				return proc
 			}
 			if ents, err := os.ReadDir(proc); err == nil {
+				// The impostor's script forks sleep: until that fork has exec'd, it is a second
+				// process of nobody's named kubelet. Wait for sleep too, so the scan sees one.
+				found, sleeping := false, len(s.impostorFlags) == 0
 				for _, e := range ents {
 					c, _ := os.ReadFile(filepath.Join(proc, e.Name(), "comm"))
 					cmdline, _ := os.ReadFile(filepath.Join(proc, e.Name(), "cmdline"))
 					status, _ := os.ReadFile(filepath.Join(proc, e.Name(), "status"))
 					if e.Name() != "1" && strings.TrimSpace(string(c)) == other && strings.Contains(string(cmdline), otherHas) &&
 						(len(s.impostorFlags) == 0 || strings.Contains(string(status), "\nUid:\t65534\t65534\t65534\t65534\n")) {
-						return proc
+						found = true
 					}
+					if strings.TrimSpace(string(c)) == "sleep" {
+						sleeping = true
+					}
+				}
+				if found && sleeping {
+					return proc
 				}
 			}
 		}
