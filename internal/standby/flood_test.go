@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,9 +31,9 @@ import (
 // daemon runs it (standby.Standby.Run) in a process of its own inside a sandbox node (this test
 // binary, re-run there: the whole process in the node's network, mount and PID namespaces, as the
 // daemon is on a node), forwarding to a real dnsmasq; the flood comes from the same process, its
-// sockets made in the pod's namespace. Measured in that process: goroutines, heap in use (after a
-// GC) and resident memory, once the flood has run a while, at its end, and after it stopped; and what
-// the kernel dropped for a full receive buffer, at the standby's sockets and at the flood's.
+// sockets made in the pod's namespace. Measured in that process: goroutines, the live heap (what a
+// GC marks) and resident memory, once the flood has run a while, at its end, and after it stopped;
+// and what the kernel dropped for a full receive buffer, at the standby's sockets and the flood's.
 
 // floodEnv makes TestStandbyFloodHelper run (inside the node); its value is "SECONDS RATE NETNS
 // UPSTREAM".
@@ -51,7 +52,7 @@ const (
 // floodSample is what the standby's process holds at one moment.
 type floodSample struct {
 	Goroutines int
-	HeapInuse  uint64 // bytes, after two GCs (the second frees what sync.Pools kept through the first)
+	HeapLive   uint64 // bytes marked live by the second of two GCs (/gc/heap/live:bytes)
 	RSS        uint64 // bytes, VmRSS
 }
 
@@ -72,12 +73,15 @@ type floodResult struct {
 
 func sample() floodSample {
 	// miekg/dns's server keeps its read buffers in a sync.Pool, which a collection only moves to
-	// its victim cache; the second frees them. What is left is what the goroutines hold.
+	// its victim cache; the second frees them. What it marks live is what the goroutines hold: the
+	// heap in use would also count what the flood allocated since (each upstream exchange's 64 KiB
+	// buffer, garbage once answered), which on a loaded machine, where the read comes late, is tens
+	// of MiB.
 	runtime.GC()
 	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	s := floodSample{Goroutines: runtime.NumGoroutine(), HeapInuse: ms.HeapInuse}
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	s := floodSample{Goroutines: runtime.NumGoroutine(), HeapLive: live[0].Value.Uint64()}
 	if data, err := os.ReadFile("/proc/self/status"); err == nil {
 		for _, l := range strings.Split(string(data), "\n") {
 			if rest, ok := strings.CutPrefix(l, "VmRSS:"); ok {
@@ -144,18 +148,19 @@ func runFlood(t testing.TB, seconds, rate int, upstream string) floodResult {
 //     each, and a query beyond that gets SERVFAIL at once; a query's goroutine lives at most the
 //     upstream timeout (2 s). So under any load the count stays within one MaxInFlight of any other
 //     moment's, and once the flood stopped and the timeouts passed, near the idle count (50).
-//   - heap in use after two collections (what is live; the first only moves a sync.Pool's buffers
-//     to its victim cache): a query's goroutine holds at most two read buffers (the server's, from
-//     miekg/dns's sync.Pool, until it has unpacked the query, and the upstream exchange's, 64 KiB
-//     each at the forwarder's UDP size), and the pool keeps the server's buffers of a recent peak
-//     of goroutines until two collections pass. With a silent upstream the goroutines reach
-//     MaxInFlight within the first seconds and stay there (measured: 70 MiB at 3 s, and at 63 s),
-//     but an answering upstream on a loaded machine falls behind and catches up again, so the
-//     goroutines swing between the samples (measured with two busy loops and other tests on this
-//     2-core machine: 407 at 3 s and 1102 at 13 s, the heap 44 -> 128 MiB; another time 275 at
-//     3 s, 706 at most, 149 at 13 s). So from start to end the heap may grow by 128 KiB for each
-//     goroutine the peak between the samples had over the start's, and by 16 MiB besides: a leak of
-//     30 bytes a query (600,000 over the minute) would exceed it.
+//   - the live heap, as the second of two collections marks it (the first only moves a sync.Pool's
+//     buffers to its victim cache): a query's goroutine holds at most two read buffers (the
+//     server's, from miekg/dns's sync.Pool, until it has unpacked the query, and the upstream
+//     exchange's, 64 KiB each at the forwarder's UDP size), and the pool keeps the server's buffers
+//     of a recent peak of goroutines until two collections pass. With a silent upstream the
+//     goroutines reach MaxInFlight within the first seconds and stay there (measured: 70 MiB at
+//     3 s, and at 63 s), but an answering upstream on a loaded machine falls behind and catches up
+//     again, so the goroutines swing between the samples (measured with two busy loops and other
+//     tests on this 2-core machine: 407 at 3 s and 1102 at 13 s, the heap in use 44 -> 128 MiB;
+//     another time 261 at 3 s, 965 at most, 638 at 13 s, the live heap 21 -> 47 MiB). So from
+//     start to end the live heap may grow by 128 KiB for each goroutine the peak between the
+//     samples had over the start's, and by 16 MiB besides: a leak of 30 bytes a query (600,000
+//     over the minute) would exceed it.
 //   - answers: the standby answers every query it reads (SERVFAIL beyond MaxInFlight or after the
 //     upstream timeout), so at least half of those that reached it are answered by the flood's end.
 //     A query the kernel dropped because the standby's receive buffer was full never reached it,
@@ -184,9 +189,9 @@ func checkFlood(t testing.TB, r floodResult) {
 		t.Errorf("goroutines grew by %d under the flood (%d -> %d), more than one MaxInFlight", d, r.Start.Goroutines, r.End.Goroutines)
 	}
 	more := uint64(max(0, r.PeakGoroutines-r.Start.Goroutines))
-	if r.End.HeapInuse > r.Start.HeapInuse+16<<20+more*128<<10 {
-		t.Errorf("heap in use grew from %d to %d KiB under the flood, the goroutines at most %d more than the start's %d: more than 16 MiB besides their 128 KiB each",
-			r.Start.HeapInuse>>10, r.End.HeapInuse>>10, more, r.Start.Goroutines)
+	if r.End.HeapLive > r.Start.HeapLive+16<<20+more*128<<10 {
+		t.Errorf("the live heap grew from %d to %d KiB under the flood, the goroutines at most %d more than the start's %d: more than 16 MiB besides their 128 KiB each",
+			r.Start.HeapLive>>10, r.End.HeapLive>>10, more, r.Start.Goroutines)
 	}
 	if raceOn {
 		t.Logf("resident memory not judged: the race detector's shadow memory is in it")
@@ -202,7 +207,7 @@ func checkFlood(t testing.TB, r floodResult) {
 func (r floodResult) String() string {
 	return fmt.Sprintf("%.0f s measured at %.0f queries/s, %d sent in all, %d answered, dropped for a full receive buffer %d queries and %d answers; goroutines %d idle, %d -> %d (peak %d; after: %d); heap %d idle, %d -> %d KiB (after: %d); RSS %d idle, %d -> %d KiB (after: %d)",
 		r.Seconds, r.Rate, r.Sent, r.Answered, r.QueriesDropped, r.AnswersDropped, r.Idle.Goroutines, r.Start.Goroutines, r.End.Goroutines, r.PeakGoroutines, r.Drained.Goroutines,
-		r.Idle.HeapInuse>>10, r.Start.HeapInuse>>10, r.End.HeapInuse>>10, r.Drained.HeapInuse>>10, r.Idle.RSS>>10, r.Start.RSS>>10, r.End.RSS>>10, r.Drained.RSS>>10)
+		r.Idle.HeapLive>>10, r.Start.HeapLive>>10, r.End.HeapLive>>10, r.Drained.HeapLive>>10, r.Idle.RSS>>10, r.Start.RSS>>10, r.End.RSS>>10, r.Drained.RSS>>10)
 }
 
 // TestStandbyFlood: 10,000 queries a second for 10 s at the standby (BenchmarkStandbyFlood runs the
@@ -237,8 +242,8 @@ func BenchmarkStandbyFlood(b *testing.B) {
 			b.ReportMetric(float64(r.End.Goroutines), "goroutines-end")
 			b.ReportMetric(float64(r.Start.RSS>>10), "rss-start-KiB")
 			b.ReportMetric(float64(r.End.RSS>>10), "rss-end-KiB")
-			b.ReportMetric(float64(r.Start.HeapInuse>>10), "heap-start-KiB")
-			b.ReportMetric(float64(r.End.HeapInuse>>10), "heap-end-KiB")
+			b.ReportMetric(float64(r.Start.HeapLive>>10), "heap-start-KiB")
+			b.ReportMetric(float64(r.End.HeapLive>>10), "heap-end-KiB")
 			b.Logf("flood: %s", r)
 			checkFlood(b, r)
 		})
