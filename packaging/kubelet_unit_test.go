@@ -79,8 +79,12 @@ ReadWritePaths=`+nds+`
 	}
 	check("check-dropin", true)
 	check("check-base", false)
-	must(t, os.WriteFile(filepath.Join(units, "kubelet.service"), []byte("[Unit]\nDefaultDependencies=no\n[Service]\nExecStart="+nds+"/kubelet -c \"while :; do sleep 3600; done\" kubelet --config="+nds+"/kubelet.yaml\n"), 0o644))
-	must(t, os.WriteFile(filepath.Join(units, "nobody-kubelet.service"), []byte("[Unit]\nDefaultDependencies=no\n[Service]\nUser=65534\nGroup=65534\nExecStart="+nds+"/nobody/kubelet --config="+nds+"/nobody.yaml\n"), 0o644))
+	// Type=exec: the kubelets' units are active once their programs run. A Type=simple unit is
+	// active from systemd's fork, and until its exec the process is systemd's child, its comm
+	// "(kubelet)" (exec_child's rename_process_from_path, src/core/execute.c, systemd 252): seen
+	// under load, nobody's kubelet was not yet one that calls itself kubelet when the check ran.
+	must(t, os.WriteFile(filepath.Join(units, "kubelet.service"), []byte("[Unit]\nDefaultDependencies=no\n[Service]\nType=exec\nExecStart="+nds+"/kubelet -c \"while :; do sleep 3600; done\" kubelet --config="+nds+"/kubelet.yaml\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(units, "nobody-kubelet.service"), []byte("[Unit]\nDefaultDependencies=no\n[Service]\nType=exec\nUser=65534\nGroup=65534\nExecStart="+nds+"/nobody/kubelet --config="+nds+"/nobody.yaml\n"), 0o644))
 	must(t, os.WriteFile(filepath.Join(units, "system.slice"), []byte("[Unit]\nDefaultDependencies=no\n"), 0o644))
 	must(t, os.WriteFile(filepath.Join(units, "nds-test.target"), []byte("[Unit]\nDefaultDependencies=no\nWants=kubelet.service nobody-kubelet.service\n"), 0o644))
 

@@ -37,8 +37,11 @@ func TestKubeletMainPIDLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	put("kubelet", data, 0o755)
+	// Type=exec: a unit is active once its kubelet runs, not from systemd's fork, after which the
+	// process is systemd's child, its comm "(kubelet)", until its exec (exec_child in
+	// src/core/execute.c, systemd 252): a kubelet the source must find.
 	service := func(config, extra string) string {
-		return "[Unit]\nDefaultDependencies=no\n" + extra + "[Service]\nExecStart=/run/nds/kubelet -c \"while :; do sleep 3600; done\" kubelet --config=/run/nds/" + config + "\n"
+		return "[Unit]\nDefaultDependencies=no\n" + extra + "[Service]\nType=exec\nExecStart=/run/nds/kubelet -c \"while :; do sleep 3600; done\" kubelet --config=/run/nds/" + config + "\n"
 	}
 	write("units/kubelet.service", service("unit.yaml", ""))
 	write("units/by-hand.service", service("by-hand.yaml", "After=kubelet.service\n"))

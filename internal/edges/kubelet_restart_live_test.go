@@ -41,7 +41,18 @@ ExecStart=/bin/false
 	// The restart runs in systemd's namespace (TestKubeletRestartInNamespace), with the default dial
 	// of PID 1's /run/systemd/private.
 	sd := nstest.BootSystemd(t, nstest.SystemdOptions{Work: work, Target: "nds-test.target"})
+	// The stand-in records each start once its shell runs, which under load comes well after systemd's
+	// fork (a Type=simple unit is active from the fork): the count is waited for, before the restart
+	// too (a process killed before its echo records nothing).
+	starts := func() (int, string) {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/run/nds/starts", sd.PID1))
+		if err != nil {
+			return 0, err.Error()
+		}
+		return strings.Count(string(data), "start\n"), string(data)
+	}
 	sd.WaitFor("kubelet.service active", "kubelet.service", 20*time.Second, func() bool { return sd.Show("kubelet.service", "ActiveState") == "active" })
+	sd.WaitFor("the stand-in kubelet to record its start", "kubelet.service", 20*time.Second, func() bool { n, _ := starts(); return n >= 1 })
 	oldPID := sd.Show("kubelet.service", "MainPID")
 	restart := func(unit string) (string, error) {
 		c := exec.Command("nsenter", "-t", fmt.Sprint(sd.PID1), "-m", "-p", "--", "env", restartHelperEnv+"="+unit,
@@ -64,9 +75,9 @@ ExecStart=/bin/false
 	if newPID == oldPID || newPID == "0" {
 		t.Errorf("kubelet.service MainPID %s after the restart, was %s", newPID, oldPID)
 	}
-	starts, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/run/nds/starts", sd.PID1))
-	if err != nil || strings.Count(string(starts), "start\n") != 2 {
-		t.Errorf("the stand-in kubelet started %q times (%v), want twice", starts, err)
+	sd.WaitFor("the stand-in kubelet to record its second start", "kubelet.service", 20*time.Second, func() bool { n, _ := starts(); return n >= 2 })
+	if n, data := starts(); n != 2 {
+		t.Errorf("the stand-in kubelet started %d times (%q), want twice", n, data)
 	}
 	// The new process started after the restart was asked, by systemd's record of when it forked
 	// it (CLOCK_MONOTONIC, which the namespace shares with this test); how nodedns reads a

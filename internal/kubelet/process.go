@@ -84,7 +84,8 @@ func askOnce(units AskUnits) AskUnits {
 // cgroup, PID 1's PID namespace and a unit's cgroup or main process, as units says); every other is
 // in Scan.Ignored with the rule it failed. When several qualify, the main process of a unit that
 // starts kubelet (or its child: RKE2's kubelet) wins, as units says (nil: no bus), else the newest:
-// the one that read kubelet's files last. The others are named in Found.How.
+// the one that read kubelet's files last. The others are named in Found.How. A child with its
+// parent's name, executable and command line is the parent's fork before its exec, and is left out.
 func FindProcess(proc string, units AskUnits) (Scan, error) {
 	units = askOnce(units)
 	ents, err := os.ReadDir(proc)
@@ -98,15 +99,26 @@ func FindProcess(proc string, units AskUnits) (Scan, error) {
 		}
 	}
 	sort.Ints(pids)
-	var scan Scan
-	var trusted []candidate
+	var all []candidate
+	byPID := map[int]candidate{}
 	for _, pid := range pids {
 		c, ok, err := readProcess(proc, pid, units)
 		if err != nil {
 			return Scan{}, err
 		}
+		if ok {
+			all = append(all, c)
+			byPID[pid] = c
+		}
+	}
+	var scan Scan
+	var trusted []candidate
+	for _, c := range all {
 		switch {
-		case !ok:
+		case c.forkOf(byPID[c.ppid]):
+			// Its parent's fork before its exec, not another kubelet (docs/contract.md "Kubelet's
+			// config"): kubelet runs mount, iptables and others, and until the exec the child has
+			// kubelet's name, executable and command line, and the newest start.
 		case c.why != "":
 			scan.Ignored = append(scan.Ignored, c.ignored())
 			scan.Unverified = scan.Unverified || c.unverified
@@ -137,6 +149,16 @@ type candidate struct {
 	unverified bool
 	ticks      uint64 // its start time, clock ticks since boot
 	ppid       int
+	// exe and cmdline are its executable link's target ("" when hidden) and its command line, as
+	// read: a fork has its parent's until its exec.
+	exe, cmdline string
+}
+
+// forkOf reports whether c is parent's fork that has not yet run its exec: parent's child, with its
+// name, executable and command line (a process in the middle of a fork, or one that runs parent's
+// very program with its very arguments, which no kubelet, RKE2 or k3s does).
+func (c candidate) forkOf(parent candidate) bool {
+	return parent.pid != 0 && c.ppid == parent.pid && c.name == parent.name && c.exe == parent.exe && c.cmdline == parent.cmdline
 }
 
 func (c candidate) ignored() string {
@@ -268,7 +290,7 @@ func readProcess(proc string, pid int, units AskUnits) (candidate, bool, error) 
 	} else {
 		found = readKubelet(proc, dir, pid, exe, args)
 	}
-	c := candidate{found: found, pid: pid, name: name, ticks: ticks, ppid: ppid}
+	c := candidate{found: found, pid: pid, name: name, ticks: ticks, ppid: ppid, exe: exe, cmdline: string(data)}
 	c.uid, c.why, c.unverified = verifyProcess(proc, pid, units)
 	if again, err := nodefs.ReadKernel(filepath.Join(dir, "stat"), procKind); err != nil {
 		return candidate{}, false, nil

@@ -30,6 +30,8 @@ func TestFindProcess(t *testing.T) {
 		path    string
 		dir     string
 		how     string
+		exact   bool   // How is how, nothing more
+		started uint64 // when set, the start (clock ticks since boot) of the process chosen
 		ignored []string
 	}{
 		{
@@ -100,6 +102,34 @@ func TestFindProcess(t *testing.T) {
 			ok:    true, path: "/b.yaml", how: "the newest of 2",
 		},
 		{
+			// Seen with a stand-in that runs sleep: the fork, with the newest start, was taken for
+			// a second kubelet (and, chosen, for a kubelet restarted after nodedns's change).
+			name: "root's kubelet and its fork before the exec (kubelet runs mount, iptables): the kubelet alone",
+			procs: map[int]fakeproc.Proc{
+				812:  at(with(root, "/usr/local/bin/kubelet", "--config=/etc/kubernetes/kubelet-config.yaml"), 100, 1),
+				4711: at(with(root, "/usr/local/bin/kubelet", "--config=/etc/kubernetes/kubelet-config.yaml"), 900, 812),
+			},
+			ok: true, path: "/etc/kubernetes/kubelet-config.yaml", how: "--config of the running kubelet, pid 812", exact: true, started: 100,
+		},
+		{
+			name: "a kubelet's child with a command line of its own is another kubelet",
+			procs: map[int]fakeproc.Proc{
+				700: at(with(root, "kubelet", "--config=/a.yaml"), 100, 1),
+				701: at(with(root, "kubelet", "--config=/b.yaml"), 900, 700),
+			},
+			ok: true, path: "/b.yaml", how: "--config of the running kubelet, pid 701; the newest of 2 kubelet processes of root's, pid 700 also runs, root's", exact: true,
+		},
+		{
+			name: "nobody's kubelet script and the fork its loop makes: named once",
+			procs: map[int]fakeproc.Proc{
+				10:  at(with(nobody, "/bin/sh", "/var/tmp/x/kubelet", "--config=/var/tmp/x/config.yaml"), 100, 1),
+				11:  at(with(nobody, "/bin/sh", "/var/tmp/x/kubelet", "--config=/var/tmp/x/config.yaml"), 900, 10),
+				812: at(with(root, "kubelet", "--config=/etc/kubernetes/kubelet-config.yaml"), 50, 1),
+			},
+			ok: true, path: "/etc/kubernetes/kubelet-config.yaml", how: "--config of the running kubelet, pid 812", exact: true,
+			ignored: []string{"pid 10 (uid 65534) calls itself kubelet: ignored (not root's)"},
+		},
+		{
 			name:  "a zombie and another program",
 			procs: map[int]fakeproc.Proc{10: {Comm: "kubelet", Cwd: "/"}, 11: with(fakeproc.Proc{Comm: "kubectl"}, "kubectl", "--config=/x")},
 			ok:    false,
@@ -159,7 +189,7 @@ func TestFindProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := got.Found
-			if got.OK != tc.ok || f.Path != tc.path || f.ConfigDir != tc.dir || !strings.Contains(f.How, tc.how) {
+			if got.OK != tc.ok || f.Path != tc.path || f.ConfigDir != tc.dir || !strings.Contains(f.How, tc.how) || (tc.exact && f.How != tc.how) {
 				t.Errorf("found %+v, %v; want %q (config-dir %q, how %q), %v", f, got.OK, tc.path, tc.dir, tc.how, tc.ok)
 			}
 			if strings.Join(got.Ignored, "\n") != strings.Join(tc.ignored, "\n") {
@@ -170,6 +200,9 @@ func TestFindProcess(t *testing.T) {
 			}
 			if got.OK && (got.Started.IsZero() || got.Started.Before(time.Unix(fakeproc.Btime, 0))) {
 				t.Errorf("the chosen process started at %v", got.Started)
+			}
+			if want := time.Unix(fakeproc.Btime, 0).Add(time.Duration(tc.started) * time.Second / userHZ); tc.started != 0 && !got.Started.Equal(want) {
+				t.Errorf("the chosen process started at %v, want %v", got.Started, want)
 			}
 		})
 	}
