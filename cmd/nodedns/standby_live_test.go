@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -166,7 +167,16 @@ func (n *standbyNode) startNodedns(t testing.TB, config string) *syncBuf {
 // startNodednsAs is startNodedns with the binary run through prefix (setpriv dropping capabilities).
 func (n *standbyNode) startNodednsAs(t testing.TB, config string, prefix ...string) *syncBuf {
 	t.Helper()
-	mustTB(t, os.WriteFile(n.sb.Path("/etc/nodedns/config.yaml"), []byte(config), 0o644))
+	cfg := n.sb.Path("/etc/nodedns/config.yaml")
+	if _, err := os.Stat(filepath.Dir(cfg)); err != nil {
+		// Seen twice in full runs under load, in the forky suite only, and not explained: the
+		// node's /etc/nodedns (Isolate's tmpfs) was not there at this point. Say what the node's
+		// mounts were, and make the directory, so the rest of the test still runs.
+		out, _ := n.sb.Try("findmnt -R /etc; ls -la /etc | head -40")
+		t.Logf("the node's /etc/nodedns is missing (%v); its mounts under /etc:\n%s", err, out)
+		mustTB(t, os.MkdirAll(filepath.Dir(cfg), 0o755))
+	}
+	mustTB(t, os.WriteFile(cfg, []byte(config), 0o644))
 	argv := append(append(prefix, n.bin), "--config", "/etc/nodedns/config.yaml", "--log-level", "debug", "run")
 	cmd := n.sb.Cmd(context.Background(), argv[0], argv[1:]...)
 	lb := &syncBuf{}
