@@ -27,7 +27,8 @@ const childReady = "nstest-child: everything runs"
 // started with tied, is killed with SIGKILL: it runs none of its cleanups. Within a bounded wait,
 // nothing of it is left on this machine: no process (by the marker in their environment, or in one
 // of its PID, network or mount namespaces), none of its network namespaces held by a descriptor
-// or a bind mount (a name in /run/netns), no mount of its own in this machine's mount namespace.
+// or a bind mount (a name in /run/netns), no mount of its own in this machine's mount namespace,
+// not the directory of the tools it built (ProcessTempDir).
 func TestSandboxDiesWithItsTest(t *testing.T) {
 	if os.Getenv(childEnv) == "1" {
 		buildEverything(t)
@@ -53,6 +54,9 @@ func TestSandboxDiesWithItsTest(t *testing.T) {
 	}
 	if len(fp.PIDNS) < 3 || len(fp.NetNS) < 4 || len(fp.MntNS) < 3 {
 		t.Errorf("the child's namespaces: %d PID, %d network, %d mount; want at least 3 (two sandboxes and systemd's), 4 (and the pod's), 3", len(fp.PIDNS), len(fp.NetNS), len(fp.MntNS))
+	}
+	if dirs, _ := filepath.Glob(filepath.Join(child.Tmp, fmt.Sprintf("nodedns-bin-%d-*", child.Cmd.Process.Pid))); len(dirs) != 1 {
+		t.Errorf("the child's directory of built tools: %q, want one: the test would prove nothing about it", dirs)
 	}
 	child.KillLeavesNothing(t, fp, 30*time.Second)
 }

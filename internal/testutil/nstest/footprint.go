@@ -313,15 +313,19 @@ func (c *ChildTest) KillLeavesNothing(t testing.TB, fp Footprint, within time.Du
 	_ = c.Cmd.Process.Kill()
 	<-c.done
 	deadline := start.Add(within)
+	// The directories the child made for the whole of its process (ProcessTempDir: its built tools,
+	// the demo's), which their remover takes away once the process is gone.
+	processDirs := filepath.Join(c.Tmp, fmt.Sprintf("*-%d-*", c.Cmd.Process.Pid))
 	for {
 		l := fp.Left(c.Tmp)
-		if l.Empty() {
+		dirs, _ := filepath.Glob(processDirs)
+		if l.Empty() && len(dirs) == 0 {
 			t.Logf("nothing left %v after the SIGKILL (%d dead processes not yet reaped by their reaper)", time.Since(start).Round(time.Millisecond), l.Dead)
 			return
 		}
 		if time.Now().After(deadline) {
 			l.Kill()
-			t.Fatalf("%v after the SIGKILL of the child test, left: %s", within, l)
+			t.Fatalf("%v after the SIGKILL of the child test, left: %s; its process's directories %q", within, l, dirs)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

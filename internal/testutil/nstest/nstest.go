@@ -524,8 +524,9 @@ func buildTool(pkg string) (string, error) {
 }
 
 // ProcessTempDir makes a temporary directory named after prefix and this process's PID, for files
-// that must outlive any one test of the process, and first removes those of processes that are
-// gone: a test process killed from outside runs no cleanup, so the next one removes what it left.
+// that must outlive any one test of the process, and removes it when the process ends, however it
+// ends (removeAtExit). It first removes those of processes that are gone, which their remover
+// should have done: a remover killed from outside runs no rm either.
 func ProcessTempDir(prefix string) (string, error) {
 	old, _ := filepath.Glob(filepath.Join(os.TempDir(), prefix+"-*-*"))
 	for _, d := range old {
@@ -538,5 +539,46 @@ func ProcessTempDir(prefix string) (string, error) {
 			_ = os.RemoveAll(d)
 		}
 	}
-	return os.MkdirTemp("", fmt.Sprintf("%s-%d-", prefix, os.Getpid()))
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s-%d-", prefix, os.Getpid()))
+	if err != nil {
+		return "", err
+	}
+	if err := removeAtExit(dir); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
+// atExit holds the write ends of removeAtExit's pipes for the life of the process (an *os.File no
+// longer referenced would be closed by its finalizer).
+var atExit struct {
+	sync.Mutex
+	pipes []*os.File
+}
+
+// removeAtExit starts a remover of dir that waits for this process to end, however it ends: it
+// reads a pipe whose only write end this process holds (close-on-exec, so no other child inherits
+// it), which the kernel closes when the process exits or is killed; then it removes dir. Without
+// it the last test process of a run left its built tools (30 MB) until the next one swept them. Its
+// own session, so a Ctrl-C to the terminal's process group does not kill it with the tests.
+func removeAtExit(dir string) error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("remover of %s: %w", dir, err)
+	}
+	defer r.Close()
+	cmd := exec.Command("sh", "-c", `cat > /dev/null; exec rm -rf -- "$1"`, "sh", dir)
+	cmd.Stdin = r
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return fmt.Errorf("remover of %s: %w", dir, err)
+	}
+	// Never waited for: it ends with this process, and is then its new parent's to reap.
+	_ = cmd.Process.Release()
+	atExit.Lock()
+	atExit.pipes = append(atExit.pipes, w)
+	atExit.Unlock()
+	return nil
 }
